@@ -1,0 +1,64 @@
+/*
+ * backend.h — the driver vtable behind each wavert_device: one implementation for the CUDA
+ * driver API (backend_cuda.c) and one for HIP (backend_hip.c), both opened with dlopen.
+ *
+ * Every entry reports failures through wavert__error and returns the status. Entries that
+ * touch a context or device (all but init and device_open) expect the device's context to be
+ * current already (see wavert__enter), except enter/leave themselves.
+ */
+#ifndef WAVERT_BACKEND_H
+#define WAVERT_BACKEND_H
+
+#include "internal.h"
+
+struct wavert__backend {
+  const char *name;    /* "CUDA" / "HIP", for messages */
+  const char *devices; /* "CUDA" / "AMD", for "no CUDA device" */
+  /* Open the driver library and initialise it; count the devices (0 when the driver reports
+   * that it has none). Called once, under the registry mutex. */
+  wavert_status (*init)(int32_t *out_count);
+  /* Fill handle, context, attributes and chip of a new device (ordinal in dl.device_id). */
+  wavert_status (*device_open)(wavert_device *device);
+  wavert_status (*enter)(wavert_device *device, void **out_saved);
+  void (*leave)(wavert_device *device, void *saved);
+  wavert_status (*synchronize)(wavert_device *device);
+
+  wavert_status (*module_load)(wavert_device *device, const void *image, size_t size,
+                               void **out_module);
+  void (*module_unload)(void *module);
+  /* WAVERT_ERROR_NOT_FOUND when the module has no kernel of that name. */
+  wavert_status (*module_get_function)(void *module, const char *name, void **out_function);
+  wavert_status (*function_attribute)(void *function, wavert_function_attribute attribute,
+                                      int64_t *out_value);
+  wavert_status (*function_opt_in_shared)(void *function, int64_t dynamic_shared_bytes);
+  wavert_status (*launch)(void *function, const uint32_t grid[3], const uint32_t block[3],
+                          uint32_t dynamic_shared_bytes, void *stream, void **params);
+
+  wavert_status (*stream_create)(void **out_stream);
+  wavert_status (*stream_destroy)(void *stream);
+  wavert_status (*stream_synchronize)(void *stream);
+  wavert_status (*stream_wait_event)(void *stream, void *event);
+  wavert_status (*event_create)(void **out_event);
+  wavert_status (*event_destroy)(void *event);
+  wavert_status (*event_record)(void *event, void *stream);
+  wavert_status (*event_synchronize)(void *event);
+
+  /* `managed`: memory reachable from host and device (cuMemAllocManaged / hipMallocManaged). */
+  wavert_status (*mem_alloc)(size_t size, int managed, void **out_ptr);
+  wavert_status (*mem_free)(void *ptr);
+  /* `sync`: blocking copy (stream ignored); otherwise ordered on `stream`. */
+  wavert_status (*memcpy)(void *dst, const void *src, size_t size, void *stream, int sync);
+  /* element_bytes is 1, 2 or 4. */
+  wavert_status (*memset)(void *ptr, uint32_t value, size_t element_bytes, size_t count,
+                          void *stream, int sync);
+};
+
+extern const wavert__backend wavert__cuda_backend;
+extern const wavert__backend wavert__hip_backend;
+
+/* dlopen `env`'s path if set, else the first of `names` that opens; the message of a failure
+ * names every library tried. */
+wavert_status wavert__open_library(const char *what, const char *env, const char *const *names,
+                                   void **out_handle);
+
+#endif /* WAVERT_BACKEND_H */

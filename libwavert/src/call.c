@@ -1,0 +1,252 @@
+/*
+ * call.c — the host-call context (per thread: device, stream, first error, depth) and the
+ * wavert_jit_* entry points that JIT-compiled host code calls: wavert_jit_launch and MLIR's
+ * mgpu* runtime wrappers on the call's device, recording errors instead of printing them.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend.h"
+
+typedef struct {
+  wavert_device *device;
+  void *stream;
+  wavert_status status; /* first error recorded during the call */
+  intptr_t depth;
+  char message[1024];
+} call_context;
+
+static _Thread_local call_context current;
+
+/* Layout of wavert_call_state.words. */
+enum {
+  STATE_MAGIC,
+  STATE_DEVICE,
+  STATE_SAVED_CONTEXT,
+  STATE_PREVIOUS_DEVICE,
+  STATE_PREVIOUS_STREAM,
+  STATE_PREVIOUS_STATUS,
+  STATE_WORDS_USED
+};
+_Static_assert(STATE_WORDS_USED <= WAVERT_CALL_STATE_WORDS, "wavert_call_state too small");
+static const char state_magic = 0; /* its address marks a state begun and not yet ended */
+
+wavert_status wavert_call_begin(wavert_device *device, void *stream, wavert_call_state *state) {
+  if (device == NULL || state == NULL)
+    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT, "wavert_call_begin: device or state is NULL");
+  state->words[STATE_MAGIC] = NULL;
+  void *saved = NULL;
+  wavert_status status = wavert__enter(device, &saved);
+  if (status != WAVERT_OK) return status;
+  state->words[STATE_MAGIC] = (void *)&state_magic;
+  state->words[STATE_DEVICE] = device;
+  state->words[STATE_SAVED_CONTEXT] = saved;
+  state->words[STATE_PREVIOUS_DEVICE] = current.device;
+  state->words[STATE_PREVIOUS_STREAM] = current.stream;
+  state->words[STATE_PREVIOUS_STATUS] = (void *)(intptr_t)current.status;
+  current.device = device;
+  current.stream = stream;
+  current.status = WAVERT_OK;
+  current.depth += 1;
+  return WAVERT_OK;
+}
+
+wavert_status wavert_call_end(wavert_call_state *state) {
+  if (state == NULL || state->words[STATE_MAGIC] != (void *)&state_magic || current.depth == 0)
+    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                         "wavert_call_end without a matching wavert_call_begin");
+  wavert_status status = current.status;
+  wavert__leave(state->words[STATE_DEVICE], state->words[STATE_SAVED_CONTEXT]);
+  state->words[STATE_MAGIC] = NULL;
+  current.device = state->words[STATE_PREVIOUS_DEVICE];
+  current.stream = state->words[STATE_PREVIOUS_STREAM];
+  current.status = (wavert_status)(intptr_t)state->words[STATE_PREVIOUS_STATUS];
+  current.depth -= 1;
+  if (status != WAVERT_OK) return wavert__error(status, "%s", current.message);
+  return WAVERT_OK;
+}
+
+int32_t wavert_jit_failed(void) { return current.depth == 0 || current.status != WAVERT_OK; }
+
+/* Record `status` (with this thread's last error message) as the call's error if it is the
+ * first; returns `status`. */
+static wavert_status record(wavert_status status) {
+  if (status != WAVERT_OK && current.depth > 0 && current.status == WAVERT_OK) {
+    current.status = status;
+    snprintf(current.message, sizeof(current.message), "%s", wavert_last_error());
+  }
+  return status;
+}
+
+/* The call's device with its context entered, or NULL (error recorded) outside a call. */
+static wavert_device *enter_call(const char *function, void **out_saved) {
+  if (current.depth == 0) {
+    wavert__error(WAVERT_ERROR_INVALID_ARGUMENT, "%s: no host call in progress (wavert_call_begin)",
+                  function);
+    return NULL;
+  }
+  if (record(wavert__enter(current.device, out_saved)) != WAVERT_OK) return NULL;
+  return current.device;
+}
+
+static void *call_stream(void *stream) { return stream != NULL ? stream : current.stream; }
+
+int32_t wavert_jit_launch(wavert_kernel **slot, const void *image, int64_t image_size,
+                          const char *name, int64_t gx, int64_t gy, int64_t gz, int64_t bx,
+                          int64_t by, int64_t bz, int32_t dynamic_shared_bytes, void *stream,
+                          void **params) {
+  if (current.depth == 0)
+    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                         "wavert_jit_launch of kernel '%s': no host call in progress "
+                         "(wavert_call_begin)",
+                         name != NULL ? name : "?");
+  if (slot == NULL || image_size < 0)
+    return record(wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                                "wavert_jit_launch: slot is NULL or image_size is negative"));
+  wavert_kernel *kernel = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+  if (kernel == NULL) {
+    wavert_kernel *fresh = NULL;
+    wavert_status status = wavert_kernel_create(image, (size_t)image_size, name, &fresh);
+    if (status != WAVERT_OK) return record(status);
+    if (__atomic_compare_exchange_n(slot, &kernel, fresh, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+      kernel = fresh;
+    } else {
+      wavert_kernel_release(fresh); /* another thread's kernel won; `kernel` holds it */
+    }
+  }
+  wavert_function *function = NULL;
+  wavert_status status = wavert_kernel_get_function(kernel, current.device, &function);
+  if (status == WAVERT_OK)
+    status = wavert_function_launch(function, gx, gy, gz, bx, by, bz, dynamic_shared_bytes,
+                                    call_stream(stream), params);
+  return record(status);
+}
+
+void *wavert_jit_stream_create(void) {
+  void *saved = NULL;
+  wavert_device *device = enter_call("wavert_jit_stream_create", &saved);
+  if (device == NULL) return NULL;
+  void *stream = NULL;
+  wavert_status status = wavert__stream_acquire(device, &stream);
+  if (status == WAVERT_OK) {
+    /* Work on the new stream must come after what the caller enqueued on its stream. */
+    status = wavert__stream_order(device, stream, current.stream);
+    if (status != WAVERT_OK) wavert__stream_recycle(device, stream);
+  }
+  wavert__leave(device, saved);
+  return record(status) == WAVERT_OK ? stream : NULL;
+}
+
+void wavert_jit_stream_destroy(void *stream) {
+  void *saved = NULL;
+  wavert_device *device = enter_call("wavert_jit_stream_destroy", &saved);
+  if (device == NULL) return;
+  if (stream != NULL && stream != current.stream) wavert__stream_recycle(device, stream);
+  wavert__leave(device, saved);
+}
+
+void wavert_jit_stream_synchronize(void *stream) {
+  void *saved = NULL;
+  wavert_device *device = enter_call("wavert_jit_stream_synchronize", &saved);
+  if (device == NULL) return;
+  stream = call_stream(stream);
+  wavert_status status = device->backend->stream_synchronize(stream);
+  /* Keep the caller's stream ordered after this one when the call returns. */
+  if (status == WAVERT_OK && stream != current.stream)
+    status = wavert__stream_order(device, current.stream, stream);
+  wavert__leave(device, saved);
+  record(status);
+}
+
+void wavert_jit_stream_wait_event(void *stream, void *event) {
+  void *saved = NULL;
+  wavert_device *device = enter_call("wavert_jit_stream_wait_event", &saved);
+  if (device == NULL) return;
+  record(device->backend->stream_wait_event(call_stream(stream), event));
+  wavert__leave(device, saved);
+}
+
+void *wavert_jit_event_create(void) {
+  void *saved = NULL;
+  wavert_device *device = enter_call("wavert_jit_event_create", &saved);
+  if (device == NULL) return NULL;
+  void *event = NULL;
+  wavert_status status = wavert__event_acquire(device, &event);
+  wavert__leave(device, saved);
+  return record(status) == WAVERT_OK ? event : NULL;
+}
+
+void wavert_jit_event_destroy(void *event) {
+  void *saved = NULL;
+  wavert_device *device = enter_call("wavert_jit_event_destroy", &saved);
+  if (device == NULL) return;
+  if (event != NULL) wavert__event_recycle(device, event);
+  wavert__leave(device, saved);
+}
+
+void wavert_jit_event_synchronize(void *event) {
+  void *saved = NULL;
+  wavert_device *device = enter_call("wavert_jit_event_synchronize", &saved);
+  if (device == NULL) return;
+  record(device->backend->event_synchronize(event));
+  wavert__leave(device, saved);
+}
+
+void wavert_jit_event_record(void *event, void *stream) {
+  void *saved = NULL;
+  wavert_device *device = enter_call("wavert_jit_event_record", &saved);
+  if (device == NULL) return;
+  record(device->backend->event_record(event, call_stream(stream)));
+  wavert__leave(device, saved);
+}
+
+void *wavert_jit_mem_alloc(uint64_t size, void *stream, int8_t host_shared) {
+  (void)stream; /* allocation is not stream-ordered, as in MLIR's mgpuMemAlloc */
+  if (size == 0) return NULL;
+  void *saved = NULL;
+  wavert_device *device = enter_call("wavert_jit_mem_alloc", &saved);
+  if (device == NULL) return NULL;
+  void *ptr = NULL;
+  wavert_status status = device->backend->mem_alloc((size_t)size, host_shared != 0, &ptr);
+  wavert__leave(device, saved);
+  return record(status) == WAVERT_OK ? ptr : NULL;
+}
+
+void wavert_jit_mem_free(void *ptr, void *stream) {
+  (void)stream;
+  if (ptr == NULL) return;
+  void *saved = NULL;
+  wavert_device *device = enter_call("wavert_jit_mem_free", &saved);
+  if (device == NULL) return;
+  record(device->backend->mem_free(ptr));
+  wavert__leave(device, saved);
+}
+
+void wavert_jit_memcpy(void *dst, void *src, uint64_t size, void *stream) {
+  if (size == 0) return;
+  void *saved = NULL;
+  wavert_device *device = enter_call("wavert_jit_memcpy", &saved);
+  if (device == NULL) return;
+  record(device->backend->memcpy(dst, src, (size_t)size, call_stream(stream), 0));
+  wavert__leave(device, saved);
+}
+
+static void jit_memset(const char *function, void *dst, uint32_t value, size_t element_bytes,
+                       uint64_t count, void *stream) {
+  if (count == 0) return;
+  void *saved = NULL;
+  wavert_device *device = enter_call(function, &saved);
+  if (device == NULL) return;
+  record(device->backend->memset(dst, value, element_bytes, (size_t)count, call_stream(stream), 0));
+  wavert__leave(device, saved);
+}
+
+void wavert_jit_memset32(void *dst, uint32_t value, uint64_t count, void *stream) {
+  jit_memset("wavert_jit_memset32", dst, value, 4, count, stream);
+}
+
+void wavert_jit_memset16(void *dst, uint16_t value, uint64_t count, void *stream) {
+  jit_memset("wavert_jit_memset16", dst, value, 2, count, stream);
+}

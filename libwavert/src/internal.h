@@ -1,0 +1,90 @@
+/*
+ * internal.h — the structures behind the public handles and the helpers shared by the
+ * libwavert source files (error reporting, backend registry, per-device pools).
+ */
+#ifndef WAVERT_INTERNAL_H
+#define WAVERT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "wavert.h"
+
+#if defined(__GNUC__)
+#define WAVERT__PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define WAVERT__PRINTF(fmt, args)
+#endif
+
+/* Devices per backend that handles and kernel caches have room for. */
+#define WAVERT__MAX_DEVICES 64
+/* Backends, indexed by wavert_device.backend_index. */
+#define WAVERT__BACKEND_CUDA 0
+#define WAVERT__BACKEND_HIP 1
+#define WAVERT__BACKEND_COUNT 2
+/* Attribute slots (wavert_device_attribute values are 1..13). */
+#define WAVERT__DEVICE_ATTRIBUTE_COUNT 14
+/* Idle streams / events kept per device for the wavert_jit_* functions. */
+#define WAVERT__POOL_SIZE 8
+
+typedef struct wavert__backend wavert__backend;
+
+struct wavert_device {
+  const wavert__backend *backend;
+  int32_t backend_index;
+  DLDevice dl;
+  intptr_t handle; /* CUdevice / HIP ordinal */
+  void *context;   /* CUcontext (primary, retained); NULL on HIP */
+  /* Read once when the handle is created; immutable afterwards. */
+  int64_t attributes[WAVERT__DEVICE_ATTRIBUTE_COUNT];
+  char chip[64]; /* "" when the backend cannot name the chip */
+  pthread_mutex_t pool_mutex;
+  int stream_count;
+  int event_count;
+  void *streams[WAVERT__POOL_SIZE];
+  void *events[WAVERT__POOL_SIZE];
+};
+
+struct wavert_function {
+  wavert_function *next; /* the module's list */
+  wavert_module *module;
+  wavert_device *device;
+  void *handle; /* CUfunction / hipFunction_t */
+  /* Read when the function is first got; immutable afterwards. */
+  int64_t max_threads;
+  int64_t static_shared;
+  /* Largest MAX_DYNAMIC_SHARED_SIZE_BYTES set so far (raised under module->mutex). */
+  _Atomic int64_t dynamic_shared_opt_in;
+  char name[];
+};
+
+struct wavert_module {
+  atomic_int refcount;
+  wavert_device *device;
+  void *handle; /* CUmodule / hipModule_t */
+  pthread_mutex_t mutex;
+  wavert_function *functions;
+};
+
+/* Store `status` and a printf-formatted message as this thread's last error; returns
+ * `status`. */
+wavert_status wavert__error(wavert_status status, const char *format, ...) WAVERT__PRINTF(2, 3);
+
+/* Make `device`'s context current for this thread if it is not already; `*out_saved` receives
+ * what wavert__leave needs to restore the caller's. */
+wavert_status wavert__enter(wavert_device *device, void **out_saved);
+void wavert__leave(wavert_device *device, void *saved);
+
+/* Streams and events from the device's pool (created when empty) and back into it (destroyed
+ * when full). The device's context must be current. */
+wavert_status wavert__stream_acquire(wavert_device *device, void **out_stream);
+void wavert__stream_recycle(wavert_device *device, void *stream);
+wavert_status wavert__event_acquire(wavert_device *device, void **out_event);
+void wavert__event_recycle(wavert_device *device, void *event);
+
+/* Make `waiting` wait for the work enqueued on `stream` so far (event record + wait). The
+ * device's context must be current. */
+wavert_status wavert__stream_order(wavert_device *device, void *waiting, void *stream);
+
+#endif /* WAVERT_INTERNAL_H */

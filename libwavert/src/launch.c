@@ -1,0 +1,89 @@
+/*
+ * launch.c — wavert_function_launch: validation against the cached device and kernel limits,
+ * the dynamic shared memory opt-in, and the driver launch. The hot path takes no lock and
+ * queries nothing: one context check, the launch, and the context restore if one was needed.
+ */
+#include "backend.h"
+
+static const char *const extent_names[6] = {"grid x",  "grid y",  "grid z",
+                                            "block x", "block y", "block z"};
+
+/* Raise the function's MAX_DYNAMIC_SHARED_SIZE_BYTES to `bytes` if it is lower (context
+ * current). Serialised per module so concurrent raises end at the largest value. */
+static wavert_status opt_in_shared(wavert_function *function, int64_t bytes) {
+  wavert_status status = WAVERT_OK;
+  pthread_mutex_lock(&function->module->mutex);
+  if (atomic_load_explicit(&function->dynamic_shared_opt_in, memory_order_relaxed) < bytes) {
+    status = function->device->backend->function_opt_in_shared(function->handle, bytes);
+    if (status == WAVERT_OK)
+      atomic_store_explicit(&function->dynamic_shared_opt_in, bytes, memory_order_release);
+  }
+  pthread_mutex_unlock(&function->module->mutex);
+  return status;
+}
+
+wavert_status wavert_function_launch(wavert_function *function, int64_t gx, int64_t gy,
+                                     int64_t gz, int64_t bx, int64_t by, int64_t bz,
+                                     int64_t dynamic_shared_bytes, void *stream, void **params) {
+  if (function == NULL)
+    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT, "wavert_function_launch: function is NULL");
+  const int64_t extents[6] = {gx, gy, gz, bx, by, bz};
+  for (int i = 0; i < 6; ++i)
+    if (extents[i] < 0)
+      return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT, "launch of kernel '%s': %s = %lld is negative",
+                           function->name, extent_names[i], (long long)extents[i]);
+  if (dynamic_shared_bytes < 0)
+    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                         "launch of kernel '%s': dynamic shared memory %lld bytes is negative",
+                         function->name, (long long)dynamic_shared_bytes);
+  for (int i = 0; i < 6; ++i)
+    if (extents[i] == 0) return WAVERT_OK;
+
+  wavert_device *device = function->device;
+  const int64_t *attributes = device->attributes;
+  for (int i = 0; i < 6; ++i) {
+    int64_t limit = i < 3 ? attributes[WAVERT_DEVICE_MAX_GRID_DIM_X + i]
+                          : attributes[WAVERT_DEVICE_MAX_BLOCK_DIM_X + i - 3];
+    if (extents[i] > limit)
+      return wavert__error(WAVERT_ERROR_LIMIT_EXCEEDED,
+                           "launch of kernel '%s': %s = %lld exceeds the device limit %lld",
+                           function->name, extent_names[i], (long long)extents[i],
+                           (long long)limit);
+  }
+  int64_t threads = bx * by * bz;
+  if (threads > attributes[WAVERT_DEVICE_MAX_THREADS_PER_BLOCK])
+    return wavert__error(WAVERT_ERROR_LIMIT_EXCEEDED,
+                         "launch of kernel '%s': %lld threads per block (%lld x %lld x %lld) "
+                         "exceeds the device limit %lld",
+                         function->name, (long long)threads, (long long)bx, (long long)by,
+                         (long long)bz, (long long)attributes[WAVERT_DEVICE_MAX_THREADS_PER_BLOCK]);
+  if (threads > function->max_threads)
+    return wavert__error(WAVERT_ERROR_LIMIT_EXCEEDED,
+                         "launch of kernel '%s': %lld threads per block (%lld x %lld x %lld) "
+                         "exceeds the kernel's limit %lld",
+                         function->name, (long long)threads, (long long)bx, (long long)by,
+                         (long long)bz, (long long)function->max_threads);
+  int64_t shared_total = function->static_shared + dynamic_shared_bytes;
+  int64_t shared_max = attributes[WAVERT_DEVICE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN];
+  if (shared_total > shared_max)
+    return wavert__error(WAVERT_ERROR_LIMIT_EXCEEDED,
+                         "launch of kernel '%s': dynamic shared memory %lld bytes + static %lld "
+                         "bytes exceeds the device maximum %lld bytes",
+                         function->name, (long long)dynamic_shared_bytes,
+                         (long long)function->static_shared, (long long)shared_max);
+  int opt_in = shared_total > attributes[WAVERT_DEVICE_MAX_SHARED_MEMORY_PER_BLOCK] &&
+               atomic_load_explicit(&function->dynamic_shared_opt_in, memory_order_acquire) <
+                   dynamic_shared_bytes;
+
+  const uint32_t grid[3] = {(uint32_t)gx, (uint32_t)gy, (uint32_t)gz};
+  const uint32_t block[3] = {(uint32_t)bx, (uint32_t)by, (uint32_t)bz};
+  void *saved = NULL;
+  wavert_status status = wavert__enter(device, &saved);
+  if (status != WAVERT_OK) return status;
+  if (opt_in) status = opt_in_shared(function, dynamic_shared_bytes);
+  if (status == WAVERT_OK)
+    status = device->backend->launch(function->handle, grid, block, (uint32_t)dynamic_shared_bytes,
+                                     stream, params);
+  wavert__leave(device, saved);
+  return status;
+}

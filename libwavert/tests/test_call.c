@@ -1,0 +1,188 @@
+/* test_call.c — the host-call context and the wavert_jit_* entry points against fake_cuda:
+ * begin/end with context restore, wavert_jit_launch (slot created once, errors recorded, first
+ * error kept), calls outside a host call, and the mgpu replacements' stream ordering. */
+#include <pthread.h>
+
+#include "fake_cuda.h"
+#include "test_util.h"
+
+static const char image[] = "// fake ptx for generated code";
+static wavert_device *device;
+
+static int32_t launch(wavert_kernel **slot, const char *name, int64_t gz, void *stream) {
+  return wavert_jit_launch(slot, image, sizeof(image), name, 2, 1, gz, 64, 1, 1, 0, stream, NULL);
+}
+
+static void test_outside_call(void) {
+  wavert_kernel *slot = NULL;
+  wavert_clear_error();
+  CHECK(launch(&slot, "scale", 1, NULL) == WAVERT_ERROR_INVALID_ARGUMENT);
+  CHECK_MESSAGE("no host call in progress (wavert_call_begin)");
+  CHECK(slot == NULL);
+  CHECK(wavert_jit_failed());
+  wavert_clear_error();
+  CHECK(wavert_jit_stream_create() == NULL);
+  CHECK_MESSAGE("wavert_jit_stream_create: no host call in progress (wavert_call_begin)");
+  wavert_call_state state = {{0}};
+  CHECK_STATUS(wavert_call_end(&state), WAVERT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(wavert_call_begin(NULL, NULL, &state), WAVERT_ERROR_INVALID_ARGUMENT);
+}
+
+static void test_launches(void) {
+  wavert_kernel *slot = NULL;
+  void *caller_stream = (void *)(uintptr_t)0x5100;
+  wavert_call_state state;
+  fake_cuda_reset();
+  CHECK_OK(wavert_call_begin(device, caller_stream, &state));
+  CHECK(fake_cuda_current_context() == fake_cuda_primary_context(0));
+  CHECK(!wavert_jit_failed());
+  CHECK(launch(&slot, "scale", 1, NULL) == WAVERT_OK);
+  wavert_kernel *first = slot;
+  CHECK(first != NULL);
+  void *explicit_stream = (void *)(uintptr_t)0x5200;
+  CHECK(launch(&slot, "scale", 3, explicit_stream) == WAVERT_OK);
+  CHECK(slot == first);
+  CHECK(fake_cuda_calls("cuModuleLoadDataEx") == 1);
+  CHECK(fake_cuda_launch_count() == 2);
+  CHECK(fake_cuda_launch_at(0)->stream == caller_stream); /* NULL = the call's stream */
+  CHECK(fake_cuda_launch_at(1)->stream == explicit_stream && fake_cuda_launch_at(1)->grid[2] == 3);
+  CHECK(!wavert_jit_failed());
+  CHECK_OK(wavert_call_end(&state));
+  CHECK(fake_cuda_current_context() == NULL);
+
+  /* A failing launch: the status comes back at once and from wavert_call_end, with the first
+   * error's message even after later failures and later successful calls. */
+  CHECK_OK(wavert_call_begin(device, NULL, &state));
+  CHECK(launch(&slot, "scale", 70000, NULL) == WAVERT_ERROR_LIMIT_EXCEEDED);
+  CHECK(wavert_jit_failed());
+  wavert_kernel *other = NULL;
+  CHECK(launch(&other, "missing_kernel", 1, NULL) == WAVERT_ERROR_NOT_FOUND);
+  CHECK(launch(&slot, "scale", 1, NULL) == WAVERT_OK);
+  CHECK_STATUS(wavert_call_end(&state), WAVERT_ERROR_LIMIT_EXCEEDED);
+  CHECK(strcmp(wavert_last_error(),
+               "launch of kernel 'scale': grid z = 70000 exceeds the device limit 65535") == 0);
+  CHECK_STATUS(wavert_call_end(&state), WAVERT_ERROR_INVALID_ARGUMENT); /* ended already */
+
+  /* The next call starts clean. */
+  CHECK_OK(wavert_call_begin(device, NULL, &state));
+  CHECK(!wavert_jit_failed());
+  CHECK_OK(wavert_call_end(&state));
+  wavert_kernel_release(slot);
+  wavert_kernel_release(other);
+}
+
+static void test_nested_calls(void) {
+  wavert_device *device1 = NULL;
+  CHECK_OK(wavert_device_get(kDLCUDA, 1, &device1));
+  wavert_kernel *slot = NULL;
+  wavert_call_state outer, inner;
+  fake_cuda_reset();
+  CHECK_OK(wavert_call_begin(device, (void *)(uintptr_t)0x1, &outer));
+  CHECK_OK(wavert_call_begin(device1, (void *)(uintptr_t)0x2, &inner));
+  CHECK(launch(&slot, "scale", 1, NULL) == WAVERT_OK);
+  CHECK(fake_cuda_launch_at(0)->context == fake_cuda_primary_context(1));
+  CHECK(launch(&slot, "scale", -1, NULL) == WAVERT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(wavert_call_end(&inner), WAVERT_ERROR_INVALID_ARGUMENT);
+  CHECK(fake_cuda_current_context() == fake_cuda_primary_context(0));
+  CHECK(!wavert_jit_failed()); /* the outer call's record is its own */
+  CHECK(launch(&slot, "scale", 1, NULL) == WAVERT_OK);
+  CHECK(fake_cuda_launch_at(1)->context == fake_cuda_primary_context(0));
+  CHECK(fake_cuda_launch_at(1)->stream == (void *)(uintptr_t)0x1);
+  CHECK_OK(wavert_call_end(&outer));
+  CHECK(fake_cuda_current_context() == NULL);
+  CHECK(fake_cuda_calls("cuModuleLoadDataEx") == 2); /* one per device */
+  wavert_kernel_release(slot);
+}
+
+static int index_of(const char *name, int from) {
+  for (int i = from; fake_cuda_call_at(i) != NULL; ++i)
+    if (strcmp(fake_cuda_call_at(i), name) == 0) return i;
+  return -1;
+}
+
+static void test_mgpu(void) {
+  wavert_call_state state;
+  CHECK_OK(wavert_call_begin(device, NULL, &state));
+  fake_cuda_reset();
+  void *stream = wavert_jit_stream_create();
+  CHECK(stream != NULL);
+  /* The new stream waits for the caller's stream: record, then wait. */
+  int record = index_of("cuEventRecord", 0);
+  CHECK(record >= 0 && index_of("cuStreamWaitEvent", record) > record);
+
+  void *ptr = wavert_jit_mem_alloc(256, stream, 0);
+  CHECK(ptr != NULL);
+  void *shared = wavert_jit_mem_alloc(16, stream, 1);
+  CHECK(shared != NULL && fake_cuda_calls("cuMemAllocManaged") == 1);
+  CHECK(wavert_jit_mem_alloc(0, stream, 0) == NULL);
+  wavert_jit_memset32(ptr, 0x01020304u, 64, stream);
+  wavert_jit_memset16(shared, 0xABCD, 8, stream);
+  uint32_t host[64];
+  wavert_jit_memcpy(host, ptr, sizeof(host), stream);
+  CHECK(fake_cuda_calls("cuMemsetD32Async") == 1 && fake_cuda_calls("cuMemsetD16Async") == 1);
+  CHECK(fake_cuda_calls("cuMemcpyAsync") == 1);
+  CHECK(host[63] == 0x01020304u && ((uint16_t *)shared)[7] == 0xABCD);
+
+  void *event = wavert_jit_event_create();
+  CHECK(event != NULL);
+  wavert_jit_event_record(event, stream);
+  wavert_jit_stream_wait_event(stream, event);
+  wavert_jit_event_synchronize(event);
+  wavert_jit_event_destroy(event);
+
+  fake_cuda_reset();
+  wavert_jit_stream_synchronize(stream);
+  /* Synchronised, then the call's stream is ordered after it. */
+  int sync = index_of("cuStreamSynchronize", 0);
+  CHECK(sync >= 0 && index_of("cuStreamWaitEvent", sync) > sync);
+  wavert_jit_mem_free(ptr, stream);
+  wavert_jit_mem_free(shared, stream);
+  wavert_jit_stream_destroy(stream);
+  CHECK(!wavert_jit_failed());
+
+  /* Pooled: a second stream reuses the first without a new driver stream. */
+  fake_cuda_reset();
+  void *again = wavert_jit_stream_create();
+  CHECK(again == stream && fake_cuda_calls("cuStreamCreate") == 0);
+  wavert_jit_stream_destroy(again);
+
+  /* Failures are recorded, not printed, and end the call with the first one. */
+  fake_cuda_fail_next("cuMemAlloc_v2", 2);
+  CHECK(wavert_jit_mem_alloc(8, NULL, 0) == NULL);
+  CHECK(wavert_jit_failed());
+  fake_cuda_fail_next("cuEventSynchronize", 700);
+  wavert_jit_event_synchronize((void *)(uintptr_t)0x1);
+  CHECK_STATUS(wavert_call_end(&state), WAVERT_ERROR_OUT_OF_MEMORY);
+  CHECK_MESSAGE("cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY");
+}
+
+static void *racer(void *arg) {
+  wavert_kernel **slot = arg;
+  wavert_call_state state;
+  CHECK_OK(wavert_call_begin(device, NULL, &state));
+  CHECK(launch(slot, "scale", 1, NULL) == WAVERT_OK);
+  CHECK_OK(wavert_call_end(&state));
+  return NULL;
+}
+
+static void test_slot_race(void) {
+  wavert_kernel *slot = NULL;
+  pthread_t threads[8];
+  fake_cuda_reset();
+  for (int i = 0; i < 8; ++i) CHECK(pthread_create(&threads[i], NULL, racer, &slot) == 0);
+  for (int i = 0; i < 8; ++i) pthread_join(threads[i], NULL);
+  CHECK(fake_cuda_calls("cuModuleLoadDataEx") == 1);
+  CHECK(fake_cuda_launch_count() == 8);
+  wavert_kernel_release(slot);
+}
+
+int main(void) {
+  CHECK_OK(wavert_device_get(kDLCUDA, 0, &device));
+  test_outside_call();
+  test_launches();
+  test_nested_calls();
+  test_mgpu();
+  test_slot_race();
+  puts("test_call: ok");
+  return 0;
+}
