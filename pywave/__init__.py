@@ -1,0 +1,30 @@
+"""pywave: run GPU kernels written in upstream MLIR on DLPack tensors.
+
+>>> mod = pywave.compile(mlir_text)          # doctest: +SKIP
+>>> mod(a, b, c)                             # torch / cupy / jax tensors  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+
+from .api import CompiledModule, compile
+from .errors import ArgumentError, CompileError, DeviceError, Error
+
+__version__ = "0.1.0"
+__all__ = ["compile", "CompiledModule", "Error", "CompileError", "ArgumentError",
+           "DeviceError", "__version__"]
+
+logging.getLogger("pywave").addHandler(logging.NullHandler())
+
+
+def _bind_exceptions() -> None:
+    try:
+        from ._native import set_exceptions
+    except ImportError:  # a source checkout without the built extension: compile-only use
+        logging.getLogger("pywave").debug("pywave._native is not built; calls are unavailable")
+        return
+    set_exceptions(ArgumentError, DeviceError)
+
+
+_bind_exceptions()

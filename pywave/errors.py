@@ -1,0 +1,41 @@
+"""Exception types raised by pywave.
+
+Every failure pywave reports is a :class:`Error`. The subclasses say which stage failed and,
+where natural, also derive from the matching built-in so ``except ValueError`` keeps working.
+"""
+
+from __future__ import annotations
+
+
+class Error(Exception):
+    """Base class of every pywave exception."""
+
+
+class CompileError(Error):
+    """The MLIR text could not be parsed, verified, lowered, compiled or JIT-linked.
+
+    Attributes
+    ----------
+    filename, line, column : str | None, int | None, int | None
+        Location of the first diagnostic, when MLIR reported one (1-based line and column).
+    source_line : str | None
+        The offending line of the input text.
+    """
+
+    def __init__(self, message: str, *, filename: str | None = None, line: int | None = None,
+                 column: int | None = None, source_line: str | None = None) -> None:
+        super().__init__(message)
+        self.filename = filename
+        self.line = line
+        self.column = column
+        self.source_line = source_line
+
+
+class ArgumentError(Error, ValueError):
+    """An argument of a call does not fit the host function's signature or a device limit:
+    wrong dtype, rank, shape, layout or device, an out-of-range scalar, an oversized grid."""
+
+
+class DeviceError(Error, RuntimeError):
+    """The GPU driver failed (module load, launch, kernel fault, missing driver or device).
+    The message carries the driver call and its error name and text."""

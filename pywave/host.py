@@ -1,0 +1,552 @@
+"""Stage 3: host code. Read the host functions' signatures, lower host code to the LLVM
+dialect (``gpu-to-llvm``, ``convert-to-llvm``), rewrite every ``gpu.launch_func`` into a call
+of ``wavert_jit_launch`` and the ``mgpu*`` runtime calls into their ``wavert_jit_*``
+counterparts (each followed by an early return on failure), embed each ``gpu.binary`` as one
+internal constant global, add a packed entry per host function and translate to LLVM IR.
+
+The packed entry of host function ``f`` is ``void _pywave_packed_f(uint64_t *slots)``: the
+flattened LLVM arguments of ``f`` (a rank-r memref is 3 + 2r words: allocated, aligned,
+offset, sizes, strides; a scalar is one word holding its value in the low bytes) in order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+from mlir import ir
+from mlir.dialects import llvm
+
+from .errors import CompileError
+from .kernels import Binary, run_pipeline
+
+#: Host lowering to the LLVM dialect; gpu.launch_func survives with LLVM-typed operands.
+HOST_PIPELINE = ("builtin.module(gpu-to-llvm, convert-to-llvm, reconcile-unrealized-casts, "
+                 "canonicalize)")
+
+PACKED_PREFIX = "_pywave_packed_"
+
+#: MLIR runtime-wrapper functions emitted by gpu-to-llvm -> libwavert replacements.
+MGPU_FUNCTIONS = {
+    "mgpuStreamCreate": "wavert_jit_stream_create",
+    "mgpuStreamDestroy": "wavert_jit_stream_destroy",
+    "mgpuStreamSynchronize": "wavert_jit_stream_synchronize",
+    "mgpuStreamWaitEvent": "wavert_jit_stream_wait_event",
+    "mgpuEventCreate": "wavert_jit_event_create",
+    "mgpuEventDestroy": "wavert_jit_event_destroy",
+    "mgpuEventSynchronize": "wavert_jit_event_synchronize",
+    "mgpuEventRecord": "wavert_jit_event_record",
+    "mgpuMemAlloc": "wavert_jit_mem_alloc",
+    "mgpuMemFree": "wavert_jit_mem_free",
+    "mgpuMemcpy": "wavert_jit_memcpy",
+    "mgpuMemset32": "wavert_jit_memset32",
+    "mgpuMemset16": "wavert_jit_memset16",
+}
+
+#: Scalar MLIR types accepted as host arguments.
+SCALAR_KINDS = {"i1", "i8", "i16", "i32", "i64", "index", "f16", "bf16", "f32", "f64"}
+
+#: MLIR element type -> (DLPack code, bits, signless).
+ELEMENT_DTYPES = {
+    "i1": (6, 8, False), "i8": (0, 8, True), "i16": (0, 16, True), "i32": (0, 32, True),
+    "i64": (0, 64, True), "index": (0, 64, True),
+    "si8": (0, 8, False), "si16": (0, 16, False), "si32": (0, 32, False), "si64": (0, 64, False),
+    "ui8": (1, 8, False), "ui16": (1, 16, False), "ui32": (1, 32, False), "ui64": (1, 64, False),
+    "f16": (2, 16, False), "bf16": (4, 16, False), "f32": (2, 32, False), "f64": (2, 64, False),
+}
+
+DYNAMIC = -(2 ** 63)
+SIGNLESS = 1
+STRIDED = 2
+
+# Ops through which a memref argument is only read; view-like ops are followed.
+_READ_OPS = {"memref.load", "vector.load", "vector.transfer_read", "memref.dim",
+             "vector.gather", "vector.maskedload", "vector.expandload", "memref.rank"}
+_VIEW_OPS = {"memref.subview", "memref.cast", "memref.reinterpret_cast", "memref.view",
+             "memref.collapse_shape", "memref.expand_shape", "memref.transpose"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    """One host-function argument, as the native call path needs it."""
+
+    name: str
+    kind: str                     # "memref" or "scalar"
+    type: str                     # MLIR type text
+    scalar: str = ""              # scalar kind ("f32", "index", ...)
+    dtype: tuple[int, int, int] = (0, 0, 0)
+    flags: int = 0
+    sizes: tuple[int, ...] = ()
+    strides: tuple[int, ...] | None = None
+    offset: int = 0
+    written: bool = False
+
+    @property
+    def words(self) -> int:
+        return 3 + 2 * len(self.sizes) if self.kind == "memref" else 1
+
+    def native_spec(self) -> tuple:
+        """The tuple pywave._native.HostFunction takes for this argument."""
+        if self.kind == "scalar":
+            return ("scalar", self.name, self.scalar)
+        return ("memref", self.name, *self.dtype, self.flags, self.sizes, self.strides,
+                self.offset, self.written)
+
+
+@dataclasses.dataclass(frozen=True)
+class HostFunction:
+    name: str
+    params: tuple[Param, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class HostModule:
+    """Output of the host stage: LLVM IR text plus what the runtime needs to know."""
+
+    llvm_ir: str
+    functions: tuple[HostFunction, ...]
+    kernel_slots: tuple[str, ...]       # names of the wavert_kernel* slot globals
+
+
+# --------------------------------------------------------------------------------------------
+# Signatures
+# --------------------------------------------------------------------------------------------
+def host_functions(module: ir.Module, text: str | None) -> list[HostFunction]:
+    """Signatures of the public host ``func.func``s (call before lowering)."""
+    written = _kernel_written_args(module)
+    out = []
+    for op in module.body.operations:
+        op = op.operation
+        if op.name != "func.func" or not op.regions[0].blocks:
+            continue
+        if "sym_visibility" in op.attributes and \
+                ir.StringAttr(op.attributes["sym_visibility"]).value != "public":
+            continue
+        name = ir.StringAttr(op.attributes["sym_name"]).value
+        ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+        if len(ftype.results):
+            raise CompileError(f"host function @{name} returns {list(map(str, ftype.results))}; "
+                               "host functions must return nothing (write results into "
+                               "memref arguments)")
+        block = op.regions[0].blocks[0]
+        params = []
+        for i, arg in enumerate(block.arguments):
+            pname = _arg_name(arg, text) or f"arg{i}"
+            params.append(_param(name, i, pname, arg.type, _host_arg_written(arg, written)))
+        out.append(HostFunction(name, tuple(params)))
+    return out
+
+
+def _param(fname: str, index: int, name: str, t: ir.Type, written: bool) -> Param:
+    where = f"host function @{fname} argument #{index} ('{name}')"
+    text = str(t)
+    if isinstance(t, ir.MemRefType):
+        mt = ir.MemRefType(t)
+        elem = str(mt.element_type)
+        if elem not in ELEMENT_DTYPES:
+            raise CompileError(f"{where} has element type {elem}; supported element types: "
+                               + ", ".join(sorted(ELEMENT_DTYPES)))
+        code, bits, signless = ELEMENT_DTYPES[elem]
+        flags = SIGNLESS if signless else 0
+        strides: tuple[int, ...] | None = None
+        offset = 0
+        layout = mt.layout
+        if isinstance(layout, ir.StridedLayoutAttr):
+            strides, offset, flags = tuple(layout.strides), layout.offset, flags | STRIDED
+        elif not (isinstance(layout, ir.AffineMapAttr) and layout.value == ir.AffineMap.get_identity(mt.rank)):
+            raise CompileError(f"{where} has the layout {layout}; pywave passes identity "
+                               "and strided<...> layouts")
+        return Param(name, "memref", text, dtype=(code, bits, 1), flags=flags,
+                     sizes=tuple(mt.shape), strides=strides, offset=offset, written=written)
+    if isinstance(t, ir.UnrankedMemRefType):
+        raise CompileError(f"{where} has the unranked type {text}; pass a ranked memref")
+    if text in SCALAR_KINDS:
+        return Param(name, "scalar", text, scalar=text)
+    raise CompileError(f"{where} has the type {text}; host arguments may be ranked memrefs or "
+                       "scalars (" + ", ".join(sorted(SCALAR_KINDS)) + ")")
+
+
+_ARG_RE = re.compile(r"%([A-Za-z_$.\-][\w$.\-]*)")
+
+
+def _arg_name(arg: ir.BlockArgument, text: str | None) -> str | None:
+    """The source name (``%a``) of a block argument, read back at its location."""
+    if text is None:
+        return None
+    m = re.search(r'loc\("[^"]*":(\d+):(\d+)', str(arg.location))
+    if not m:
+        return None
+    lines = text.splitlines()
+    line, col = int(m.group(1)), int(m.group(2))
+    if not 1 <= line <= len(lines):
+        return None
+    found = _ARG_RE.match(lines[line - 1], col - 1)
+    return found.group(1) if found else None
+
+
+def _kernel_written_args(module: ir.Module) -> dict[str, set[int]]:
+    """``"mod::kernel"`` -> indices of memref kernel arguments that may be written."""
+    out: dict[str, set[int]] = {}
+    for gop in module.body.operations:
+        if gop.operation.name != "gpu.module":
+            continue
+        mname = ir.StringAttr(gop.operation.attributes["sym_name"]).value
+        for kop in gop.operation.regions[0].blocks[0].operations:
+            kop = kop.operation
+            if kop.name != "gpu.func" or not kop.regions[0].blocks:
+                continue
+            kname = ir.StringAttr(kop.attributes["sym_name"]).value
+            args = kop.regions[0].blocks[0].arguments
+            out[f"{mname}::{kname}"] = {i for i, a in enumerate(args)
+                                        if isinstance(a.type, ir.MemRefType) and _may_write(a)}
+    return out
+
+
+def _may_write(value: ir.Value) -> bool:
+    for use in value.uses:
+        owner = use.owner
+        name = owner.name
+        if name in _READ_OPS:
+            continue
+        if name in _VIEW_OPS:
+            if any(_may_write(r) for r in owner.results):
+                return True
+            continue
+        return True
+    return False
+
+
+def _host_arg_written(arg: ir.Value, kernels: dict[str, set[int]]) -> bool:
+    if not isinstance(arg.type, ir.MemRefType):
+        return False
+    for use in arg.uses:
+        owner = use.owner
+        name = owner.name
+        if name in _READ_OPS:
+            continue
+        if name in _VIEW_OPS:
+            if any(_host_arg_written(r, kernels) for r in owner.results):
+                return True
+            continue
+        if name == "gpu.launch_func":
+            kernel = str(owner.attributes["kernel"]).replace("@", "")
+            kernel_args = list(owner.opview.kernelOperands)
+            written = kernels.get(kernel)
+            if written is None:
+                return True
+            for i, v in enumerate(kernel_args):
+                if v == arg and i in written:
+                    return True
+            continue
+        if name == "gpu.memcpy" and use.operand_number != _first_memref_operand(owner):
+            continue
+        return True
+    return False
+
+
+def _first_memref_operand(op: ir.Operation) -> int:
+    for i, v in enumerate(op.operands):
+        if isinstance(v.type, ir.MemRefType):
+            return i
+    return -1
+
+
+# --------------------------------------------------------------------------------------------
+# Lowering and launch rewrite
+# --------------------------------------------------------------------------------------------
+def lower(module: ir.Module, binaries: list[Binary], functions: list[HostFunction],
+          *, text: str | None = None) -> HostModule:
+    """Lower host code and produce LLVM IR text (the module is consumed)."""
+    run_pipeline(module, HOST_PIPELINE, "lowering host code to LLVM", text)
+    rewriter = _LaunchRewriter(module, binaries)
+    rewriter.run()
+    _add_packed_entries(module, functions)
+    for op in list(module.body.operations):
+        if op.operation.name == "gpu.binary":
+            op.operation.erase()
+    if "gpu.container_module" in module.operation.attributes:
+        del module.operation.attributes["gpu.container_module"]
+    leftovers: list[str] = []
+
+    def find_gpu_ops(op: ir.Operation) -> ir.WalkResult:
+        if op.name.startswith("gpu."):
+            leftovers.append(op.name)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(find_gpu_ops)
+    if leftovers:
+        raise CompileError("host code still holds GPU ops after lowering: "
+                           + ", ".join(sorted(set(leftovers))))
+    try:
+        module.operation.verify()
+        ir_text = llvm.translate_module_to_llvmir(module.operation)
+    except ir.MLIRError as exc:
+        from .parse import diagnostic_error
+        raise diagnostic_error("translating host code to LLVM IR", exc, None) from None
+    return HostModule(ir_text, tuple(functions), tuple(rewriter.slots.values()))
+
+
+class _LaunchRewriter:
+    def __init__(self, module: ir.Module, binaries: list[Binary]) -> None:
+        self.module = module
+        self.ctx = module.context
+        self.binaries = {b.name: b for b in binaries}
+        self.images: dict[str, str] = {}
+        self.slots: dict[tuple[str, str], str] = {}
+        self.names: dict[tuple[str, str], str] = {}
+        self.helpers: list[str] = []
+        self.fail_blocks: dict[int, ir.Block] = {}
+        self.declared: set[str] = set()
+        self.counter = 0
+
+    def run(self) -> None:
+        with self.ctx, ir.Location.unknown(self.ctx):
+            self._declare("llvm.func @wavert_jit_failed() -> i32")
+            launches: list[ir.Operation] = []
+            calls: list[ir.Operation] = []
+
+            def collect(op: ir.Operation) -> ir.WalkResult:
+                if op.name == "gpu.launch_func":
+                    launches.append(op)
+                elif op.name == "llvm.call" and "callee" in op.attributes and \
+                        ir.FlatSymbolRefAttr(op.attributes["callee"]).value in MGPU_FUNCTIONS:
+                    calls.append(op)
+                return ir.WalkResult.ADVANCE
+
+            self.module.operation.walk(collect)
+            for op in launches:
+                self._rewrite_launch(op)
+            for op in calls:
+                self._rewrite_mgpu_call(op)
+            self._rename_mgpu_declarations()
+            self._emit_helpers()
+
+    # -- globals -----------------------------------------------------------------------------
+    def _image(self, binary: str) -> tuple[str, int]:
+        if binary not in self.binaries:
+            raise CompileError(f"gpu.launch_func refers to @{binary}, which is not a gpu.binary")
+        data = self.binaries[binary].data
+        if binary not in self.images:
+            gname = f"__pywave_image_{binary}"
+            with ir.InsertionPoint(self.module.body):
+                llvm.GlobalOp(
+                    global_type=ir.Type.parse(f"!llvm.array<{len(data)} x i8>"),
+                    sym_name=gname, linkage=ir.Attribute.parse("#llvm.linkage<internal>"),
+                    constant=True, alignment=16,
+                    value=ir.DenseElementsAttr.get(np.frombuffer(data, dtype=np.int8),
+                                                   type=ir.IntegerType.get_signless(8)))
+            self.images[binary] = gname
+        return self.images[binary], len(data)
+
+    def _kernel_globals(self, binary: str, kernel: str) -> tuple[str, str]:
+        key = (binary, kernel)
+        if key not in self.slots:
+            n = len(self.slots)
+            self.slots[key] = f"__pywave_slot_{n}"
+            self.names[key] = f"__pywave_kname_{n}"
+            encoded = kernel.encode() + b"\0"
+            escaped = "".join(f"\\{b:02X}" for b in encoded)
+            self.helpers.append(
+                f'llvm.mlir.global private constant @{self.names[key]}("{escaped}") '
+                f'{{addr_space = 0 : i32}} : !llvm.array<{len(encoded)} x i8>')
+            self.helpers.append(
+                f"llvm.mlir.global internal @{self.slots[key]}() {{addr_space = 0 : i32}} "
+                ": !llvm.ptr {\n  %0 = llvm.mlir.zero : !llvm.ptr\n  llvm.return %0 : !llvm.ptr\n}")
+        return self.slots[key], self.names[key]
+
+    def _declare(self, decl: str) -> None:
+        if decl not in self.declared:
+            self.declared.add(decl)
+            self.helpers.append(decl)
+
+    # -- launches ----------------------------------------------------------------------------
+    def _rewrite_launch(self, op: ir.Operation) -> None:
+        view = op.opview
+        binary, kernel = str(op.attributes["kernel"]).replace("@", "").split("::")
+        if len(view.asyncDependencies):
+            raise CompileError(f"gpu.launch_func of @{binary}::@{kernel} still has async "
+                               "dependencies after gpu-to-llvm")
+        if view.clusterSizeX is not None:
+            raise CompileError(f"gpu.launch_func of @{binary}::@{kernel} uses thread-block "
+                               "clusters, which pywave does not launch yet")
+        image, size = self._image(binary)
+        slot, kname = self._kernel_globals(binary, kernel)
+        dims = [view.gridSizeX, view.gridSizeY, view.gridSizeZ,
+                view.blockSizeX, view.blockSizeY, view.blockSizeZ]
+        for d in dims:
+            if str(d.type) != "i64":
+                raise CompileError(f"gpu.launch_func of @{binary}::@{kernel}: grid/block "
+                                   f"operand of type {d.type}, expected i64 after lowering")
+        smem = view.dynamicSharedMemorySize
+        stream = view.asyncObject
+        args = list(view.kernelOperands)
+        operands = dims + ([smem] if smem is not None else []) + \
+            ([stream] if stream is not None else []) + args
+        helper = f"__pywave_launch_{self.counter}"
+        self.counter += 1
+        self.helpers.append(self._launch_helper(
+            helper, image, size, slot, kname, smem is not None, stream is not None,
+            [str(a.type) for a in args]))
+        with ir.InsertionPoint(op):
+            status = _call(helper, operands)
+            zero = llvm.mlir_constant(ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 0))
+            ok = llvm.icmp(llvm.ICmpPredicate.eq, status, zero)
+        self._branch_on(ok, op)
+        op.erase()
+
+    def _launch_helper(self, name: str, image: str, size: int, slot: str, kname: str,
+                       has_smem: bool, has_stream: bool, arg_types: list[str]) -> str:
+        params = [f"%g{i}: i64" for i in range(6)]
+        body = ["  %one = llvm.mlir.constant(1 : i64) : i64"]
+        if has_smem:
+            params.append("%smem: i32")
+        else:
+            body.append("  %smem = llvm.mlir.constant(0 : i32) : i32")
+        if has_stream:
+            params.append("%stream: !llvm.ptr")
+        else:
+            body.append("  %stream = llvm.mlir.zero : !llvm.ptr")
+        n = len(arg_types)
+        body.append(f"  %params = llvm.alloca %one x !llvm.array<{max(n, 1)} x ptr> "
+                    ": (i64) -> !llvm.ptr")
+        for i, t in enumerate(arg_types):
+            params.append(f"%a{i}: {t}")
+            body += [
+                f"  %v{i} = llvm.alloca %one x {t} : (i64) -> !llvm.ptr",
+                f"  llvm.store %a{i}, %v{i} : {t}, !llvm.ptr",
+                f"  %p{i} = llvm.getelementptr %params[0, {i}] : (!llvm.ptr) -> !llvm.ptr, "
+                f"!llvm.array<{max(n, 1)} x ptr>",
+                f"  llvm.store %v{i}, %p{i} : !llvm.ptr, !llvm.ptr",
+            ]
+        body += [
+            f"  %slot = llvm.mlir.addressof @{slot} : !llvm.ptr",
+            f"  %image = llvm.mlir.addressof @{image} : !llvm.ptr",
+            f"  %size = llvm.mlir.constant({size} : i64) : i64",
+            f"  %kname = llvm.mlir.addressof @{kname} : !llvm.ptr",
+            "  %r = llvm.call @wavert_jit_launch(%slot, %image, %size, %kname, %g0, %g1, %g2, "
+            "%g3, %g4, %g5, %smem, %stream, %params) : (!llvm.ptr, !llvm.ptr, i64, !llvm.ptr, "
+            "i64, i64, i64, i64, i64, i64, i32, !llvm.ptr, !llvm.ptr) -> i32",
+            "  llvm.return %r : i32",
+        ]
+        self._declare("llvm.func @wavert_jit_launch(!llvm.ptr, !llvm.ptr, i64, !llvm.ptr, i64, "
+                      "i64, i64, i64, i64, i64, i32, !llvm.ptr, !llvm.ptr) -> i32")
+        return (f"llvm.func internal @{name}({', '.join(params)}) -> i32 "
+                "attributes {always_inline} {\n" + "\n".join(body) + "\n}")
+
+    # -- runtime calls -----------------------------------------------------------------------
+    def _rewrite_mgpu_call(self, op: ir.Operation) -> None:
+        callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+        op.attributes["callee"] = ir.FlatSymbolRefAttr.get(MGPU_FUNCTIONS[callee])
+        after = _next_op(op)
+        with ir.InsertionPoint(after) if after is not None else ir.InsertionPoint(op.block):
+            failed = _call("wavert_jit_failed", [])
+            zero = llvm.mlir_constant(ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 0))
+            ok = llvm.icmp(llvm.ICmpPredicate.eq, failed, zero)
+        self._branch_on(ok, None, after_op=ok.owner)
+
+    def _rename_mgpu_declarations(self) -> None:
+        for op in self.module.body.operations:
+            op = op.operation
+            if op.name == "llvm.func" and "sym_name" in op.attributes:
+                name = ir.StringAttr(op.attributes["sym_name"]).value
+                if name in MGPU_FUNCTIONS:
+                    op.attributes["sym_name"] = ir.StringAttr.get(MGPU_FUNCTIONS[name])
+
+    # -- control flow ------------------------------------------------------------------------
+    def _branch_on(self, ok: ir.Value, launch: ir.Operation | None, *,
+                   after_op: ir.Operation | None = None) -> None:
+        """Split the block after the check: continue when ``ok``, else return early."""
+        anchor = (after_op if after_op is not None else ok.owner).operation
+        block = anchor.block
+        rest = []
+        seen = False
+        for o in block.operations:
+            o = o.operation
+            if seen and (launch is None or o != launch):
+                rest.append(o)
+            if o == anchor:
+                seen = True
+        cont = block.create_after()
+        for o in rest:
+            cont.append(o)
+        fail = self._fail_block(block)
+        with ir.InsertionPoint(block):
+            llvm.CondBrOp(ok, [], [], cont, fail,
+                          branch_weights=ir.DenseI32ArrayAttr.get([1000, 1]))
+
+    def _fail_block(self, block: ir.Block) -> ir.Block:
+        func = block.region.owner
+        key = hash(func)
+        for k, (f, b) in list(self.fail_blocks.items()):
+            if f == func:
+                return b
+        fail = block.region.blocks.append()
+        with ir.InsertionPoint(fail):
+            llvm.ReturnOp()
+        self.fail_blocks[key] = (func, fail)
+        return fail
+
+    def _emit_helpers(self) -> None:
+        if not self.helpers:
+            return
+        # The images live in the main module already; the helper text only declares them.
+        stubs = [f"llvm.mlir.global external constant @{g}() {{addr_space = 0 : i32}} "
+                 f": !llvm.array<{len(self.binaries[b].data)} x i8>"
+                 for b, g in self.images.items()]
+        _append_parsed(self.module, stubs, self.helpers)
+
+
+def _call(callee: str, operands: list[ir.Value]) -> ir.Value:
+    """``llvm.call @callee(operands) -> i32`` at the current insertion point."""
+    return llvm.CallOp(ir.IntegerType.get_signless(32), operands, [],
+                       ir.DenseI32ArrayAttr.get([]),
+                       callee=ir.FlatSymbolRefAttr.get(callee)).result
+
+
+def _next_op(op: ir.Operation) -> ir.Operation | None:
+    found = False
+    for o in op.block.operations:
+        if found:
+            return o.operation
+        if o.operation == op:
+            found = True
+    return None
+
+
+def _add_packed_entries(module: ir.Module, functions: list[HostFunction]) -> None:
+    """``void _pywave_packed_f(ptr slots)`` for each host function ``f``."""
+    texts = []
+    funcs = {ir.StringAttr(op.operation.attributes["sym_name"]).value: op.operation
+             for op in module.body.operations if op.operation.name == "llvm.func"}
+    for fn in functions:
+        lowered = funcs.get(fn.name)
+        if lowered is None:
+            raise CompileError(f"host function @{fn.name} vanished during lowering")
+        types = [str(a.type) for a in lowered.regions[0].blocks[0].arguments]
+        if len(types) != sum(p.words for p in fn.params):
+            raise CompileError(f"host function @{fn.name}: {len(types)} lowered arguments, "
+                               f"expected {sum(p.words for p in fn.params)}")
+        body = []
+        for i, t in enumerate(types):
+            body.append(f"  %p{i} = llvm.getelementptr %slots[{i}] : (!llvm.ptr) -> !llvm.ptr, "
+                        "i64")
+            body.append(f"  %v{i} = llvm.load %p{i} : !llvm.ptr -> {t}")
+        values = ", ".join(f"%v{i}" for i in range(len(types)))
+        body.append(f"  llvm.call @{fn.name}({values}) : ({', '.join(types)}) -> ()")
+        body.append("  llvm.return")
+        texts.append(f"llvm.func @{PACKED_PREFIX}{fn.name}(%slots: !llvm.ptr) {{\n"
+                     + "\n".join(body) + "\n}")
+    stubs = [f"llvm.func @{fn.name}({', '.join(str(a.type) for a in funcs[fn.name].regions[0].blocks[0].arguments)})"
+             for fn in functions]
+    _append_parsed(module, stubs, texts)
+
+
+def _append_parsed(module: ir.Module, stubs: list[str], texts: list[str]) -> None:
+    """Parse ``texts`` (which may refer to symbols of ``module`` declared by ``stubs``) and
+    move the ops of ``texts`` to the end of ``module``."""
+    if not texts:
+        return
+    parsed = ir.Module.parse("\n".join(stubs + texts), module.context)
+    for op in list(parsed.body.operations)[len(stubs):]:
+        module.body.append(op.operation)
