@@ -1,0 +1,123 @@
+"""Shared fixtures. GPU libraries (torch, cupy, jax) are imported inside fixtures only, so every
+test module imports on a machine without them; GPU tests skip with a reason there."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import pywave
+
+DATA = Path(__file__).parent / "data"
+
+
+def _native_built() -> bool:
+    try:
+        from pywave import _native
+    except ImportError:
+        return False
+    return hasattr(_native, "HostFunction")
+
+
+def _need_native() -> None:
+    if not _native_built():
+        pytest.skip("pywave._native is not built (pip install . first)")
+
+
+@pytest.fixture
+def mlir():
+    """``mlir("k0_scale.mlir")`` -> the text of tests/data/k0_scale.mlir."""
+    return lambda name: (DATA / name).read_text()
+
+
+@pytest.fixture(scope="session")
+def torch_cuda():
+    """The torch module, when torch sees a CUDA GPU and pywave's native call path is built."""
+    try:
+        import torch
+    except ImportError:
+        pytest.skip("needs torch with a CUDA GPU")
+    if not torch.cuda.is_available():
+        pytest.skip("needs torch with a CUDA GPU")
+    _need_native()
+    return torch
+
+
+@pytest.fixture(scope="session")
+def cupy_mod():
+    """The cupy module, when cupy is installed and sees a GPU."""
+    try:
+        import cupy
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            raise RuntimeError("no device")
+    except Exception:  # noqa: BLE001 - ImportError, CUDARuntimeError, ...
+        pytest.skip("needs cupy with a GPU")
+    _need_native()
+    return cupy
+
+
+@pytest.fixture(scope="session")
+def jax_gpu():
+    """The jax module, when jax is installed with a GPU backend."""
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave memory to torch
+    try:
+        import jax
+        if not jax.devices("gpu"):
+            raise RuntimeError("no GPU device")
+    except Exception:  # noqa: BLE001
+        pytest.skip("needs jax with a GPU")
+    _need_native()
+    return jax
+
+
+@pytest.fixture
+def compile_gpu():
+    """``compile_gpu(text, **kw)`` -> pywave.compile(text, **kw); every module it made is closed
+    at teardown."""
+    made = []
+
+    def _compile(text: str, **kwargs) -> pywave.CompiledModule:
+        mod = pywave.compile(text, **kwargs)
+        made.append(mod)
+        return mod
+
+    yield _compile
+    for mod in made:
+        mod.close()
+
+
+def run_isolated(text: str, target: str = "sm_90") -> subprocess.CompletedProcess:
+    """Build ``text`` with pywave.api.build in a child interpreter, so an abort inside MLIR fails
+    one test instead of killing the run. The child prints "OK" or "CompileError: <message>"."""
+    code = (
+        "import sys, pywave, pywave.api as api\n"
+        "try:\n"
+        "    api.build(sys.stdin.read(), target=sys.argv[1])\n"
+        "except pywave.CompileError as exc:\n"
+        "    print('CompileError:', exc)\n"
+        "else:\n"
+        "    print('OK')\n")
+    env = dict(os.environ)
+    here = str(Path(pywave.__file__).resolve().parent.parent)  # the pywave this run imported
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
+    return subprocess.run([sys.executable, "-c", code, target], input=text, text=True,
+                          capture_output=True, env=env, cwd=here, timeout=300)
+
+
+@pytest.fixture
+def isolated_build():
+    """``isolated_build(text)`` -> CompletedProcess of a build in a child process (see
+    :func:`run_isolated`); fails the test with the child's stderr when it did not exit 0."""
+
+    def _build(text: str, target: str = "sm_90") -> str:
+        proc = run_isolated(text, target)
+        if proc.returncode != 0:
+            pytest.fail(f"the compiler process died (exit {proc.returncode}):\n"
+                        f"{proc.stderr[-3000:]}")
+        return proc.stdout.strip()
+
+    return _build

@@ -1,0 +1,31 @@
+// F01: K0 plus an empty gpu.module (ignored), a[i] = a[i] * s, over ceildiv(n, 256) blocks of 256 threads.
+module attributes {gpu.container_module} {
+  gpu.module @empty {
+  }
+  gpu.module @kernels {
+    gpu.func @scale(%a: memref<?xf32>, %s: f32, %n: index) kernel {
+      %bid = gpu.block_id x
+      %bdim = gpu.block_dim x
+      %tid = gpu.thread_id x
+      %t0 = arith.muli %bid, %bdim : index
+      %i = arith.addi %t0, %tid : index
+      %in = arith.cmpi ult, %i, %n : index
+      scf.if %in {
+        %v = memref.load %a[%i] : memref<?xf32>
+        %w = arith.mulf %v, %s : f32
+        memref.store %w, %a[%i] : memref<?xf32>
+      }
+      gpu.return
+    }
+  }
+  func.func @main(%a: memref<?xf32>, %s: f32) {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c256 = arith.constant 256 : index
+    %n = memref.dim %a, %c0 : memref<?xf32>
+    %g = arith.ceildivui %n, %c256 : index
+    gpu.launch_func @kernels::@scale blocks in (%g, %c1, %c1) threads in (%c256, %c1, %c1)
+        args(%a : memref<?xf32>, %s : f32, %n : index)
+    return
+  }
+}
