@@ -99,10 +99,11 @@ def build(text: str, *, target: str | None = None, opt_level: int = 2, format: s
     with ir.Context() as ctx:
         module = parse.parse(text, ctx, filename=filename)
         mark("parse", module)
+        bool_args = kernels.widen_bool_memrefs(module)
         kernels.run_pipeline(module, kernels.PREPARE_PIPELINE, "preparing the module", text)
         kernels.check_kernels(module)
         mark("prepare", module)
-        functions = host.host_functions(module, text)
+        functions = host.host_functions(module, text, bool_args)
         if not functions:
             raise CompileError("the module has no public host func.func to call")
         default = None

@@ -16,10 +16,10 @@ import re
 
 import numpy as np
 from mlir import ir
-from mlir.dialects import llvm
+from mlir.dialects import gpu, llvm
 
 from .errors import CompileError
-from .kernels import Binary, run_pipeline
+from .kernels import Binary, check_element_width, run_pipeline
 
 #: Host lowering to the LLVM dialect; gpu.launch_func survives with LLVM-typed operands.
 HOST_PIPELINE = ("builtin.module(gpu-to-llvm, convert-to-llvm, reconcile-unrealized-casts, "
@@ -49,7 +49,7 @@ SCALAR_KINDS = {"i1", "i8", "i16", "i32", "i64", "index", "f16", "bf16", "f32", 
 
 #: MLIR element type -> (DLPack code, bits, signless).
 ELEMENT_DTYPES = {
-    "i1": (6, 8, False), "i8": (0, 8, True), "i16": (0, 16, True), "i32": (0, 32, True),
+    "i8": (0, 8, True), "i16": (0, 16, True), "i32": (0, 32, True),
     "i64": (0, 64, True), "index": (0, 64, True),
     "si8": (0, 8, False), "si16": (0, 16, False), "si32": (0, 32, False), "si64": (0, 64, False),
     "ui8": (1, 8, False), "ui16": (1, 16, False), "ui32": (1, 32, False), "ui64": (1, 64, False),
@@ -112,8 +112,10 @@ class HostModule:
 # --------------------------------------------------------------------------------------------
 # Signatures
 # --------------------------------------------------------------------------------------------
-def host_functions(module: ir.Module, text: str | None) -> list[HostFunction]:
-    """Signatures of the public host ``func.func``s (call before lowering)."""
+def host_functions(module: ir.Module, text: str | None,
+                   bool_args: set[tuple[str, int]] = frozenset()) -> list[HostFunction]:
+    """Signatures of the public host ``func.func``s (call before lowering); ``bool_args``
+    lists the (function, index) of memrefs that were ``i1`` before widening to i8."""
     written = _kernel_written_args(module)
     out = []
     for op in module.body.operations:
@@ -133,7 +135,11 @@ def host_functions(module: ir.Module, text: str | None) -> list[HostFunction]:
         params = []
         for i, arg in enumerate(block.arguments):
             pname = _arg_name(arg, text) or f"arg{i}"
-            params.append(_param(name, i, pname, arg.type, _host_arg_written(arg, written)))
+            param = _param(name, i, pname, arg.type, _host_arg_written(arg, written))
+            if (name, i) in bool_args:
+                param = dataclasses.replace(param, type=param.type.replace("xi8", "xi1"),
+                                            dtype=(6, 8, 1), flags=param.flags & ~SIGNLESS)
+            params.append(param)
         out.append(HostFunction(name, tuple(params)))
     return out
 
@@ -142,6 +148,7 @@ def _param(fname: str, index: int, name: str, t: ir.Type, written: bool) -> Para
     where = f"host function @{fname} argument #{index} ('{name}')"
     text = str(t)
     if isinstance(t, ir.MemRefType):
+        check_element_width(t, where)
         mt = ir.MemRefType(t)
         elem = str(mt.element_type)
         if elem not in ELEMENT_DTYPES:
@@ -258,6 +265,7 @@ def _first_memref_operand(op: ir.Operation) -> int:
 def lower(module: ir.Module, binaries: list[Binary], functions: list[HostFunction],
           *, text: str | None = None) -> HostModule:
     """Lower host code and produce LLVM IR text (the module is consumed)."""
+    _join_async_dependencies(module)
     run_pipeline(module, HOST_PIPELINE, "lowering host code to LLVM", text)
     rewriter = _LaunchRewriter(module, binaries)
     rewriter.run()
@@ -285,6 +293,34 @@ def lower(module: ir.Module, binaries: list[Binary], functions: list[HostFunctio
         from .parse import diagnostic_error
         raise diagnostic_error("translating host code to LLVM IR", exc, None) from None
     return HostModule(ir_text, tuple(functions), tuple(rewriter.slots.values()))
+
+
+def _join_async_dependencies(module: ir.Module) -> None:
+    """``gpu.launch_func async [%a, %b]`` -> ``%j = gpu.wait async [%a, %b]`` and a launch
+    depending on ``%j`` alone: gpu-to-llvm lowers launches with one dependency only."""
+    launches: list[ir.Operation] = []
+
+    def collect(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "gpu.launch_func" and len(op.opview.asyncDependencies) > 1:
+            launches.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(collect)
+    for op in launches:
+        deps = list(op.opview.asyncDependencies)
+        with ir.InsertionPoint(op), op.location:
+            joined = gpu.WaitOp(gpu.AsyncTokenType.get(), deps).result
+        attrs = {name: op.attributes[name] for name in
+                 [op.attributes[i].name for i in range(len(op.attributes))]}
+        sizes = list(ir.DenseI32ArrayAttr(attrs["operandSegmentSizes"]))
+        sizes[0] = 1
+        attrs["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get(sizes)
+        with ir.InsertionPoint(op), op.location:
+            new = ir.Operation.create("gpu.launch_func", [r.type for r in op.results],
+                                      [joined] + list(op.operands)[len(deps):], attrs)
+        for old_result, new_result in zip(op.results, new.results):
+            old_result.replace_all_uses_with(new_result)
+        op.erase()
 
 
 class _LaunchRewriter:

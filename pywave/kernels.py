@@ -12,7 +12,7 @@ import os
 import shutil
 
 from mlir import ir, passmanager
-from mlir.dialects import gpu
+from mlir.dialects import arith, gpu
 
 from .errors import CompileError
 from .parse import diagnostic_error
@@ -102,18 +102,95 @@ def _kernels_of(gmod: ir.Operation) -> list[ir.Operation]:
             if op.operation.name == "gpu.func" and "gpu.kernel" in op.operation.attributes]
 
 
+def widen_bool_memrefs(module: ir.Module) -> set[tuple[str, int]]:
+    """Give ``memref<...xi1>`` values i8 elements (DLPack bools are 8-bit, and MLIR 22's memref
+    lowering cannot address sub-byte elements): loads gain an ``arith.trunci`` to i1, stores
+    an ``arith.extui`` from i1. Applies to kernels and host code alike. Returns the
+    (host function, argument index) pairs that were ``memref<...xi1>``, which still take bool
+    tensors."""
+    host_args: set[tuple[str, int]] = set()
+    i1 = ir.IntegerType.get_signless(1, module.context)
+    i8 = ir.IntegerType.get_signless(8, module.context)
+
+    def widened(t: ir.Type) -> ir.Type | None:
+        if isinstance(t, ir.MemRefType) and t.element_type == i1:
+            return ir.MemRefType.get(t.shape, i8, t.layout, t.memory_space)
+        return None
+
+    def retype(op: ir.Operation) -> ir.WalkResult:
+        for region in op.regions:
+            for block in region.blocks:
+                for arg in block.arguments:
+                    if (new := widened(arg.type)) is not None:
+                        arg.set_type(new)
+        for result in op.results:
+            if (new := widened(result.type)) is not None:
+                result.set_type(new)
+        if op.name in ("func.func", "gpu.func"):
+            ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+            inputs = [widened(t) or t for t in ftype.inputs]
+            if op.name == "func.func":
+                fname = ir.StringAttr(op.attributes["sym_name"]).value
+                host_args.update((fname, i) for i, t in enumerate(ftype.inputs)
+                                 if widened(t) is not None)
+            if inputs != list(ftype.inputs):
+                op.attributes["function_type"] = ir.TypeAttr.get(
+                    ir.FunctionType.get(inputs, list(ftype.results)))
+        return ir.WalkResult.ADVANCE
+
+    accesses: list[ir.Operation] = []
+
+    def collect(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "memref.load" and op.results[0].type == i1:
+            accesses.append(op)
+        elif op.name == "memref.store" and op.operands[0].type == i1:
+            accesses.append(op)
+        return ir.WalkResult.ADVANCE
+
+    with module.context, ir.Location.unknown(module.context):
+        module.operation.walk(retype)
+        module.operation.walk(collect)
+        for op in accesses:
+            if op.name == "memref.load":
+                op.results[0].set_type(i8)
+                with ir.InsertionPoint.after(op) if hasattr(ir.InsertionPoint, "after") \
+                        else ir.InsertionPoint(op):
+                    narrow = arith.TruncIOp(i1, op.results[0])
+                if not hasattr(ir.InsertionPoint, "after"):
+                    narrow.operation.move_after(op)
+                op.results[0].replace_all_uses_except(narrow.result, narrow.operation)
+            else:
+                with ir.InsertionPoint(op):
+                    wide = arith.ExtUIOp(i8, op.operands[0])
+                op.operands[0] = wide.result
+    return host_args
+
+
 def check_kernels(module: ir.Module) -> None:
-    """Reject kernel signatures the launch path cannot pass (unranked memrefs)."""
+    """Reject kernel signatures the launch path cannot pass (unranked memrefs) and memrefs of
+    sub-byte elements, which MLIR 22's memref-to-LLVM lowering aborts on."""
     for gmod in gpu_modules(module):
         mod_name = ir.StringAttr(gmod.attributes["sym_name"]).value
         for kernel in _kernels_of(gmod):
             name = ir.StringAttr(kernel.attributes["sym_name"]).value
             ftype = ir.FunctionType(ir.TypeAttr(kernel.attributes["function_type"]).value)
             for i, t in enumerate(ftype.inputs):
+                where = f"kernel @{mod_name}::@{name} argument #{i}"
                 if isinstance(t, ir.UnrankedMemRefType):
                     raise CompileError(
-                        f"kernel @{mod_name}::@{name} argument #{i} has the unranked type {t}: "
-                        "unranked memrefs cannot be passed to kernels; use a ranked memref")
+                        f"{where} has the unranked type {t}: unranked memrefs cannot be passed "
+                        "to kernels; use a ranked memref")
+                check_element_width(t, where)
+
+
+def check_element_width(t: ir.Type, where: str) -> None:
+    """CompileError for a memref whose integer elements are narrower than 8 bits."""
+    if isinstance(t, ir.MemRefType) and isinstance(t.element_type, ir.IntegerType) and \
+            ir.IntegerType(t.element_type).width < 8:
+        raise CompileError(
+            f"{where} has the type {t}: MLIR's memref lowering cannot load or store elements "
+            "narrower than 8 bits; declare the memref with i8 elements (bool tensors are "
+            "8-bit) and convert with arith.trunci / arith.extui")
 
 
 def _module_target(gmod: ir.Operation) -> Target | None:
@@ -147,11 +224,13 @@ def assign_targets(module: ir.Module, requested: Target | None,
             continue
         own = _module_target(gmod)
         if own is not None:
-            if requested is not None and own.backend != requested.backend:
+            wanted = requested or default
+            if wanted is not None and own.backend != wanted.backend:
+                origin = "the requested target" if requested else "the GPU's chip"
                 raise CompileError(
-                    f"gpu.module @{name} has the target {own.backend} ({own.chip}) but the "
-                    f"requested target is {requested.chip} ({requested.backend}); a {own.backend} "
-                    f"module cannot run on a {requested.backend} device")
+                    f"gpu.module @{name} has the target {own.backend} ({own.chip}) but "
+                    f"{origin} is {wanted.chip} ({wanted.backend}); a {own.backend} module "
+                    f"cannot run on a {wanted.backend} device")
             found[name] = own
             continue
         target = requested or default
