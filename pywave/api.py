@@ -43,7 +43,7 @@ class Artifacts:
         """The plain program a CompiledModule runs (and the disk cache stores)."""
         return cache.Program(
             self.target.chip, self.target.backend,
-            tuple((b.name, b.format, b.data, b.chip) for b in self.binaries),
+            tuple(self.binaries),
             tuple((f.name, tuple(p.native_spec() for p in f.params))
                   for f in self.host.functions),
             self.host.kernel_slots, self.object_code)
@@ -222,8 +222,8 @@ class CompiledModule:
         return self._program.chip
 
     @property
-    def binaries(self) -> list[tuple[str, str, bytes, str]]:
-        """The embedded kernel binaries as (name, format, bytes, chip)."""
+    def binaries(self) -> list[cache.Binary]:
+        """The embedded kernel binaries (name, format, data, chip)."""
         return list(self._program.binaries)
 
     def __getitem__(self, name: str):
@@ -241,12 +241,12 @@ class CompiledModule:
             raise AttributeError(f"no host function {name!r}; functions: "
                                  f"{self.functions}") from None
 
-    def __call__(self, *args, stream=None):
+    def __call__(self, *args, **kwargs):
         live = self._live()
         if len(live) != 1:
             raise ArgumentError(f"the module has {len(live)} host functions "
                                 f"({', '.join(live)}); call one by name")
-        return next(iter(live.values()))(*args, stream=stream)
+        return next(iter(live.values()))(*args, **kwargs)
 
     def _live(self) -> dict:
         if self._jit is None:

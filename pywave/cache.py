@@ -20,12 +20,22 @@ import os
 import stat
 import struct
 import tempfile
-from typing import Any
+from typing import Any, NamedTuple
 
 log = logging.getLogger("pywave.cache")
 
 MAGIC = b"PYWAVE-CACHE-1\n"
 DEFAULT_MAX_BYTES = 1 << 30
+
+
+class Binary(NamedTuple):
+    """One kernel binary: ``name`` is the ``gpu.binary`` symbol launches refer to,
+    ``format`` is ``"ptx"``, ``"cubin"``, ``"fatbin"`` or ``"hsaco"``, ``chip`` the target."""
+
+    name: str
+    format: str
+    data: bytes
+    chip: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +44,7 @@ class Program:
 
     chip: str
     backend: str
-    binaries: tuple[tuple[str, str, bytes, str], ...]      # (name, format, data, chip)
+    binaries: tuple[Binary, ...]
     functions: tuple[tuple[str, tuple[tuple, ...]], ...]   # (name, native param specs)
     kernel_slots: tuple[str, ...]
     object_code: bytes
@@ -100,7 +110,7 @@ def _decode(raw: bytes) -> Program:
     pos = 8 + n
     binaries = []
     for name, fmt, size, chip in meta["binaries"]:
-        binaries.append((name, fmt, payload[pos:pos + size], chip))
+        binaries.append(Binary(name, fmt, payload[pos:pos + size], chip))
         pos += size
     obj = payload[pos:pos + meta["object_size"]]
     functions = tuple((name, tuple(_spec(p) for p in params))

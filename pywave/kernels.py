@@ -14,6 +14,7 @@ import shutil
 from mlir import ir, passmanager
 from mlir.dialects import arith, gpu
 
+from .cache import Binary
 from .errors import CompileError
 from .parse import diagnostic_error
 
@@ -30,17 +31,6 @@ NVVM_PIPELINE = ("builtin.module(gpu.module(convert-gpu-to-nvvm{index-bitwidth=6
 
 #: ``gpu-module-to-binary`` formats by pywave name.
 BINARY_FORMATS = {"ptx": "isa", "cubin": "bin", "fatbin": "fatbin"}
-
-
-@dataclasses.dataclass(frozen=True)
-class Binary:
-    """One serialised ``gpu.binary``: ``name`` is the symbol launches refer to, ``format`` is
-    ``"ptx"``, ``"cubin"``, ``"fatbin"`` or ``"hsaco"``, ``chip`` the target chip."""
-
-    name: str
-    format: str
-    data: bytes
-    chip: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -262,12 +252,27 @@ def lower_nvvm(module: ir.Module, *, fmt: str, text: str | None = None) -> None:
         raise CompileError(f"format={fmt!r} needs ptxas from a CUDA toolkit (none found; set "
                            "CUDA_HOME or PYWAVE_CUDA_PATH), or use format='ptx'")
     run_pipeline(module, NVVM_PIPELINE, "lowering kernels to NVVM", text)
+    _extern_dynamic_shared_memory(module)
     _check_libdevice(module, toolkit)
     options = f"format={BINARY_FORMATS[fmt]}"
     if toolkit:
         options += f" toolkit={toolkit}"
     run_pipeline(module, f"builtin.module(gpu-module-to-binary{{{options}}})",
                  "compiling kernels (gpu-module-to-binary)", text)
+
+
+def _extern_dynamic_shared_memory(module: ir.Module) -> None:
+    """Make the ``__dynamic_shmem__*`` globals that ``gpu.dynamic_shared_memory`` lowers to
+    external. MLIR 22 emits them internal, and NVPTX then demotes them into a one-byte static
+    shared variable that overlaps the kernel's static workgroup memory instead of addressing
+    the dynamic region (``.extern .shared`` arrays start after all static shared memory)."""
+    external = ir.Attribute.parse("#llvm.linkage<external>", module.context)
+    for gmod in gpu_modules(module):
+        for op in gmod.regions[0].blocks[0].operations:
+            op = op.operation
+            if op.name == "llvm.mlir.global" and \
+                    ir.StringAttr(op.attributes["sym_name"]).value.startswith("__dynamic_shmem__"):
+                op.attributes["linkage"] = external
 
 
 def _check_libdevice(module: ir.Module, toolkit: str | None) -> None:
