@@ -356,54 +356,15 @@ fail:
 /* ---------------------------------------------------------------------------------------- */
 /* Scalars                                                                                  */
 /* ---------------------------------------------------------------------------------------- */
-/* Round `d` to the nearest value (ties to even) of a binary float format with `ebits`
- * exponent and `mbits` mantissa bits (f16: 5, 10; bf16: 8, 7), written as its bit pattern.
- * Returns -1 when a finite `d` overflows the format; inf and nan map to inf and a quiet nan. */
-static int narrow_float(double d, int ebits, int mbits, uint16_t *out) {
-  uint64_t b;
-  memcpy(&b, &d, sizeof b);
-  const uint16_t sign = (uint16_t)((b >> 63) << (ebits + mbits));
-  const int exp = (int)((b >> 52) & 0x7ff);
-  const uint64_t mant = b & ((UINT64_C(1) << 52) - 1);
-  const uint16_t exp_mask = (uint16_t)(((1u << ebits) - 1) << mbits);
-  if (exp == 0x7ff) {
-    if (mant == 0)
-      *out = sign | exp_mask;
-    else
-      *out = (uint16_t)(sign | exp_mask | (1u << (mbits - 1)) | (uint16_t)(mant >> (52 - mbits)));
-    return 0;
-  }
-  if (exp == 0) { /* zero or a double subnormal: far below the target's smallest subnormal */
-    *out = sign;
-    return 0;
-  }
-  const int bias = (1 << (ebits - 1)) - 1;
-  const int emin = 1 - bias;
-  int e = exp - 1023;
-  const uint64_t m = mant | (UINT64_C(1) << 52); /* value = m * 2^(e - 52) */
-  int shift = 52 - mbits;
-  if (e < emin)
-    shift += emin - e; /* subnormal: the quantum is 2^(emin - mbits) */
-  uint64_t q = 0;
-  if (shift <= 63) {
-    q = m >> shift;
-    const uint64_t rem = m & ((UINT64_C(1) << shift) - 1);
-    const uint64_t half = UINT64_C(1) << (shift - 1);
-    if (rem > half || (rem == half && (q & 1)))
-      q++;
-  }
-  if (e < emin) { /* q <= 2^mbits; q == 2^mbits is exactly the smallest normal's encoding */
-    *out = (uint16_t)(sign | q);
-    return 0;
-  }
-  if (q >> (mbits + 1)) { /* rounding carried into the next binade */
-    q >>= 1;
-    e++;
-  }
-  const int biased = e + bias;
-  if (biased >= (1 << ebits) - 1)
+/* Round `d` to f16 (ebits 5) or bf16 (ebits 8) with libwavert's round-to-nearest-even
+ * conversion, written as its bit pattern. Returns -1 when a finite `d` overflows the format;
+ * inf and nan map to inf and a quiet nan. */
+static int narrow_float(double d, int ebits, uint16_t *out) {
+  const uint16_t h = ebits == 5 ? wavert_f16_from_f64(d) : wavert_bf16_from_f64(d);
+  const uint16_t exp_mask = ebits == 5 ? 0x7c00 : 0x7f80;
+  if (isfinite(d) && (h & 0x7fff) == exp_mask)
     return -1;
-  *out = (uint16_t)(sign | (biased << mbits) | (q & ((1u << mbits) - 1)));
+  *out = h;
   return 0;
 }
 
@@ -539,7 +500,7 @@ static int pack_scalar(scalar_kind kind, PyObject *v, uint64_t *out, PyObject *n
     default: {
       uint16_t h;
       const int f16 = kind == SK_F16;
-      if (narrow_float(d, f16 ? 5 : 8, f16 ? 10 : 7, &h) < 0) {
+      if (narrow_float(d, f16 ? 5 : 8, &h) < 0) {
         raise_arg(name, index, "%R is out of range for %s (largest finite value %s)", v,
                   scalar_kind_names[kind], f16 ? "65504.0" : "3.3895313892515355e+38");
         return -1;
