@@ -658,6 +658,7 @@ typedef struct {
   uint8_t versioned;
   uint8_t route;
   uint8_t read_only;
+  uint8_t deferred; /* protocol tensor whose device is read from its DLTensor in pass 2 */
 } tensor_state;
 
 static void release_tensors(tensor_state *ts, Py_ssize_t n) {
@@ -697,8 +698,10 @@ static PyObject *call_dlpack(PyObject *obj, PyObject *stream_value) {
       return r;
     legacy = 1;
   }
+  /* A producer refusing the stream value (NumPy raises RuntimeError for anything but None,
+   * torch refuses 2): retry without a stream. */
   if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_ValueError) &&
-      !PyErr_ExceptionMatches(PyExc_BufferError))
+      !PyErr_ExceptionMatches(PyExc_BufferError) && !PyErr_ExceptionMatches(PyExc_RuntimeError))
     return NULL;
   PyErr_Clear();
   if (!legacy) {
@@ -819,6 +822,7 @@ static PyObject *hf_vectorcall(PyObject *self_, PyObject *const *args, size_t na
     t->managed = NULL;
     t->versioned = 0;
     t->read_only = 0;
+    t->deferred = 0;
     nstate = p->tensor_index + 1;
     int32_t type, id;
     if (PyCapsule_CheckExact(v)) {
@@ -877,6 +881,15 @@ static PyObject *hf_vectorcall(PyObject *self_, PyObject *const *args, size_t na
           read_only_error(p, i, "JAX arrays are immutable");
           goto done;
         }
+        if (ti.flags & TYPE_CUPY)
+          any_cupy = 1;
+        if (dev_arg >= 0) {
+          /* The stream is chosen from the first tensor's device; later protocol tensors are
+           * checked against it from their own DLTensor (pass 2), which saves a
+           * __dlpack_device__() call per argument. */
+          t->deferred = 1;
+          continue;
+        }
         PyObject *dv = PyObject_VectorcallMethod(str_dlpack_device, &v, 1, NULL);
         if (!dv) {
           raise_chained_arg(ArgumentError, p->name, i, "__dlpack_device__() failed");
@@ -897,8 +910,6 @@ static PyObject *hf_vectorcall(PyObject *self_, PyObject *const *args, size_t na
         Py_DECREF(dv);
         type = (int32_t)lt;
         id = (int32_t)li;
-        if (ti.flags & TYPE_CUPY)
-          any_cupy = 1;
       } else {
         PyObject *tn = type_name(Py_TYPE(v));
         if (tn) {
@@ -1023,7 +1034,10 @@ static PyObject *hf_vectorcall(PyObject *self_, PyObject *const *args, size_t na
       if (t->t->device.device_id != device_id) {
         PyObject *d0 = device_str(dev_type, device_id);
         PyObject *d1 = device_str(dev_type, t->t->device.device_id);
-        if (d0 && d1)
+        if (d0 && d1 && t->deferred)
+          PyErr_Format(ArgumentError, "arguments '%U' (%U) and '%U' (%U) are on different devices",
+                       self->p[dev_arg].name, d0, p->name, d1);
+        else if (d0 && d1)
           raise_arg(p->name, i, "__dlpack_device__() said %U but the tensor is on %U", d0, d1);
         Py_XDECREF(d0);
         Py_XDECREF(d1);
