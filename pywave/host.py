@@ -332,7 +332,7 @@ class _LaunchRewriter:
         self.slots: dict[tuple[str, str], str] = {}
         self.names: dict[tuple[str, str], str] = {}
         self.helpers: list[str] = []
-        self.fail_blocks: dict[int, ir.Block] = {}
+        self.fail_blocks: list[tuple[ir.Operation, ir.Block]] = []
         self.declared: set[str] = set()
         self.counter = 0
 
@@ -512,15 +512,15 @@ class _LaunchRewriter:
                           branch_weights=ir.DenseI32ArrayAttr.get([1000, 1]))
 
     def _fail_block(self, block: ir.Block) -> ir.Block:
+        """The function's shared early-return block (host functions return nothing)."""
         func = block.region.owner
-        key = hash(func)
-        for k, (f, b) in list(self.fail_blocks.items()):
-            if f == func:
-                return b
+        for owner, fail in self.fail_blocks:
+            if owner == func:
+                return fail
         fail = block.region.blocks.append()
         with ir.InsertionPoint(fail):
             llvm.ReturnOp()
-        self.fail_blocks[key] = (func, fail)
+        self.fail_blocks.append((func, fail))
         return fail
 
     def _emit_helpers(self) -> None:
