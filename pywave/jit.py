@@ -7,6 +7,7 @@ libwavert: MCJIT would otherwise jump to address 0 on the first call.
 
 from __future__ import annotations
 
+import functools
 import logging
 import struct
 import threading
@@ -82,7 +83,9 @@ def initialise(runtime_library: str | None = None) -> None:
             _runtime_loaded = True
 
 
+@functools.cache
 def target_machine(opt_level: int) -> llvm.TargetMachine:
+    """The host's target machine at ``opt_level`` (one per level, reused)."""
     initialise()
     target = llvm.Target.from_triple(llvm.get_process_triple())
     return target.create_target_machine(cpu=llvm.get_host_cpu_name(),
