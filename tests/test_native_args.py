@@ -398,6 +398,47 @@ def test_producer_refusing_the_stream_gets_none():
     assert p.tensor.deleted == 1
 
 
+class TorchLikeProducer(Producer):
+    """Refuses the per-thread default stream as torch does (BufferError for 2)."""
+
+    def __dlpack__(self, **kw):
+        if kw.get("stream") == 2:
+            self.calls.append(kw)
+            raise BufferError("per-thread default stream is not supported.")
+        return super().__dlpack__(**kw)
+
+
+class NumpyLikeProducer(Producer):
+    """Accepts only stream=None, raising RuntimeError otherwise as NumPy does."""
+
+    def __dlpack__(self, **kw):
+        if kw.get("stream") is not None:
+            self.calls.append(kw)
+            raise RuntimeError("NumPy only supports stream=None.")
+        return super().__dlpack__(**kw)
+
+
+def test_torch_like_producer_refusing_per_thread_stream_falls_back_to_none():
+    f, _ = make()
+    p = TorchLikeProducer()
+    _call(f, p, 2.0, stream=2)
+    assert p.calls == [{"stream": 2, "max_version": (1, 3)}, {"max_version": (1, 3)}]
+    assert p.tensor.deleted == 1
+    q = TorchLikeProducer()  # the legacy default (1) is accepted: asked once
+    _call(f, q, 2.0)
+    assert q.calls == [{"stream": 1, "max_version": (1, 3)}]
+
+
+@pytest.mark.parametrize("stream", [None, 0, 2, 0x7F00DEAD])
+def test_numpy_like_producer_accepting_only_none_falls_back_to_none(stream):
+    f, _ = make()
+    p = NumpyLikeProducer()
+    _call(f, p, 2.0, stream=stream)
+    assert p.calls[0]["stream"] not in (0, None)  # never 0: 1 is the legacy default
+    assert p.calls[-1] == {"max_version": (1, 3)}
+    assert len(p.calls) == 2 and p.tensor.deleted == 1
+
+
 def test_producer_that_lies_about_its_device():
     f, _ = make()
     p = Producer(device=(kDLCUDA, 0), tensor=FakeTensor(device=(kDLCPU, 0)))
