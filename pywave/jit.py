@@ -148,7 +148,7 @@ class JitModule:
         if missing:
             raise CompileError("host code needs symbols that nothing in the process provides: "
                                + ", ".join(sorted(missing)))
-        tm = target_machine(0)
+        tm = target_machine.__wrapped__(0)   # a fresh one: the engine owns and frees it
         base = llvm.parse_assembly("")
         base.triple = tm.triple
         self._engine = llvm.create_mcjit_compiler(base, tm)
