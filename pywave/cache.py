@@ -13,12 +13,14 @@ size (default 1 GiB); the least recently used entries are evicted. Writes are at
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
 import os
 import stat
 import struct
+import sys
 import tempfile
 from typing import Any, NamedTuple
 
@@ -48,6 +50,35 @@ class Program:
     functions: tuple[tuple[str, tuple[tuple, ...]], ...]   # (name, native param specs)
     kernel_slots: tuple[str, ...]
     object_code: bytes
+
+
+def dist_version(dist: str) -> str:
+    """Installed version of distribution ``dist`` ("unknown" when not installed).
+
+    Reads the ``<name>-<version>.dist-info`` directory names on ``sys.path`` first: importing
+    :mod:`importlib.metadata` costs more than a warm start's whole cache lookup.
+    """
+    norm = dist.replace("-", "_").replace(".", "_").lower()
+    for entry in sys.path:
+        try:
+            names = _listdir(entry or ".")
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith(".dist-info"):
+                base, _, version = name[:-len(".dist-info")].rpartition("-")
+                if base.replace("-", "_").replace(".", "_").lower() == norm and version:
+                    return version
+    import importlib.metadata   # eggs, editable installs and other layouts
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+@functools.lru_cache(maxsize=None)
+def _listdir(path: str) -> tuple[str, ...]:
+    return tuple(os.listdir(path)) if os.path.isdir(path) else ()
 
 
 def key(text: str, options: dict[str, Any], versions: dict[str, str]) -> str:

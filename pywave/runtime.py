@@ -6,17 +6,16 @@ exception with libwavert's per-thread message on failure.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
-
-import cffi
+import threading
 
 from .errors import ArgumentError, DeviceError, Error
 
 LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libwavert.so")
 
-ffi = cffi.FFI()
-ffi.cdef("""
+_CDEF = """
 typedef int wavert_status;
 typedef struct wavert_device wavert_device;
 typedef struct wavert_kernel wavert_kernel;
@@ -31,7 +30,28 @@ wavert_status wavert_device_attribute_get(wavert_device *device, int attribute, 
 wavert_status wavert_device_chip(wavert_device *device, char *buf, size_t size);
 wavert_status wavert_device_synchronize(wavert_device *device);
 void wavert_kernel_release(wavert_kernel *kernel);
-""")
+"""
+
+
+class _LazyFFI:
+    """The cffi FFI, built on first use: parsing the declarations imports pycparser, which
+    a compile-cache hit with an explicit target never needs."""
+
+    _ffi = None
+    _lock = threading.Lock()
+
+    def __getattr__(self, name: str):
+        if _LazyFFI._ffi is None:
+            with _LazyFFI._lock:
+                if _LazyFFI._ffi is None:
+                    import cffi
+                    made = cffi.FFI()
+                    made.cdef(_CDEF)
+                    _LazyFFI._ffi = made
+        return getattr(_LazyFFI._ffi, name)
+
+
+ffi = _LazyFFI()
 
 # Status codes (wavert.h).
 OK = 0
@@ -103,6 +123,8 @@ def synchronize(device_type: int = KDLCUDA, ordinal: int = 0) -> None:
 
 def release_kernel_slot(address: int) -> None:
     """Release the wavert_kernel* stored at ``address`` (a slot global of JIT'd code)."""
+    if not ctypes.c_void_p.from_address(address).value:
+        return   # never launched: closing needs neither cffi nor libwavert
     slot = ffi.cast("wavert_kernel **", address)
     kernel = slot[0]
     slot[0] = ffi.NULL

