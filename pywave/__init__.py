@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import logging
 
-from .api import CompiledModule, compile
+from .api import CompiledModule, compile, synchronize
 from .errors import ArgumentError, CompileError, DeviceError, Error
 
 __version__ = "0.1.0"
-__all__ = ["compile", "CompiledModule", "Error", "CompileError", "ArgumentError",
+__all__ = ["compile", "synchronize", "CompiledModule", "Error", "CompileError", "ArgumentError",
            "DeviceError", "__version__"]
 
 logging.getLogger("pywave").addHandler(logging.NullHandler())

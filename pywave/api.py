@@ -59,6 +59,37 @@ def default_target() -> tuple[str, str] | None:
     return None
 
 
+def synchronize(device: int = 0) -> None:
+    """Wait until all work on a GPU has finished; the synchronisation point for kernel faults.
+
+    Calls return without waiting for their kernels, so a kernel fault (an out-of-bounds
+    store, ``CUDA_ERROR_ILLEGAL_ADDRESS``) is reported by the next synchronisation: this
+    function, a blocking ``gpu.wait`` in host code, or the framework's own synchronisation.
+
+    Parameters
+    ----------
+    device : int
+        Ordinal of the GPU (a CUDA GPU; a HIP GPU where no CUDA GPU is present).
+
+    Raises
+    ------
+    DeviceError
+        The driver's error, e.g. ``cuCtxSynchronize: CUDA_ERROR_ILLEGAL_ADDRESS (...)``.
+        After a kernel fault CUDA poisons the GPU's context for the rest of the process:
+        restart the process to use that GPU again.
+    ArgumentError
+        ``device`` is not a non-negative int.
+    """
+    if isinstance(device, bool) or not isinstance(device, int) or device < 0:
+        raise ArgumentError(f"synchronize(): device must be a GPU ordinal (int >= 0), "
+                            f"got {device!r}")
+    for device_type in (runtime.KDLCUDA, runtime.KDLROCM):
+        if runtime.device_count(device_type):
+            runtime.synchronize(device_type, device)
+            return
+    raise DeviceError("synchronize(): no CUDA or HIP GPU is present")
+
+
 @functools.cache
 def tool_versions() -> dict[str, str]:
     """Versions that change compiled output (part of the disk-cache key)."""
@@ -277,4 +308,5 @@ class CompiledModule:
         return f"<pywave.CompiledModule functions={self.functions} target={self.target}{state}>"
 
 
-__all__ = ["compile", "CompiledModule", "CompileError", "ArgumentError", "DeviceError", "Error"]
+__all__ = ["compile", "synchronize", "CompiledModule", "CompileError", "ArgumentError",
+           "DeviceError", "Error"]
