@@ -14,19 +14,22 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import json
 import logging
 import os
 import stat
 import struct
 import sys
-import tempfile
 from typing import Any, NamedTuple
+
+try:   # BLAKE2b is built into CPython; hashlib's import loads OpenSSL (~5 ms per process)
+    from _blake2 import blake2b
+except ImportError:
+    from hashlib import blake2b
 
 log = logging.getLogger("pywave.cache")
 
-MAGIC = b"PYWAVE-CACHE-1\n"
+MAGIC = b"PYWAVE-CACHE-2\n"   # 2: BLAKE2b-256 checksum
 DEFAULT_MAX_BYTES = 1 << 30
 
 
@@ -50,6 +53,10 @@ class Program:
     functions: tuple[tuple[str, tuple[tuple, ...]], ...]   # (name, native param specs)
     kernel_slots: tuple[str, ...]
     object_code: bytes
+
+
+def _digest(data: bytes = b""):
+    return blake2b(data, digest_size=32)
 
 
 def dist_version(dist: str) -> str:
@@ -83,7 +90,7 @@ def _listdir(path: str) -> tuple[str, ...]:
 
 def key(text: str, options: dict[str, Any], versions: dict[str, str]) -> str:
     """Hex digest naming a compile: text, options, target chip and tool versions."""
-    h = hashlib.sha256()
+    h = _digest()
     h.update(json.dumps({"options": options, "versions": versions}, sort_keys=True).encode())
     h.update(b"\0")
     h.update(text.encode())
@@ -122,7 +129,7 @@ def _encode(program: Program) -> bytes:
     }
     head = json.dumps(meta).encode()
     payload = struct.pack("<Q", len(head)) + head + b"".join(blobs)
-    return MAGIC + hashlib.sha256(payload).digest() + payload
+    return MAGIC + _digest(payload).digest() + payload
 
 
 def _jsonable(spec: tuple) -> tuple:
@@ -134,7 +141,7 @@ def _decode(raw: bytes) -> Program:
         raise ValueError("bad magic")
     digest = raw[len(MAGIC):len(MAGIC) + 32]
     payload = raw[len(MAGIC) + 32:]
-    if hashlib.sha256(payload).digest() != digest:
+    if _digest(payload).digest() != digest:
         raise ValueError("checksum mismatch (truncated or corrupt)")
     (n,) = struct.unpack_from("<Q", payload, 0)
     meta = json.loads(payload[8:8 + n])
@@ -174,7 +181,7 @@ def load(cache_key: str) -> Program | None:
         return None
     try:
         program = _decode(raw)
-    except (ValueError, KeyError, IndexError, struct.error, json.JSONDecodeError) as exc:
+    except (ValueError, TypeError, KeyError, IndexError, struct.error) as exc:
         log.warning("compile cache: ignoring corrupt entry %s (%s); it will be rebuilt",
                     path, exc)
         _remove(path)
@@ -192,6 +199,7 @@ def store(cache_key: str, program: Program) -> None:
     if root is None:
         return
     data = _encode(program)
+    import tempfile
     try:
         fd, tmp = tempfile.mkstemp(dir=root, prefix=".tmp-", suffix=".pwc")
         with os.fdopen(fd, "wb") as fh:
