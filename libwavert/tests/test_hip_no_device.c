@@ -1,0 +1,50 @@
+/* test_hip_no_device.c — the REAL HIP runtime (default library search: $WAVERT_HIP_LIBRARY is
+ * cleared) on a machine without an AMD GPU: selecting kDLROCM gives a clear "no AMD device"
+ * (WAVERT_ERROR_UNAVAILABLE), never a crash. Exits 77 (skipped) when libamdhip64 is not
+ * installed, or when an AMD GPU is present. */
+#include <dlfcn.h>
+#include <stdlib.h>
+
+#include "test_util.h"
+
+int main(void) {
+  unsetenv("WAVERT_HIP_LIBRARY");
+  static const char *const names[] = {"libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5"};
+  const char *found = NULL;
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && found == NULL; ++i) {
+    void *library = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (library != NULL) found = names[i], dlclose(library);
+  }
+  if (found == NULL) {
+    printf("skipped: libamdhip64 (HIP runtime) is not installed\n");
+    return TEST_SKIP;
+  }
+  printf("HIP runtime: %s\n", found);
+  int32_t count = -1;
+  wavert_status status = wavert_device_count(kDLROCM, &count);
+  printf("wavert_device_count(kDLROCM): %s, count %d, message '%s'\n",
+         wavert_status_string(status), (int)count, wavert_last_error());
+  if (status == WAVERT_OK && count > 0) {
+    printf("skipped: an AMD GPU is present (this test is for machines without one)\n");
+    return TEST_SKIP;
+  }
+  /* Either the runtime reports zero devices (then device_get says "no AMD device"), or it
+   * cannot be initialised at all without an AMD driver: both are UNAVAILABLE, with a message. */
+  if (status == WAVERT_OK) {
+    CHECK(count == 0);
+    wavert_device *device = NULL;
+    CHECK_STATUS(wavert_device_get(kDLROCM, 0, &device), WAVERT_ERROR_UNAVAILABLE);
+    CHECK(device == NULL);
+    CHECK_MESSAGE("no AMD device");
+  } else {
+    CHECK_STATUS(status, WAVERT_ERROR_UNAVAILABLE);
+    CHECK_MESSAGE("HIP");
+    wavert_device *device = NULL;
+    CHECK_STATUS(wavert_device_get(kDLROCM, 0, &device), WAVERT_ERROR_UNAVAILABLE);
+  }
+  printf("selecting the HIP backend: %s\n", wavert_last_error());
+  /* The CUDA backend is unaffected. */
+  wavert_device_count(kDLCUDA, &count);
+  puts("test_hip_no_device: ok");
+  return 0;
+}
