@@ -138,11 +138,12 @@ def build(text: str, *, target: str | None = None, opt_level: int = 2, format: s
             found = default_target()
             default = kernels.Target(*found) if found else None
         chosen = kernels.assign_targets(module, requested, default)
-        if chosen.backend != "nvvm":
-            raise CompileError(f"target {chosen.chip}: the AMD (rocdl) backend is not "
-                               "available in this build")
-        kernels.lower_nvvm(module, fmt=format, text=text)
-        binaries = kernels.binaries(module, chosen)
+        if chosen.backend == "rocdl":
+            from . import amdgpu
+            binaries = amdgpu.lower_rocdl(module, fmt=format, text=text)
+        else:
+            kernels.lower_nvvm(module, fmt=format, text=text)
+            binaries = kernels.binaries(module, chosen)
         mark("kernels", module)
         lowered = host.lower(module, binaries, functions, text=text)
         mark("host")

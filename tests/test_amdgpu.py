@@ -1,0 +1,262 @@
+"""AMD kernels without an AMD GPU: every kernel file of the suite compiles for gfx942 into an
+hsaco whose ELF header, symbols and AMDGPU metadata note agree with what the host side passes
+(memref descriptor fields as 8-byte values, scalars at their sizes). No AMD hardware runs them
+here; libwavert's HIP launch path runs real kernels in libwavert/tests/test_hip_over_cuda.c."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+import pywave
+from pywave import amdgpu
+from pywave.api import build
+
+DATA = Path(__file__).parent / "data"
+KERNEL_FILES = sorted(p.name for p in DATA.glob("*.mlir"))
+
+EM_AMDGPU = 224
+NT_AMDGPU_METADATA = 32
+EF_AMDGPU_MACH = {"gfx90a": 0x03F, "gfx942": 0x04C, "gfx1100": 0x041}
+EF_AMDGPU_MACH_MASK = 0xFF
+
+#: Bytes per kernel argument of a scalar type, as the host side packs it.
+SCALAR_SIZES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "index": 8,
+                "f16": 2, "bf16": 2, "f32": 4, "f64": 8}
+
+
+def _tools_missing() -> str | None:
+    if amdgpu.linker() is None:
+        return "no ld.lld (apt-get install lld, or pip install ziglang)"
+    if amdgpu.device_library_dir() is None:
+        return "no ROCm device libraries (apt-get install rocm-device-libs, or set ROCM_PATH)"
+    return None
+
+
+pytestmark = pytest.mark.skipif(_tools_missing() is not None, reason=str(_tools_missing()))
+
+
+# --------------------------------------------------------------------------------------------
+# A small ELF64 + msgpack reader
+# --------------------------------------------------------------------------------------------
+class Elf:
+    def __init__(self, data: bytes) -> None:
+        assert data[:4] == b"\x7fELF", "not an ELF file"
+        assert data[4] == 2 and data[5] == 1, "not a little-endian ELF64 file"
+        self.data = data
+        (self.type, self.machine, _, _, _, shoff, self.flags, _, _, _, shentsize, shnum,
+         shstrndx) = struct.unpack_from("<HHIQQQIHHHHHH", data, 16)
+        self.sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize)
+                         for i in range(shnum)]
+        names = self.sections[shstrndx]
+        self.names = [self._str(names[4], s[0]) for s in self.sections]
+
+    def _str(self, offset: int, index: int) -> str:
+        end = self.data.index(b"\0", offset + index)
+        return self.data[offset + index:end].decode()
+
+    def symbols(self) -> set[str]:
+        out = set()
+        for s in self.sections:
+            if s[1] in (2, 11):  # SHT_SYMTAB, SHT_DYNSYM
+                strtab = self.sections[s[6]]
+                for off in range(s[4], s[4] + s[5], 24):
+                    name = struct.unpack_from("<I", self.data, off)[0]
+                    if name:
+                        out.add(self._str(strtab[4], name))
+        return out
+
+    def notes(self) -> list[tuple[str, int, bytes]]:
+        out = []
+        for s in self.sections:
+            if s[1] != 7:  # SHT_NOTE
+                continue
+            pos, end = s[4], s[4] + s[5]
+            while pos < end:
+                namesz, descsz, ntype = struct.unpack_from("<III", self.data, pos)
+                pos += 12
+                name = self.data[pos:pos + namesz].rstrip(b"\0").decode()
+                pos += (namesz + 3) & ~3
+                out.append((name, ntype, self.data[pos:pos + descsz]))
+                pos += (descsz + 3) & ~3
+        return out
+
+
+def msgpack_load(data: bytes):
+    """Decode one msgpack value (the subset AMDGPU metadata uses)."""
+    def value(pos: int):
+        b = data[pos]
+        pos += 1
+        if b <= 0x7F:
+            return b, pos
+        if b >= 0xE0:
+            return b - 0x100, pos
+        if 0x80 <= b <= 0x8F:
+            return mapping(b & 0x0F, pos)
+        if 0x90 <= b <= 0x9F:
+            return array(b & 0x0F, pos)
+        if 0xA0 <= b <= 0xBF:
+            return data[pos:pos + (b & 0x1F)].decode(), pos + (b & 0x1F)
+        if b in (0xC0, 0xC2, 0xC3):
+            return {0xC0: None, 0xC2: False, 0xC3: True}[b], pos
+        fixed = {0xCC: "B", 0xCD: ">H", 0xCE: ">I", 0xCF: ">Q", 0xD0: "b", 0xD1: ">h",
+                 0xD2: ">i", 0xD3: ">q", 0xCA: ">f", 0xCB: ">d"}
+        if b in fixed:
+            fmt = fixed[b]
+            return struct.unpack_from(fmt, data, pos)[0], pos + struct.calcsize(fmt)
+        lengths = {0xD9: "B", 0xDA: ">H", 0xDB: ">I", 0xC4: "B", 0xC5: ">H", 0xC6: ">I"}
+        if b in lengths:
+            n = struct.unpack_from(lengths[b], data, pos)[0]
+            pos += struct.calcsize(lengths[b])
+            raw = data[pos:pos + n]
+            return (raw.decode() if b >= 0xD9 else raw), pos + n
+        if b in (0xDC, 0xDD, 0xDE, 0xDF):
+            fmt = ">H" if b in (0xDC, 0xDE) else ">I"
+            n = struct.unpack_from(fmt, data, pos)[0]
+            pos += struct.calcsize(fmt)
+            return (array if b in (0xDC, 0xDD) else mapping)(n, pos)
+        raise ValueError(f"msgpack byte 0x{b:02x} not handled")
+
+    def array(n: int, pos: int):
+        out = []
+        for _ in range(n):
+            v, pos = value(pos)
+            out.append(v)
+        return out, pos
+
+    def mapping(n: int, pos: int):
+        out = {}
+        for _ in range(n):
+            k, pos = value(pos)
+            v, pos = value(pos)
+            out[k] = v
+        return out, pos
+
+    return value(0)[0]
+
+
+def metadata(elf: Elf) -> dict:
+    notes = [d for name, t, d in elf.notes() if name == "AMDGPU" and t == NT_AMDGPU_METADATA]
+    assert len(notes) == 1, "no NT_AMDGPU_METADATA note"
+    return msgpack_load(notes[0])
+
+
+# --------------------------------------------------------------------------------------------
+# What the host side passes per kernel
+# --------------------------------------------------------------------------------------------
+def kernel_arg_sizes(text: str) -> dict[str, list[int]]:
+    """{kernel: [bytes per LLVM argument]} from the kernels' MLIR signatures (after outlining):
+    a rank-r memref is 3 + 2r 8-byte fields, a scalar its own size."""
+    from mlir import ir
+
+    from pywave import kernels, parse
+
+    out = {}
+    with ir.Context() as ctx:
+        module = parse.parse(text, ctx)
+        kernels.widen_bool_memrefs(module)
+        kernels.run_pipeline(module, kernels.PREPARE_PIPELINE, "prepare")
+        for gmod in kernels.gpu_modules(module):
+            for k in kernels._kernels_of(gmod):
+                name = ir.StringAttr(k.attributes["sym_name"]).value
+                ftype = ir.FunctionType(ir.TypeAttr(k.attributes["function_type"]).value)
+                sizes = []
+                for t in ftype.inputs:
+                    if isinstance(t, ir.MemRefType):
+                        sizes += [8] * (3 + 2 * t.rank)
+                    else:
+                        sizes.append(SCALAR_SIZES[str(t)])
+                out[name] = sizes
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Tests
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", KERNEL_FILES)
+def test_suite_kernel_compiles_to_a_valid_gfx942_hsaco(name):
+    text = (DATA / name).read_text()
+    art = build(text, target="gfx942")
+    assert art.target.backend == "rocdl" and art.target.chip == "gfx942"
+    assert art.binaries
+    expected = kernel_arg_sizes(text)
+    seen = set()
+    for binary in art.binaries:
+        assert binary.format == "hsaco" and binary.chip == "gfx942"
+        elf = Elf(binary.data)
+        assert elf.machine == EM_AMDGPU
+        assert elf.type == 3, "an hsaco is a shared object (ET_DYN)"
+        assert elf.flags & EF_AMDGPU_MACH_MASK == EF_AMDGPU_MACH["gfx942"]
+        symbols = elf.symbols()
+        meta = metadata(elf)
+        assert "amdgcn-amd-amdhsa--gfx942" in meta["amdhsa.target"]
+        for kernel in meta["amdhsa.kernels"]:
+            kname = kernel[".name"]
+            seen.add(kname)
+            assert kname in symbols and kname + ".kd" in symbols
+            assert kernel[".symbol"] == kname + ".kd"
+            # Launch sizes are chosen at run time: the whole range, unless the block size
+            # is known (outlined gpu.launch: reqd_workgroup_size).
+            fixed = kernel.get(".reqd_workgroup_size")
+            assert kernel[".max_flat_workgroup_size"] == \
+                (fixed[0] * fixed[1] * fixed[2] if fixed else 1024)
+            args = [a for a in kernel.get(".args", [])
+                    if not a[".value_kind"].startswith("hidden_")]
+            assert [a[".size"] for a in args] == expected[kname], kname
+            offsets = [a[".offset"] for a in args]
+            assert offsets == sorted(offsets)
+    assert seen == set(expected)
+
+
+@pytest.mark.parametrize("chip", ["gfx90a", "gfx942", "gfx1100"])
+def test_targets(chip, mlir):
+    art = build(mlir("vector_add.mlir"), target=chip)
+    elf = Elf(art.binaries[0].data)
+    assert elf.flags & EF_AMDGPU_MACH_MASK == EF_AMDGPU_MACH[chip]
+    kernel = metadata(elf)["amdhsa.kernels"][0]
+    assert kernel[".wavefront_size"] == (32 if chip == "gfx1100" else 64)
+
+
+def test_rocdl_target_attribute_is_honoured(mlir):
+    text = (DATA / "bad" / "k0_rocdl_target.mlir").read_text()
+    art = build(text, target="gfx942")
+    assert [b.format for b in art.binaries] == ["hsaco"]
+    art = build(text.replace('#rocdl.target<chip = "gfx942">', '#rocdl.target<chip = "gfx90a">'),
+                target="gfx942")
+    assert Elf(art.binaries[0].data).flags & EF_AMDGPU_MACH_MASK == EF_AMDGPU_MACH["gfx90a"]
+
+
+def test_device_library_is_linked_for_math(mlir):
+    art = build(mlir("exp.mlir"), target="gfx942", keep_stages=True)
+    elf = Elf(art.binaries[0].data)
+    assert not any(s.startswith("__ocml") for s in elf.symbols()), "ocml left undefined"
+
+
+def test_nvidia_format_for_amd_target_is_an_error(mlir):
+    with pytest.raises(pywave.CompileError, match="hsaco"):
+        build(mlir("vector_add.mlir"), target="gfx942", format="cubin")
+
+
+def test_missing_linker_is_a_compile_error_naming_the_install(mlir, monkeypatch):
+    monkeypatch.setattr(amdgpu, "linker", lambda: None)
+    with pytest.raises(pywave.CompileError, match="ld.lld.*apt-get install lld"):
+        build(mlir("vector_add.mlir"), target="gfx942")
+
+
+def test_missing_device_libraries_is_a_compile_error(mlir, monkeypatch):
+    monkeypatch.setattr(amdgpu, "device_library_dir", lambda: None)
+    with pytest.raises(pywave.CompileError, match="rocm-device-libs"):
+        build(mlir("exp.mlir"), target="gfx942")
+
+
+def test_unknown_chip_is_a_compile_error(mlir):
+    with pytest.raises(pywave.CompileError, match="gfx9zz"):
+        build(mlir("vector_add.mlir"), target="gfx9zz")
+
+
+def test_isa_versions():
+    assert amdgpu.isa_version("gfx942") == 9402
+    assert amdgpu.isa_version("gfx90a") == 9010
+    assert amdgpu.isa_version("gfx1100") == 11000
