@@ -9,11 +9,12 @@ from __future__ import annotations
 import logging
 
 from .api import CompiledModule, compile, synchronize
+from .aot import export
 from .errors import ArgumentError, CompileError, DeviceError, Error
 
 __version__ = "0.1.0"
-__all__ = ["compile", "synchronize", "CompiledModule", "Error", "CompileError", "ArgumentError",
-           "DeviceError", "__version__"]
+__all__ = ["compile", "export", "synchronize", "CompiledModule", "Error", "CompileError",
+           "ArgumentError", "DeviceError", "__version__"]
 
 logging.getLogger("pywave").addHandler(logging.NullHandler())
 

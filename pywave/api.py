@@ -37,6 +37,7 @@ class Artifacts:
     assembly: str
     stages: dict[str, str] = dataclasses.field(default_factory=dict)
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+    dump_path: str | None = None        # the folder written when dumping (pywave.dump)
 
     def program(self) -> cache.Program:
         """The plain program a CompiledModule runs (and the disk cache stores)."""
@@ -101,27 +102,44 @@ def tool_versions() -> dict[str, str]:
 
 
 def build(text: str, *, target: str | None = None, opt_level: int = 2, format: str = "auto",
-          filename: str = "<input>", keep_stages: bool = False) -> Artifacts:
+          filename: str = "<input>", keep_stages: bool = False,
+          dump_dir: str | None = None, binaries: dict | None = None) -> Artifacts:
     """Run every compile stage on ``text`` and return their plain outputs (no GPU needed
-    when ``target`` is given)."""
+    when ``target`` is given). ``dump_dir`` (or ``$PYWAVE_DUMP_DIR``): write every
+    intermediate into a fresh numbered folder there (:mod:`pywave.dump`). ``binaries``:
+    ``{gpu.module name: path or bytes}`` images that replace the compiled ones
+    (:mod:`pywave.binfile`)."""
     from mlir import ir
 
-    from . import host, kernels, parse
+    from . import binfile, dump, host, kernels, parse
 
     if not isinstance(text, str):
         raise TypeError(f"compile() takes MLIR text (str), got {type(text).__name__}")
     requested = kernels.Target.parse(target) if target is not None else None
     stages: dict[str, str] = {}
     seconds: dict[str, float] = {}
+    replacements = binaries
+    dumper = dump.Dump.start(dump.root(dump_dir), text, filename=filename, options={
+        "target": target, "opt_level": opt_level, "format": format,
+        "binaries": {n: f"<{len(v)} bytes>" if isinstance(v, (bytes, bytearray)) else str(v)
+                     for n, v in (replacements or {}).items()}})
+    if dumper:
+        dumper.update(tool_versions=tool_versions(), pipelines={
+            "prepare": kernels.PREPARE_PIPELINE, "nvvm": kernels.NVVM_PIPELINE,
+            "host": host.HOST_PIPELINE, "llvm": f"llvmlite O{opt_level}"})
     clock = time.perf_counter()
 
     def mark(stage: str, module: "ir.Module | None" = None) -> None:
         nonlocal clock
         now = time.perf_counter()
-        seconds[stage] = now - clock
-        clock = now
+        seconds[stage] = now - clock - (dumper.take_elapsed() if dumper else 0.0)
         if keep_stages and module is not None:
             stages[stage] = str(module)
+        if dumper:
+            if module is not None:
+                dumper.module(stage, module)
+            dumper.update(seconds=seconds)
+        clock = time.perf_counter()
 
     with ir.Context() as ctx:
         module = parse.parse(text, ctx, filename=filename)
@@ -142,20 +160,31 @@ def build(text: str, *, target: str | None = None, opt_level: int = 2, format: s
             from . import amdgpu
             binaries = amdgpu.lower_rocdl(module, fmt=format, text=text)
         else:
-            kernels.lower_nvvm(module, fmt=format, text=text)
+            kernels.lower_nvvm(module, fmt=format, text=text,
+                               observe=dumper.kernels_lowered if dumper else None)
             binaries = kernels.binaries(module, chosen)
+        binaries = binfile.replace(binaries, replacements, chosen.backend)
+        if dumper:
+            dumper.update(target={"backend": chosen.backend, "chip": chosen.chip})
         mark("kernels", module)
+        if dumper:
+            dumper.binaries(binaries)
         lowered = host.lower(module, binaries, functions, text=text)
-        mark("host")
+        mark("host", module)
         if keep_stages:
             stages["llvm"] = lowered.llvm_ir
     obj, asm = jit.compile_object(lowered.llvm_ir, opt_level=opt_level)
     mark("llvm-codegen")
-    return Artifacts(chosen, binaries, lowered, obj, asm, stages, seconds)
+    if dumper:
+        dumper.host(lowered.llvm_ir, asm, obj)
+        dumper.update(complete=True)
+    return Artifacts(chosen, binaries, lowered, obj, asm, stages, seconds,
+                     dumper.path if dumper else None)
 
 
 def compile(text: str, *, target: str | None = None, opt_level: int = 2,
-            format: str = "auto", disk_cache: bool = True) -> "CompiledModule":
+            format: str = "auto", disk_cache: bool = True, dump_dir: str | None = None,
+            binaries: dict | None = None) -> "CompiledModule":
     """Compile an MLIR module of ``gpu.module`` kernels and host ``func.func``s.
 
     Parameters
@@ -174,6 +203,14 @@ def compile(text: str, *, target: str | None = None, opt_level: int = 2,
     disk_cache : bool
         Use the on-disk compile cache (see :mod:`pywave.cache`); the in-memory cache is
         always used.
+    dump_dir : str, optional
+        Write every intermediate (IR per stage, kernel LLVM IR, PTX, binaries, host IR,
+        assembly, object, ``manifest.json``) into a fresh numbered folder there
+        (:mod:`pywave.dump`); default ``$PYWAVE_DUMP_DIR``. Dumping forces a real compile:
+        the caches are not looked up (the result is still stored).
+    binaries : dict, optional
+        ``{gpu.module name: path or bytes}``: use this image (PTX, cubin, fatbin or hsaco,
+        told apart by its bytes) instead of the module's compiled one, keeping the host code.
 
     Returns
     -------
@@ -193,14 +230,21 @@ def compile(text: str, *, target: str | None = None, opt_level: int = 2,
         found = default_target()
         chip = found[1] if found else ""
     options = {"target": target, "chip": chip, "opt_level": opt_level, "format": format}
+    from . import binfile, dump
+    loaded = binfile.load_all(binaries)
+    if loaded:
+        options["binaries"] = binfile.digest(loaded)
+    dump_root = dump.root(dump_dir)
     cache_key = cache.key(text, options, tool_versions())
     with _memory_lock:
-        hit = _memory.get(cache_key)
+        hit = _memory.get(cache_key) if dump_root is None else None
     if hit is not None and not hit.closed:
         return hit
-    program = cache.load(cache_key) if disk_cache else None
+    program = cache.load(cache_key) if disk_cache and dump_root is None else None
     if program is None:
-        program = build(text, target=target, opt_level=opt_level, format=format).program()
+        program = build(text, target=target, opt_level=opt_level, format=format,
+                        dump_dir=dump_root,
+                        binaries={n: d for n, (_, d) in loaded.items()}).program()
         if disk_cache:
             cache.store(cache_key, program)
     module = CompiledModule(program)

@@ -84,25 +84,35 @@ def initialise(runtime_library: str | None = None) -> None:
 
 
 @functools.cache
-def target_machine(opt_level: int) -> llvm.TargetMachine:
-    """The host's target machine at ``opt_level`` (one per level, reused)."""
+def target_machine(opt_level: int, portable: bool = False) -> llvm.TargetMachine:
+    """The host's target machine at ``opt_level`` (one per level, reused); ``portable``: the
+    generic CPU of the host's triple, for code that runs on other machines."""
     initialise()
     target = llvm.Target.from_triple(llvm.get_process_triple())
-    return target.create_target_machine(cpu=llvm.get_host_cpu_name(),
-                                        features=llvm.get_host_cpu_features().flatten(),
-                                        opt=opt_level, reloc="pic", codemodel="jitdefault")
+    cpu, features = ("generic", "") if portable else \
+        (llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten())
+    return target.create_target_machine(cpu=cpu, features=features, opt=opt_level,
+                                        reloc="pic", codemodel="jitdefault")
 
 
-def compile_object(llvm_ir: str, *, opt_level: int = 2) -> tuple[bytes, str]:
-    """Optimise ``llvm_ir`` at ``opt_level`` (0-3) and emit (object code, assembly text)."""
+def compile_object(llvm_ir: str, *, opt_level: int = 2, library: bool = False,
+                   shared: tuple[str, ...] = ()) -> tuple[bytes, str]:
+    """Optimise ``llvm_ir`` at ``opt_level`` (0-3) and emit (object code, assembly text).
+
+    ``library=True`` makes an object to link into a shared library (``pywave.export``): the
+    generic CPU, every defined symbol hidden (so a host function named ``main`` cannot clash
+    with a program's), and the internal globals named in ``shared`` (the kernel slots) made
+    hidden external so that other objects of the library can reach them."""
     if opt_level not in (0, 1, 2, 3):
         raise CompileError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
-    tm = target_machine(opt_level)
+    tm = target_machine(opt_level, library)
     try:
         module = llvm.parse_assembly(llvm_ir)
         module.link_in(llvm.parse_assembly(SOFTFLOAT_IR))
         module.triple = tm.triple
         module.data_layout = str(tm.target_data)
+        if library:
+            _hide_symbols(module, shared)
         module.verify()
     except RuntimeError as exc:
         raise CompileError(f"LLVM rejected the host IR: {exc}") from None
@@ -111,6 +121,19 @@ def compile_object(llvm_ir: str, *, opt_level: int = 2) -> tuple[bytes, str]:
         pb = llvm.create_pass_builder(tm, pto)
         pb.getModulePassManager().run(module, pb)
     return tm.emit_object(module), tm.emit_assembly(module)
+
+
+def _hide_symbols(module: llvm.ModuleRef, shared: tuple[str, ...]) -> None:
+    wanted = set(shared)
+    for value in list(module.functions) + list(module.global_variables):
+        if value.name in wanted:     # (get_global_variable does not find internal globals)
+            value.linkage = "external"
+            wanted.discard(value.name)
+        if not value.is_declaration and value.linkage.name in ("external", "weak_odr"):
+            value.visibility = "hidden"
+    if wanted:
+        raise CompileError("the host code lacks the kernel slot globals "
+                           + ", ".join(sorted(wanted)))
 
 
 def undefined_symbols(obj: bytes) -> list[str]:

@@ -10,6 +10,7 @@ import dataclasses
 import logging
 import os
 import shutil
+from typing import Callable
 
 from mlir import ir, passmanager
 from mlir.dialects import arith, gpu
@@ -240,8 +241,20 @@ def assign_targets(module: ir.Module, requested: Target | None,
     return requested or default or Target("nvvm", "sm_90")
 
 
-def lower_nvvm(module: ir.Module, *, fmt: str, text: str | None = None) -> None:
-    """Lower every NVVM-targeted ``gpu.module`` and serialise it into a ``gpu.binary``."""
+def binary_pipeline(mlir_format: str, toolkit: str | None) -> str:
+    """The ``gpu-module-to-binary`` pipeline for an MLIR format (``isa``, ``bin``, ``llvm``...)."""
+    options = f"format={mlir_format}"
+    if toolkit:
+        options += f" toolkit={toolkit}"
+    return f"builtin.module(gpu-module-to-binary{{{options}}})"
+
+
+def lower_nvvm(module: ir.Module, *, fmt: str, text: str | None = None,
+               observe: "Callable[[ir.Module, str, Callable[[str], str]], None] | None" = None
+               ) -> None:
+    """Lower every NVVM-targeted ``gpu.module`` and serialise it into a ``gpu.binary``.
+    ``observe(module, pipeline, pipeline_for)`` (for dumps) sees the module between the two,
+    with the serialisation pipeline and a function giving it for another MLIR format."""
     toolkit = cuda_toolkit()
     if fmt == "auto":
         fmt = "cubin" if has_ptxas(toolkit) else "ptx"
@@ -254,11 +267,10 @@ def lower_nvvm(module: ir.Module, *, fmt: str, text: str | None = None) -> None:
     run_pipeline(module, NVVM_PIPELINE, "lowering kernels to NVVM", text)
     _extern_dynamic_shared_memory(module)
     _check_libdevice(module, toolkit)
-    options = f"format={BINARY_FORMATS[fmt]}"
-    if toolkit:
-        options += f" toolkit={toolkit}"
-    run_pipeline(module, f"builtin.module(gpu-module-to-binary{{{options}}})",
-                 "compiling kernels (gpu-module-to-binary)", text)
+    pipeline = binary_pipeline(BINARY_FORMATS[fmt], toolkit)
+    if observe is not None:
+        observe(module, pipeline, lambda mlir_format: binary_pipeline(mlir_format, toolkit))
+    run_pipeline(module, pipeline, "compiling kernels (gpu-module-to-binary)", text)
 
 
 def _extern_dynamic_shared_memory(module: ir.Module) -> None:
