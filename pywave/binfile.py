@@ -10,7 +10,6 @@ import: the compile-cache key hashes the loaded bytes.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import struct
 from typing import Mapping, Union
@@ -88,6 +87,7 @@ def load_all(sources: Mapping[str, Source] | None) -> dict[str, tuple[str, bytes
 
 def digest(loaded: Mapping[str, tuple[str, bytes]]) -> dict[str, str]:
     """name -> sha256 of the replacement bytes (for the compile-cache key)."""
+    import hashlib  # here, not at import: hashlib loads OpenSSL, a cost on every warm start
     return {n: hashlib.sha256(d).hexdigest() for n, (_, d) in sorted(loaded.items())}
 
 

@@ -25,7 +25,6 @@ the cache lookup when dumping).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -53,6 +52,7 @@ class Dump:
 
     def __init__(self, root_dir: str, text: str, *, filename: str = "<input>",
                  options: dict[str, Any] | None = None) -> None:
+        import hashlib  # here, not at import: hashlib loads OpenSSL (warm-start cost)
         self.path = _new_folder(root_dir, hashlib.sha256(text.encode()).hexdigest()[:10])
         self._counter = 0
         self._elapsed = 0.0
