@@ -3,7 +3,11 @@
  * opened with dlopen, the few HIP types and enums it needs declared here. HIP contexts are
  * deprecated, so "entering" a device is hipSetDevice on the calling thread (restored after).
  */
+#define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
+#include <errno.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,12 +165,58 @@ static wavert_status hip_error(const char *call, hipError_t result) {
     if (hip_result_ != hipSuccess) return hip_error(#call, hip_result_);   \
   } while (0)
 
+/* Exit codes of the probe child. */
+enum { PROBE_DEVICES = 0, PROBE_NO_DEVICE = 10, PROBE_INIT_FAILED = 11, PROBE_NO_LIBRARY = 12 };
+
+/* Open the HIP runtime and count devices in a forked child first. Some HIP runtimes abort
+ * while loading (e.g. two copies of LLVM registering the same command-line option, seen with
+ * libamdhip64.so.5 on a machine without an AMD GPU), and an abort cannot be caught in this
+ * process. Sets *out_skip (with *out_count = 0) when the child found no usable device, so the
+ * library is never loaded here. $WAVERT_HIP_PROBE=0 disables the probe. */
+static wavert_status hip_probe(const char *const *names, int *out_skip) {
+  *out_skip = 0;
+  const char *probe = getenv("WAVERT_HIP_PROBE");
+  if (probe != NULL && strcmp(probe, "0") == 0) return WAVERT_OK;
+  pid_t pid = fork();
+  if (pid < 0) return WAVERT_OK; /* no probe possible: load in-process as usual */
+  if (pid == 0) {
+    void *library = NULL;
+    if (wavert__open_library("the HIP runtime", "WAVERT_HIP_LIBRARY", names, &library) !=
+        WAVERT_OK)
+      _exit(PROBE_NO_LIBRARY);
+    hipError_t (*init)(unsigned) = (hipError_t(*)(unsigned))dlsym(library, "hipInit");
+    hipError_t (*count)(int *) = (hipError_t(*)(int *))dlsym(library, "hipGetDeviceCount");
+    int n = 0;
+    if (init == NULL || count == NULL) _exit(PROBE_INIT_FAILED);
+    hipError_t result = init(0);
+    if (result == hipSuccess) result = count(&n);
+    if (result == hipErrorNoDevice || (result == hipSuccess && n == 0)) _exit(PROBE_NO_DEVICE);
+    _exit(result == hipSuccess ? PROBE_DEVICES : PROBE_INIT_FAILED);
+  }
+  int wstatus = 0;
+  while (waitpid(pid, &wstatus, 0) < 0)
+    if (errno != EINTR) return WAVERT_OK;
+  if (WIFSIGNALED(wstatus))
+    return wavert__error(WAVERT_ERROR_UNAVAILABLE,
+                         "the HIP runtime library crashed while loading (signal %d in a probe "
+                         "process); it cannot be used in this process, so there is no AMD "
+                         "device", WTERMSIG(wstatus));
+  if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == PROBE_NO_DEVICE) *out_skip = 1;
+  return WAVERT_OK;
+}
+
 static wavert_status hip_init(int32_t *out_count) {
   static const char *const names[] = {"libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5",
                                       NULL};
+  int skip = 0;
+  wavert_status status = hip_probe(names, &skip);
+  if (status != WAVERT_OK) return status;
+  if (skip) {
+    *out_count = 0;
+    return WAVERT_OK;
+  }
   void *library = NULL;
-  wavert_status status = wavert__open_library("the HIP runtime", "WAVERT_HIP_LIBRARY", names,
-                                              &library);
+  status = wavert__open_library("the HIP runtime", "WAVERT_HIP_LIBRARY", names, &library);
   if (status != WAVERT_OK) return status;
 #define WAVERT__RESOLVE(field, ret, args)                                                    \
   *(void **)&hip.field = dlsym(library, #field);                                             \

@@ -2,28 +2,23 @@
  * cleared) on a machine without an AMD GPU: selecting kDLROCM gives a clear "no AMD device"
  * (WAVERT_ERROR_UNAVAILABLE), never a crash. Exits 77 (skipped) when libamdhip64 is not
  * installed, or when an AMD GPU is present. */
-#include <dlfcn.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "test_util.h"
 
 int main(void) {
   unsetenv("WAVERT_HIP_LIBRARY");
-  static const char *const names[] = {"libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5"};
-  const char *found = NULL;
-  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && found == NULL; ++i) {
-    void *library = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    if (library != NULL) found = names[i], dlclose(library);
-  }
-  if (found == NULL) {
-    printf("skipped: libamdhip64 (HIP runtime) is not installed\n");
-    return TEST_SKIP;
-  }
-  printf("HIP runtime: %s\n", found);
+  /* No dlopen of libamdhip64 here: some builds abort while loading, which is what libwavert's
+   * probe process guards against. */
   int32_t count = -1;
   wavert_status status = wavert_device_count(kDLROCM, &count);
   printf("wavert_device_count(kDLROCM): %s, count %d, message '%s'\n",
          wavert_status_string(status), (int)count, wavert_last_error());
+  if (status == WAVERT_ERROR_UNAVAILABLE && strstr(wavert_last_error(), "cannot open")) {
+    printf("skipped: libamdhip64 (HIP runtime) is not installed\n");
+    return TEST_SKIP;
+  }
   if (status == WAVERT_OK && count > 0) {
     printf("skipped: an AMD GPU is present (this test is for machines without one)\n");
     return TEST_SKIP;
