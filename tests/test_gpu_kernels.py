@@ -665,3 +665,15 @@ def test_f21_jax_array_as_written_output_is_an_error(torch_cuda, jax_gpu, dev, c
     msg = str(info.value)
     assert "'c'" in msg and "read-only" in msg, msg
     assert np.array_equal(np.asarray(c), np.zeros(1000, dtype=np.float32))
+
+
+@pytest.mark.parametrize("n", [1, 4, 1001, 1 << 20])
+def test_vectorized_add_with_tail(torch_cuda, dev, compile_gpu, n):
+    """bench/vector_add_v4.mlir: 16-byte vector loads/stores plus a scalar tail."""
+    torch = torch_cuda
+    mod = compile_gpu((DATA.parent.parent / "bench" / "vector_add_v4.mlir").read_text())
+    a = torch.rand(n, device=dev)
+    b = torch.rand(n, device=dev)
+    c = torch.full((n,), -1.0, device=dev)
+    mod(a, b, c)
+    assert torch.equal(c, a + b)
