@@ -20,6 +20,7 @@ import os
 import stat
 import struct
 import sys
+import threading
 from typing import Any, NamedTuple
 
 try:   # BLAKE2b is built into CPython; hashlib's import loads OpenSSL (~5 ms per process)
@@ -193,8 +194,16 @@ def load(cache_key: str) -> Program | None:
     return program
 
 
+#: Eviction scans the whole directory, so it runs on the first write of a process and then
+#: every EVICT_EVERY writes: the bound can be overshot by at most that many entries.
+EVICT_EVERY = 32
+_writes = 0
+_writes_lock = threading.Lock()
+
+
 def store(cache_key: str, program: Program) -> None:
-    """Write the entry atomically, then evict least recently used entries over the bound."""
+    """Write the entry atomically; evict least recently used entries over the bound (on the
+    first write of the process and every EVICT_EVERY writes after)."""
     root = directory()
     if root is None:
         return
@@ -208,7 +217,12 @@ def store(cache_key: str, program: Program) -> None:
     except OSError as exc:
         log.warning("compile cache: cannot write to %s: %s", root, exc)
         return
-    evict(root, int(os.environ.get("PYWAVE_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES)))
+    global _writes
+    with _writes_lock:
+        _writes += 1
+        due = _writes % EVICT_EVERY == 1
+    if due:
+        evict(root, int(os.environ.get("PYWAVE_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES)))
 
 
 def evict(root: str, max_bytes: int) -> None:

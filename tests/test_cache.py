@@ -282,6 +282,7 @@ def fake_program(size: int) -> cache.Program:
 
 
 def test_eviction_drops_least_recently_used(monkeypatch):
+    monkeypatch.setattr(cache, "EVICT_EVERY", 1)   # evict on every write
     root = cache_dir()
     for name in "abc":
         cache.store(name, fake_program(1000))
@@ -298,10 +299,20 @@ def test_eviction_drops_least_recently_used(monkeypatch):
 
 
 def test_eviction_bound_applies_to_compiles(monkeypatch):
+    monkeypatch.setattr(cache, "EVICT_EVERY", 1)
     monkeypatch.setenv("PYWAVE_CACHE_MAX_BYTES", "1")
     mod = pywave.compile(unique(), target="sm_90")
     assert entries(cache_dir()) == []             # over the bound at once: evicted
     mod.close()
+
+
+def test_eviction_scans_once_per_batch_of_writes(monkeypatch):
+    scans = []
+    monkeypatch.setattr(cache, "evict", lambda root, bound: scans.append(root))
+    monkeypatch.setattr(cache, "_writes", 0)
+    for i in range(2 * cache.EVICT_EVERY + 1):
+        cache.store(f"k{i}", fake_program(10))
+    assert len(scans) == 3                         # writes 1, EVICT_EVERY + 1, 2 * EVICT_EVERY + 1
 
 
 def test_default_location_is_under_xdg_cache_home(tmp_path, monkeypatch):
