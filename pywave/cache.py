@@ -220,7 +220,7 @@ def store(cache_key: str, program: Program) -> None:
     global _writes
     with _writes_lock:
         _writes += 1
-        due = _writes % EVICT_EVERY == 1
+        due = (_writes - 1) % EVICT_EVERY == 0
     if due:
         evict(root, int(os.environ.get("PYWAVE_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES)))
 
