@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Callable
 
 import numpy as np
 from mlir import ir
@@ -210,46 +211,44 @@ def _kernel_written_args(module: ir.Module) -> dict[str, set[int]]:
     return out
 
 
-def _may_write(value: ir.Value) -> bool:
+def _may_write(value: ir.Value, writes: Callable[[ir.OpOperand], bool] = lambda use: True
+               ) -> bool:
+    """Whether a memref value may be written: reads are skipped, view-like ops followed, and
+    any other use is a write unless ``writes(use)`` says otherwise."""
     for use in value.uses:
-        owner = use.owner
-        name = owner.name
+        name = use.owner.name
         if name in _READ_OPS:
             continue
         if name in _VIEW_OPS:
-            if any(_may_write(r) for r in owner.results):
+            if any(_may_write(r, writes) for r in use.owner.results):
                 return True
             continue
-        return True
+        if writes(use):
+            return True
     return False
 
 
 def _host_arg_written(arg: ir.Value, kernels: dict[str, set[int]]) -> bool:
+    """Whether a host memref argument may be written: by a kernel it is passed to (per
+    ``kernels``, from _kernel_written_args), as a gpu.memcpy destination, or by any op not
+    known to only read it."""
     if not isinstance(arg.type, ir.MemRefType):
         return False
-    for use in arg.uses:
+
+    def writes(use: ir.OpOperand) -> bool:
         owner = use.owner
-        name = owner.name
-        if name in _READ_OPS:
-            continue
-        if name in _VIEW_OPS:
-            if any(_host_arg_written(r, kernels) for r in owner.results):
-                return True
-            continue
-        if name == "gpu.launch_func":
-            kernel = str(owner.attributes["kernel"]).replace("@", "")
-            kernel_args = list(owner.opview.kernelOperands)
-            written = kernels.get(kernel)
+        if owner.name == "gpu.launch_func":
+            written = kernels.get(str(owner.attributes["kernel"]).replace("@", ""))
             if written is None:
                 return True
-            for i, v in enumerate(kernel_args):
-                if v == arg and i in written:
-                    return True
-            continue
-        if name == "gpu.memcpy" and use.operand_number != _first_memref_operand(owner):
-            continue
+            value = owner.operands[use.operand_number]
+            return any(i in written and v == value
+                       for i, v in enumerate(owner.opview.kernelOperands))
+        if owner.name == "gpu.memcpy":
+            return use.operand_number == _first_memref_operand(owner)
         return True
-    return False
+
+    return _may_write(arg, writes)
 
 
 def _first_memref_operand(op: ir.Operation) -> int:
