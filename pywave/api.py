@@ -34,7 +34,7 @@ class Artifacts:
     binaries: "list[kernels.Binary]"
     host: "host.HostModule"
     object_code: bytes
-    assembly: str
+    assembly: str               # host assembly; "" unless keep_stages or a dump asked for it
     stages: dict[str, str] = dataclasses.field(default_factory=dict)
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
     dump_path: str | None = None        # the folder written when dumping (pywave.dump)
@@ -173,7 +173,8 @@ def build(text: str, *, target: str | None = None, opt_level: int = 2, format: s
         mark("host", module)
         if keep_stages:
             stages["llvm"] = lowered.llvm_ir
-    obj, asm = jit.compile_object(lowered.llvm_ir, opt_level=opt_level)
+    obj, asm = jit.compile_object(lowered.llvm_ir, opt_level=opt_level,
+                                  assembly=keep_stages or bool(dumper))
     mark("llvm-codegen")
     if dumper:
         dumper.host(lowered.llvm_ir, asm, obj)

@@ -96,8 +96,10 @@ def target_machine(opt_level: int, portable: bool = False) -> llvm.TargetMachine
 
 
 def compile_object(llvm_ir: str, *, opt_level: int = 2, library: bool = False,
-                   shared: tuple[str, ...] = ()) -> tuple[bytes, str]:
-    """Optimise ``llvm_ir`` at ``opt_level`` (0-3) and emit (object code, assembly text).
+                   shared: tuple[str, ...] = (),
+                   assembly: bool = False) -> tuple[bytes, str]:
+    """Optimise ``llvm_ir`` at ``opt_level`` (0-3) and emit (object code, assembly text);
+    the assembly is emitted only with ``assembly=True`` (else "": it costs a second codegen).
 
     ``library=True`` makes an object to link into a shared library (``pywave.export``): the
     generic CPU, every defined symbol hidden (so a host function named ``main`` cannot clash
@@ -120,7 +122,7 @@ def compile_object(llvm_ir: str, *, opt_level: int = 2, library: bool = False,
         pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
         pb = llvm.create_pass_builder(tm, pto)
         pb.getModulePassManager().run(module, pb)
-    return tm.emit_object(module), tm.emit_assembly(module)
+    return tm.emit_object(module), tm.emit_assembly(module) if assembly else ""
 
 
 def _hide_symbols(module: llvm.ModuleRef, shared: tuple[str, ...]) -> None:
