@@ -162,7 +162,8 @@ def _param(fname: str, index: int, name: str, t: ir.Type, written: bool) -> Para
         layout = mt.layout
         if isinstance(layout, ir.StridedLayoutAttr):
             strides, offset, flags = tuple(layout.strides), layout.offset, flags | STRIDED
-        elif not (isinstance(layout, ir.AffineMapAttr) and layout.value == ir.AffineMap.get_identity(mt.rank)):
+        elif not (isinstance(layout, ir.AffineMapAttr)
+                  and layout.value == ir.AffineMap.get_identity(mt.rank)):
             raise CompileError(f"{where} has the layout {layout}; pywave passes identity "
                                "and strided<...> layouts")
         return Param(name, "memref", text, dtype=(code, bits, 1), flags=flags,
@@ -551,7 +552,7 @@ def _next_op(op: ir.Operation) -> ir.Operation | None:
 
 def _add_packed_entries(module: ir.Module, functions: list[HostFunction]) -> None:
     """``void _pywave_packed_f(ptr slots)`` for each host function ``f``."""
-    texts = []
+    texts, stubs = [], []
     funcs = {ir.StringAttr(op.operation.attributes["sym_name"]).value: op.operation
              for op in module.body.operations if op.operation.name == "llvm.func"}
     for fn in functions:
@@ -562,6 +563,7 @@ def _add_packed_entries(module: ir.Module, functions: list[HostFunction]) -> Non
         if len(types) != sum(p.words for p in fn.params):
             raise CompileError(f"host function @{fn.name}: {len(types)} lowered arguments, "
                                f"expected {sum(p.words for p in fn.params)}")
+        stubs.append(f"llvm.func @{fn.name}({', '.join(types)})")
         body = []
         for i, t in enumerate(types):
             body.append(f"  %p{i} = llvm.getelementptr %slots[{i}] : (!llvm.ptr) -> !llvm.ptr, "
@@ -572,8 +574,6 @@ def _add_packed_entries(module: ir.Module, functions: list[HostFunction]) -> Non
         body.append("  llvm.return")
         texts.append(f"llvm.func @{PACKED_PREFIX}{fn.name}(%slots: !llvm.ptr) {{\n"
                      + "\n".join(body) + "\n}")
-    stubs = [f"llvm.func @{fn.name}({', '.join(str(a.type) for a in funcs[fn.name].regions[0].blocks[0].arguments)})"
-             for fn in functions]
     _append_parsed(module, stubs, texts)
 
 
