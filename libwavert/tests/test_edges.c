@@ -15,6 +15,8 @@
 static wavert_device *device;  /* fake H200 limits */
 static wavert_device *device1; /* block dimensions and threads per block of INT_MAX */
 static char storage[64];
+static wavert_module *modules[4]; /* released at the end */
+static int module_count;
 
 /* `expression` returns `status` with a message containing `text`, and calls no driver entry. */
 #define CHECK_REJECTED(expression, status, text)                                              \
@@ -158,10 +160,12 @@ static wavert_function *function(wavert_device *on, const char *name, int static
   wavert_module *module = NULL;
   fake_cuda_set_function_attribute(1, static_shared);
   CHECK_OK(wavert_module_load(on, image, sizeof(image), &module));
+  CHECK(module_count < 4);
+  modules[module_count++] = module;
   wavert_function *f = NULL;
   CHECK_OK(wavert_module_get_function(module, name, &f));
   fake_cuda_set_function_attribute(1, 0);
-  return f; /* the module lives until exit */
+  return f;
 }
 
 static void test_launch(void) {
@@ -315,6 +319,7 @@ int main(void) {
   test_launch();
   test_memory();
   test_jit();
+  for (int i = 0; i < module_count; ++i) wavert_module_release(modules[i]);
   puts("test_edges: ok");
   return 0;
 }
