@@ -3,16 +3,21 @@
  * opened with dlopen, the few HIP types and enums it needs declared here. HIP contexts are
  * deprecated, so "entering" a device is hipSetDevice on the calling thread (restored after).
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* dladdr */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "backend.h"
+#include "hip_probe.h"
 
 typedef int hipError_t;
 typedef struct ihipModule_t *hipModule_t;
@@ -165,34 +170,104 @@ static wavert_status hip_error(const char *call, hipError_t result) {
     if (hip_result_ != hipSuccess) return hip_error(#call, hip_result_);   \
   } while (0)
 
-/* Exit codes of the probe child. */
-enum { PROBE_DEVICES = 0, PROBE_NO_DEVICE = 10, PROBE_INIT_FAILED = 11, PROBE_NO_LIBRARY = 12 };
+/* The HIP runtime is opened and its devices counted in another process first: some HIP
+ * runtimes abort while loading (e.g. two copies of LLVM registering the same command-line
+ * option, seen with libamdhip64.so.5 on a machine without an AMD GPU), and an abort cannot be
+ * caught in this process. A probe that finds no usable device sets *out_skip, so the library
+ * is never loaded here; a probe that crashes makes the backend UNAVAILABLE.
+ *
+ * How the probe process is made: posix_spawn of wavert-hip-probe (hip_probe.c), a helper
+ * program installed next to libwavert. Not fork() alone: libwavert lives in threaded programs
+ * (Python, user code), and after fork() in a multi-threaded process the child may only call
+ * async-signal-safe functions until it execs — another thread may have held the dynamic
+ * loader's, malloc's or stdio's locks at the fork, and dlopen in the child then deadlocks.
+ * posix_spawn only execs in the child, which is safe from any thread. Not /proc/self/exe: the
+ * host program is Python or the user's, with no probe mode to run.
+ * Without the helper ($WAVERT_HIP_PROBE_HELPER names another path; libwavert copied alone): a
+ * single-threaded process forks and probes in the child, which is safe with no other thread
+ * to hold a lock; a multi-threaded one loads the runtime here without a probe, as with
+ * $WAVERT_HIP_PROBE=0, rather than risk the deadlock. */
 
-/* Open the HIP runtime and count devices in a forked child first. Some HIP runtimes abort
- * while loading (e.g. two copies of LLVM registering the same command-line option, seen with
- * libamdhip64.so.5 on a machine without an AMD GPU), and an abort cannot be caught in this
- * process. Sets *out_skip (with *out_count = 0) when the child found no usable device, so the
- * library is never loaded here. $WAVERT_HIP_PROBE=0 disables the probe. */
+/* Where wavert-hip-probe is: $WAVERT_HIP_PROBE_HELPER, else the folder libwavert was loaded
+ * from. 0 when neither gives a path. */
+static int probe_helper_path(char *buf, size_t size) {
+  static const char marker = 0; /* an address inside libwavert, for dladdr */
+  const char *override = getenv("WAVERT_HIP_PROBE_HELPER");
+  int n = -1;
+  if (override != NULL && override[0] != '\0') {
+    n = snprintf(buf, size, "%s", override);
+  } else {
+    Dl_info info;
+    const char *slash = NULL;
+    if (dladdr(&marker, &info) != 0 && info.dli_fname != NULL)
+      slash = strrchr(info.dli_fname, '/');
+    if (slash != NULL)
+      n = snprintf(buf, size, "%.*s/%s", (int)(slash - info.dli_fname), info.dli_fname,
+                   WAVERT__HIP_PROBE_NAME);
+  }
+  return n > 0 && (size_t)n < size;
+}
+
+/* 1 when this process has one thread (Linux: the entries of /proc/self/task), 0 when it has
+ * more or they cannot be counted. Only the calling thread could start another, so a 1 stays
+ * true until it forks. */
+static int single_threaded(void) {
+  DIR *tasks = opendir("/proc/self/task");
+  if (tasks == NULL) return 0;
+  int threads = 0;
+  for (struct dirent *entry = readdir(tasks); entry != NULL; entry = readdir(tasks))
+    threads += entry->d_name[0] != '.';
+  closedir(tasks);
+  return threads == 1;
+}
+
+/* Start the probe process for `args` (args[0] = the helper path, then the libraries to try,
+ * then NULL); *out_pid is 0 when none could be started. */
+static void probe_start(char **args, int count, pid_t *out_pid) {
+  *out_pid = 0;
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attributes;
+  sigset_t none;
+  sigemptyset(&none);
+  int ready = args[0] != NULL && posix_spawn_file_actions_init(&actions) == 0;
+  if (ready && posix_spawnattr_init(&attributes) != 0) {
+    posix_spawn_file_actions_destroy(&actions);
+    ready = 0;
+  }
+  if (ready) {
+    /* stdout stays clean for the host program's own output (pipes); stderr is inherited. */
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    posix_spawnattr_setsigmask(&attributes, &none);
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK);
+    pid_t pid = 0;
+    if (posix_spawn(&pid, args[0], &actions, &attributes, args, environ) == 0) *out_pid = pid;
+    posix_spawnattr_destroy(&attributes);
+    posix_spawn_file_actions_destroy(&actions);
+    if (*out_pid != 0) return;
+  }
+  if (!single_threaded()) return;
+  pid_t pid = fork();
+  if (pid == 0) _exit(wavert__hip_probe_run(count, args + 1));
+  if (pid > 0) *out_pid = pid;
+}
+
 static wavert_status hip_probe(const char *const *names, int *out_skip) {
   *out_skip = 0;
   const char *probe = getenv("WAVERT_HIP_PROBE");
   if (probe != NULL && strcmp(probe, "0") == 0) return WAVERT_OK;
-  pid_t pid = fork();
-  if (pid < 0) return WAVERT_OK; /* no probe possible: load in-process as usual */
-  if (pid == 0) {
-    void *library = NULL;
-    if (wavert__open_library("the HIP runtime", "WAVERT_HIP_LIBRARY", names, &library) !=
-        WAVERT_OK)
-      _exit(PROBE_NO_LIBRARY);
-    hipError_t (*init)(unsigned) = (hipError_t(*)(unsigned))dlsym(library, "hipInit");
-    hipError_t (*count)(int *) = (hipError_t(*)(int *))dlsym(library, "hipGetDeviceCount");
-    int n = 0;
-    if (init == NULL || count == NULL) _exit(PROBE_INIT_FAILED);
-    hipError_t result = init(0);
-    if (result == hipSuccess) result = count(&n);
-    if (result == hipErrorNoDevice || (result == hipSuccess && n == 0)) _exit(PROBE_NO_DEVICE);
-    _exit(result == hipSuccess ? PROBE_DEVICES : PROBE_INIT_FAILED);
+  char helper[4096];
+  char *args[8] = {NULL};
+  int count = 0;
+  const char *override = getenv("WAVERT_HIP_LIBRARY");
+  if (override != NULL && override[0] != '\0') {
+    args[1 + count++] = (char *)override;
+  } else {
+    for (; names[count] != NULL && count < 6; ++count) args[1 + count] = (char *)names[count];
   }
+  args[0] = probe_helper_path(helper, sizeof(helper)) ? helper : NULL;
+  pid_t pid = 0;
+  probe_start(args, count, &pid);
+  if (pid == 0) return WAVERT_OK; /* no probe possible: load in-process as usual */
   int wstatus = 0;
   while (waitpid(pid, &wstatus, 0) < 0)
     if (errno != EINTR) return WAVERT_OK;
@@ -201,7 +276,7 @@ static wavert_status hip_probe(const char *const *names, int *out_skip) {
                          "the HIP runtime library crashed while loading (signal %d in a probe "
                          "process); it cannot be used in this process, so there is no AMD "
                          "device", WTERMSIG(wstatus));
-  if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == PROBE_NO_DEVICE) *out_skip = 1;
+  if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == WAVERT__PROBE_NO_DEVICE) *out_skip = 1;
   return WAVERT_OK;
 }
 

@@ -208,6 +208,10 @@ void *wavert_jit_mem_alloc(uint64_t size, void *stream, int8_t host_shared) {
   void *saved = NULL;
   wavert_device *device = enter_call("wavert_jit_mem_alloc", &saved);
   if (device == NULL) return NULL;
+  if (record(wavert__check_bytes("wavert_jit_mem_alloc", "size", size)) != WAVERT_OK) {
+    wavert__leave(device, saved);
+    return NULL;
+  }
   void *ptr = NULL;
   wavert_status status = device->backend->mem_alloc((size_t)size, host_shared != 0, &ptr);
   wavert__leave(device, saved);
@@ -229,7 +233,12 @@ void wavert_jit_memcpy(void *dst, void *src, uint64_t size, void *stream) {
   void *saved = NULL;
   wavert_device *device = enter_call("wavert_jit_memcpy", &saved);
   if (device == NULL) return;
-  record(device->backend->memcpy(dst, src, (size_t)size, call_stream(stream), 0));
+  wavert_status status = wavert__check_bytes("wavert_jit_memcpy", "size", size);
+  if (status == WAVERT_OK) status = wavert__check_range("wavert_jit_memcpy", "dst", dst, size);
+  if (status == WAVERT_OK) status = wavert__check_range("wavert_jit_memcpy", "src", src, size);
+  if (status == WAVERT_OK)
+    status = device->backend->memcpy(dst, src, (size_t)size, call_stream(stream), 0);
+  record(status);
   wavert__leave(device, saved);
 }
 
@@ -239,7 +248,11 @@ static void jit_memset(const char *function, void *dst, uint32_t value, size_t e
   void *saved = NULL;
   wavert_device *device = enter_call(function, &saved);
   if (device == NULL) return;
-  record(device->backend->memset(dst, value, element_bytes, (size_t)count, call_stream(stream), 0));
+  wavert_status status = wavert__check_elements(function, dst, element_bytes, count);
+  if (status == WAVERT_OK)
+    status = device->backend->memset(dst, value, element_bytes, (size_t)count,
+                                     call_stream(stream), 0);
+  record(status);
   wavert__leave(device, saved);
 }
 

@@ -119,14 +119,27 @@ wavert_status wavert_memref_from_dltensor(const DLTensor *tensor, const wavert_m
     return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
                          "tensor data is NULL but the tensor is not empty");
 
-  /* Canonical row-major strides, written for identity layouts and used when strides is NULL. */
+  /* Canonical row-major strides, written for identity layouts and used when strides is NULL.
+   * A shape whose element count does not fit int64 has no row-major strides: `wrapped` is then
+   * the dimension whose stride overflowed (its compact entry and those before it are 0). */
   int64_t compact[MAX_RANK];
-  for (int64_t i = rank - 1, running = 1; i >= 0; --i) {
-    compact[i] = running;
-    running *= shape[i] > 0 ? shape[i] : 1;
+  int32_t wrapped = -1;
+  int64_t running = 1;
+  for (int32_t i = rank - 1; i >= 0; --i) {
+    compact[i] = wrapped >= 0 ? 0 : running;
+    if (wrapped < 0 && i > 0 &&
+        __builtin_mul_overflow(running, shape[i] > 0 ? shape[i] : 1, &running))
+      wrapped = i - 1;
+  }
+  int strided = (type->flags & WAVERT_MEMREF_STRIDED) != 0;
+  if (wrapped >= 0 && (tensor->strides == NULL || !strided)) {
+    describe_list(shape, rank, actual, sizeof(actual));
+    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                         "tensor of shape %s: the row-major stride of dimension %d overflows "
+                         "int64 (limit %lld elements)",
+                         actual, (int)wrapped, (long long)INT64_MAX);
   }
   const int64_t *strides = tensor->strides != NULL ? tensor->strides : compact;
-  int strided = (type->flags & WAVERT_MEMREF_STRIDED) != 0;
   if (strided && rank > 0 && type->strides == NULL)
     return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
                          "wavert_memref_from_dltensor: strided layout without strides");
@@ -146,16 +159,58 @@ wavert_status wavert_memref_from_dltensor(const DLTensor *tensor, const wavert_m
     }
   }
 
-  int64_t offset = type->offset == WAVERT_DYNAMIC ? 0 : type->offset;
   uint64_t element_bits = (uint64_t)tensor->dtype.bits * tensor->dtype.lanes;
-  if ((offset * (int64_t)element_bits) % 8 != 0)
+  if (!empty) {
+    /* The elements span [low, high] (in elements from the first one); that span in bytes must
+     * fit int64, as generated code indexes it with int64 arithmetic. */
+    int64_t low = 0, high = 0, bytes = 0;
+    int overflow = 0;
+    for (int32_t i = 0; i < rank && !overflow; ++i) {
+      int64_t reach = 0;
+      overflow = __builtin_mul_overflow(shape[i] - 1, strides[i], &reach) ||
+                 __builtin_add_overflow(reach < 0 ? low : high, reach, reach < 0 ? &low : &high);
+    }
+    int64_t elements = 0;
+    /* bytes = ceil(elements * element_bits / 8), without overflowing on the way. */
+    overflow = overflow || __builtin_sub_overflow(high, low, &elements) ||
+               __builtin_add_overflow(elements, 1, &elements) ||
+               __builtin_mul_overflow(elements / 8, element_bits, &bytes) ||
+               __builtin_add_overflow(bytes, ((uint64_t)(elements % 8) * element_bits + 7) / 8,
+                                      &bytes);
+    if (overflow) {
+      describe_list(shape, rank, expected, sizeof(expected));
+      describe_list(strides, rank, actual, sizeof(actual));
+      return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                           "tensor of shape %s and strides %s (%llu-bit elements): its byte "
+                           "extent overflows int64 (limit %lld bytes)",
+                           expected, actual, (unsigned long long)element_bits,
+                           (long long)INT64_MAX);
+    }
+  }
+
+  int64_t offset = type->offset == WAVERT_DYNAMIC ? 0 : type->offset;
+  int64_t offset_bits = 0;
+  if (__builtin_mul_overflow(offset, element_bits, &offset_bits))
+    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                         "static offset %lld of %llu-bit elements: its size in bits overflows "
+                         "int64 (limit %lld)",
+                         (long long)offset, (unsigned long long)element_bits, (long long)INT64_MAX);
+  if (offset_bits % 8 != 0)
     return wavert__error(WAVERT_ERROR_UNSUPPORTED,
                          "static offset %lld of %llu-bit elements is not a whole byte",
                          (long long)offset, (unsigned long long)element_bits);
-  uintptr_t data = (uintptr_t)tensor->data;
+  /* aligned = data + byte_offset - offset bytes. The first element's address must not wrap;
+   * the base below it may (NULL data of an empty tensor with a static offset): generated code
+   * adds the offset back modulo 2^64, as the unchecked subtraction here. */
+  uint64_t data = (uintptr_t)tensor->data;
+  uint64_t first = 0;
+  if (__builtin_add_overflow(data, tensor->byte_offset, &first))
+    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                         "tensor data 0x%llx + byte_offset %llu overflows a 64-bit address",
+                         (unsigned long long)data, (unsigned long long)tensor->byte_offset);
+  uint64_t aligned = first - (uint64_t)(offset_bits / 8);
   out_words[0] = (int64_t)data;
-  uintptr_t offset_bytes = (uintptr_t)(offset * (int64_t)element_bits / 8);
-  out_words[1] = (int64_t)(data + tensor->byte_offset - offset_bytes);
+  out_words[1] = (int64_t)aligned;
   out_words[2] = offset;
   for (int32_t i = 0; i < rank; ++i) {
     out_words[3 + i] = shape[i];

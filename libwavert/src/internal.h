@@ -71,6 +71,17 @@ struct wavert_module {
  * `status`. */
 wavert_status wavert__error(wavert_status status, const char *format, ...) WAVERT__PRINTF(2, 3);
 
+/* Byte counts and address ranges handed to the driver. Each returns WAVERT_OK, or sets an
+ * INVALID_ARGUMENT error naming `function`, the quantity `what`, its value and the limit.
+ * check_bytes: `bytes` <= PTRDIFF_MAX (a negative count converted to an unsigned type is
+ * larger); check_range: [ptr, ptr + bytes) does not wrap around the address space;
+ * check_elements: `count` elements of `element_bytes` bytes at `ptr` pass both. */
+wavert_status wavert__check_bytes(const char *function, const char *what, uint64_t bytes);
+wavert_status wavert__check_range(const char *function, const char *what, const void *ptr,
+                                  uint64_t bytes);
+wavert_status wavert__check_elements(const char *function, const void *ptr,
+                                     uint64_t element_bytes, uint64_t count);
+
 /* Make `device`'s context current for this thread if it is not already; `*out_saved` receives
  * what wavert__leave needs to restore the caller's. */
 wavert_status wavert__enter(wavert_device *device, void **out_saved);

@@ -50,7 +50,15 @@ wavert_status wavert_function_launch(wavert_function *function, int64_t gx, int6
                            function->name, extent_names[i], (long long)extents[i],
                            (long long)limit);
   }
-  int64_t threads = bx * by * bz;
+  /* Each extent is within a limit the driver reported as an int, but three of them can still
+   * multiply past int64. */
+  int64_t threads = 0;
+  if (__builtin_mul_overflow(bx, by, &threads) || __builtin_mul_overflow(threads, bz, &threads))
+    return wavert__error(WAVERT_ERROR_LIMIT_EXCEEDED,
+                         "launch of kernel '%s': threads per block (%lld x %lld x %lld) overflows "
+                         "int64 (the device limit is %lld)",
+                         function->name, (long long)bx, (long long)by, (long long)bz,
+                         (long long)attributes[WAVERT_DEVICE_MAX_THREADS_PER_BLOCK]);
   if (threads > attributes[WAVERT_DEVICE_MAX_THREADS_PER_BLOCK])
     return wavert__error(WAVERT_ERROR_LIMIT_EXCEEDED,
                          "launch of kernel '%s': %lld threads per block (%lld x %lld x %lld) "
@@ -63,7 +71,14 @@ wavert_status wavert_function_launch(wavert_function *function, int64_t gx, int6
                          "exceeds the kernel's limit %lld",
                          function->name, (long long)threads, (long long)bx, (long long)by,
                          (long long)bz, (long long)function->max_threads);
-  int64_t shared_total = function->static_shared + dynamic_shared_bytes;
+  int64_t shared_total = 0;
+  if (__builtin_add_overflow(function->static_shared, dynamic_shared_bytes, &shared_total))
+    return wavert__error(WAVERT_ERROR_LIMIT_EXCEEDED,
+                         "launch of kernel '%s': dynamic shared memory %lld bytes + static %lld "
+                         "bytes overflows int64 (the device maximum is %lld bytes)",
+                         function->name, (long long)dynamic_shared_bytes,
+                         (long long)function->static_shared,
+                         (long long)attributes[WAVERT_DEVICE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN]);
   int64_t shared_max = attributes[WAVERT_DEVICE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN];
   if (shared_total > shared_max)
     return wavert__error(WAVERT_ERROR_LIMIT_EXCEEDED,
@@ -75,6 +90,8 @@ wavert_status wavert_function_launch(wavert_function *function, int64_t gx, int6
                atomic_load_explicit(&function->dynamic_shared_opt_in, memory_order_acquire) <
                    dynamic_shared_bytes;
 
+  /* Every extent and the shared memory are now within limits the driver reported as ints, so
+   * the narrowing below (and the backends' int opt-in) keeps their values. */
   const uint32_t grid[3] = {(uint32_t)gx, (uint32_t)gy, (uint32_t)gz};
   const uint32_t block[3] = {(uint32_t)bx, (uint32_t)by, (uint32_t)bz};
   void *saved = NULL;

@@ -2,11 +2,43 @@
  * memory.c — streams, stream ordering and device memory on a device handle: each call makes
  * the device's context current for its duration.
  */
+#include <stdint.h>
+
 #include "backend.h"
 
 #define CHECK_DEVICE(function)                                                               \
   if (device == NULL)                                                                        \
   return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT, function ": device is NULL")
+
+wavert_status wavert__check_bytes(const char *function, const char *what, uint64_t bytes) {
+  if (bytes > (uint64_t)PTRDIFF_MAX)
+    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                         "%s: %s = %llu bytes exceeds the limit PTRDIFF_MAX = %lld (a negative "
+                         "size converted to unsigned?)",
+                         function, what, (unsigned long long)bytes, (long long)PTRDIFF_MAX);
+  return WAVERT_OK;
+}
+
+wavert_status wavert__check_range(const char *function, const char *what, const void *ptr,
+                                  uint64_t bytes) {
+  uint64_t end = 0;
+  if (__builtin_add_overflow((uint64_t)(uintptr_t)ptr, bytes, &end))
+    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                         "%s: %s = %p + %llu bytes wraps around the 64-bit address space",
+                         function, what, ptr, (unsigned long long)bytes);
+  return WAVERT_OK;
+}
+
+wavert_status wavert__check_elements(const char *function, const void *ptr,
+                                     uint64_t element_bytes, uint64_t count) {
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(count, element_bytes, &bytes))
+    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                         "%s: %llu elements of %llu bytes overflow a 64-bit byte count", function,
+                         (unsigned long long)count, (unsigned long long)element_bytes);
+  wavert_status status = wavert__check_bytes(function, "count x element size", bytes);
+  return status == WAVERT_OK ? wavert__check_range(function, "ptr", ptr, bytes) : status;
+}
 
 wavert_status wavert_stream_create(wavert_device *device, void **out_stream) {
   CHECK_DEVICE("wavert_stream_create");
@@ -64,7 +96,8 @@ wavert_status wavert_memory_alloc(wavert_device *device, size_t size, void **out
     return WAVERT_OK;
   }
   void *saved = NULL;
-  wavert_status status = wavert__enter(device, &saved);
+  wavert_status status = wavert__check_bytes("wavert_memory_alloc", "size", size);
+  if (status == WAVERT_OK) status = wavert__enter(device, &saved);
   if (status != WAVERT_OK) return status;
   void *ptr = NULL;
   status = device->backend->mem_alloc(size, 0, &ptr);
@@ -92,7 +125,10 @@ wavert_status wavert_memory_copy(wavert_device *device, void *dst, const void *s
   if (dst == NULL || src == NULL)
     return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT, "wavert_memory_copy: dst or src is NULL");
   void *saved = NULL;
-  wavert_status status = wavert__enter(device, &saved);
+  wavert_status status = wavert__check_bytes("wavert_memory_copy", "size", size);
+  if (status == WAVERT_OK) status = wavert__check_range("wavert_memory_copy", "dst", dst, size);
+  if (status == WAVERT_OK) status = wavert__check_range("wavert_memory_copy", "src", src, size);
+  if (status == WAVERT_OK) status = wavert__enter(device, &saved);
   if (status != WAVERT_OK) return status;
   status = device->backend->memcpy(dst, src, size, stream, stream == NULL);
   wavert__leave(device, saved);
@@ -110,7 +146,8 @@ wavert_status wavert_memory_set(wavert_device *device, void *ptr, uint32_t value
   if (ptr == NULL)
     return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT, "wavert_memory_set: ptr is NULL");
   void *saved = NULL;
-  wavert_status status = wavert__enter(device, &saved);
+  wavert_status status = wavert__check_elements("wavert_memory_set", ptr, element_bytes, count);
+  if (status == WAVERT_OK) status = wavert__enter(device, &saved);
   if (status != WAVERT_OK) return status;
   status = device->backend->memset(ptr, value, element_bytes, count, stream, stream == NULL);
   wavert__leave(device, saved);

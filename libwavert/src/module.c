@@ -15,10 +15,13 @@ wavert_status wavert_module_load(wavert_device *device, const void *image, size_
                          "wavert_module_load: device, image or out_module is NULL");
   if (size == 0)
     return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT, "wavert_module_load: the image is empty");
+  /* The CUDA backend copies PTX with a terminating NUL: size + 1 must not wrap. */
+  wavert_status status = wavert__check_bytes("wavert_module_load", "size", size);
+  if (status != WAVERT_OK) return status;
   wavert_module *module = calloc(1, sizeof(*module));
   if (module == NULL) return wavert__error(WAVERT_ERROR_OUT_OF_MEMORY, "out of host memory");
   void *saved = NULL;
-  wavert_status status = wavert__enter(device, &saved);
+  status = wavert__enter(device, &saved);
   if (status == WAVERT_OK) {
     status = device->backend->module_load(device, image, size, &module->handle);
     wavert__leave(device, saved);
@@ -147,6 +150,8 @@ wavert_status wavert_kernel_create(const void *image, size_t size, const char *n
                          "wavert_kernel_create: image, name or out_kernel is NULL");
   if (size == 0)
     return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT, "wavert_kernel_create: the image is empty");
+  wavert_status status = wavert__check_bytes("wavert_kernel_create", "size", size);
+  if (status != WAVERT_OK) return status;
   size_t length = strlen(name);
   wavert_kernel *kernel = calloc(1, sizeof(*kernel));
   char *copy = malloc(length + 1);

@@ -56,6 +56,9 @@ static int device_count = 2;
 static int initialised;
 static int function_attributes[16] = {1024, 0, 0, 0, 16, 0, 0, 0, 48 * 1024};
 static int param_count;
+/* Device attributes overridden by fake_cuda_set_device_attribute, per ordinal (0: not set). */
+static int device_attribute_set[8][128];
+static int device_attribute_value[8][128];
 static size_t param_sizes[FAKE_CUDA_MAX_PARAMS];
 static fake_context contexts[8] = {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}};
 static int live_streams, live_events;
@@ -130,6 +133,11 @@ EXPORT void fake_cuda_set_function_attribute(int attribute, int value) {
   function_attributes[attribute] = value;
 }
 
+EXPORT void fake_cuda_set_device_attribute(int ordinal, int attribute, int value) {
+  device_attribute_set[ordinal][attribute] = 1;
+  device_attribute_value[ordinal][attribute] = value;
+}
+
 EXPORT void fake_cuda_set_param_sizes(int count, const size_t *sizes) {
   param_count = count;
   memcpy(param_sizes, sizes, (size_t)count * sizeof(sizes[0]));
@@ -195,6 +203,10 @@ EXPORT CUresult cuDeviceGet(int *device, int ordinal) {
 EXPORT CUresult cuDeviceGetAttribute(int *value, int attribute, int device) {
   NOTE("cuDeviceGetAttribute");
   if (device < 0 || device >= device_count) return INVALID_DEVICE;
+  if (device < 8 && attribute >= 0 && attribute < 128 && device_attribute_set[device][attribute]) {
+    *value = device_attribute_value[device][attribute];
+    return OK;
+  }
   switch (attribute) {
     case 1: *value = 1024; break;       /* MAX_THREADS_PER_BLOCK */
     case 2: case 3: *value = 1024; break; /* MAX_BLOCK_DIM_X/Y */

@@ -39,6 +39,9 @@ void fake_cuda_fail_next(const char *name, int result);
 void fake_cuda_set_device_count(int count);
 /* Attributes of functions obtained after this call (CU_FUNC_ATTRIBUTE_* index 0..8). */
 void fake_cuda_set_function_attribute(int attribute, int value);
+/* Device `ordinal`'s (0..7) CU_DEVICE_ATTRIBUTE_* `attribute` (0..127) reads `value`. Set it
+ * before the device is first got: libwavert reads attributes once per device. */
+void fake_cuda_set_device_attribute(int ordinal, int attribute, int value);
 /* Parameter sizes in bytes used to record launch parameters (default: none recorded). */
 void fake_cuda_set_param_sizes(int count, const size_t *sizes);
 /* The calling thread's current context. */

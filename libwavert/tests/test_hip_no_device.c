@@ -2,6 +2,7 @@
  * cleared) on a machine without an AMD GPU: selecting kDLROCM gives a clear "no AMD device"
  * (WAVERT_ERROR_UNAVAILABLE), never a crash. Exits 77 (skipped) when libamdhip64 is not
  * installed, or when an AMD GPU is present. */
+#define _POSIX_C_SOURCE 200809L /* unsetenv */
 #include <stdlib.h>
 #include <string.h>
 
