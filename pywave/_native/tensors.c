@@ -243,9 +243,11 @@ static int protocol_device(param_t *p, Py_ssize_t i, PyObject *v, int32_t *type,
   return 0;
 }
 
-/* The tensor's device must be the function's device type, and the first tensor's id. */
+/* The tensor's device must be the function's device type, and the first tensor's id (the
+ * first tensor sets it). `claimed`: pass 2 re-reading a device that pass 1 already checked
+ * from the producer's __dlpack_device__(), so a difference means the producer lied. */
 static int check_device(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v,
-                        int32_t type, int32_t id) {
+                        int32_t type, int32_t id, int claimed) {
   param_t *p = &self->p[i];
   if (type != self->device_type)
     return wrong_device(self, p, i, v, type, id);
@@ -257,7 +259,9 @@ static int check_device(HostFunction *self, call_state *c, Py_ssize_t i, PyObjec
   if (id == c->dev_id)
     return 0;
   PyObject *d0 = device_str(type, c->dev_id), *d1 = device_str(type, id);
-  if (d0 && d1)
+  if (d0 && d1 && claimed)
+    raise_arg(p->name, i, "__dlpack_device__() said %U but the tensor is on %U", d0, d1);
+  else if (d0 && d1)
     PyErr_Format(ArgumentError, "arguments '%U' (%U) and '%U' (%U) are on different devices",
                  self->p[c->dev_arg].name, d0, p->name, d1);
   Py_XDECREF(d0);
@@ -285,7 +289,7 @@ static int classify_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyOb
     t->route = ROUTE_CAPSULE;
     type = (int32_t)dl->device.device_type;
     id = dl->device.device_id;
-    return check_device(self, c, i, v, type, id);
+    return check_device(self, c, i, v, type, id, 0);
   }
   type_info ti;
   if (type_info_get(Py_TYPE(v), &ti) < 0) {
@@ -304,7 +308,7 @@ static int classify_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyOb
     if (!c->stream_api)
       c->stream_api = ti.api;
     return check_device(self, c, i, v, (int32_t)t->local.device.device_type,
-                        t->local.device.device_id);
+                        t->local.device.device_id, 0);
   }
   if (ti.route == ROUTE_PROTOCOL) {
     if ((ti.flags & TYPE_JAX) && p->written)
@@ -317,7 +321,7 @@ static int classify_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyOb
     }
     if (protocol_device(p, i, v, &type, &id) < 0)
       return -1;
-    return check_device(self, c, i, v, type, id);
+    return check_device(self, c, i, v, type, id, 0);
   }
   PyObject *tn = type_name(Py_TYPE(v));
   if (tn) {
@@ -393,27 +397,6 @@ static int consume_capsule(param_t *p, Py_ssize_t i, PyObject *cap, tensor_state
   return 0;
 }
 
-/* The taken tensor's device against pass 1's (a deferred protocol tensor is checked here for
- * the first time; any other must match what its producer said). */
-static int check_taken_device(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v) {
-  param_t *p = &self->p[i];
-  const tensor_state *t = &c->ts[p->tensor_index];
-  const int32_t type = (int32_t)t->t->device.device_type, id = t->t->device.device_id;
-  if (type != self->device_type)
-    return wrong_device(self, p, i, v, type, id);
-  if (id == c->dev_id)
-    return 0;
-  PyObject *d0 = device_str(type, c->dev_id), *d1 = device_str(type, id);
-  if (d0 && d1 && t->deferred)
-    PyErr_Format(ArgumentError, "arguments '%U' (%U) and '%U' (%U) are on different devices",
-                 self->p[c->dev_arg].name, d0, p->name, d1);
-  else if (d0 && d1)
-    raise_arg(p->name, i, "__dlpack_device__() said %U but the tensor is on %U", d0, d1);
-  Py_XDECREF(d0);
-  Py_XDECREF(d1);
-  return -1;
-}
-
 /* Phase 3 for tensor argument `i`: take capsule and protocol tensors (their deleters are now
  * ours), check device and writability, and fill the memref descriptor in the slots. */
 static int take_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v) {
@@ -421,7 +404,9 @@ static int take_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject
   tensor_state *t = &c->ts[p->tensor_index];
   if (t->route == ROUTE_CAPSULE || t->route == ROUTE_PROTOCOL) {
     PyObject *cap = tensor_capsule(self, c, i, v);
-    if (!cap || consume_capsule(p, i, cap, t) < 0 || check_taken_device(self, c, i, v) < 0)
+    if (!cap || consume_capsule(p, i, cap, t) < 0 ||
+        check_device(self, c, i, v, (int32_t)t->t->device.device_type, t->t->device.device_id,
+                     !t->deferred) < 0)
       return -1;
     if (t->read_only && p->written)
       return read_only_error(p, i, "its DLPack producer marks it READ_ONLY");
