@@ -20,12 +20,14 @@ logging.getLogger("pywave").addHandler(logging.NullHandler())
 
 
 def _bind_exceptions() -> None:
+    """Give the native call path pywave's classes and the status table of pywave.runtime."""
     try:
         from ._native import set_exceptions
-    except ImportError:  # a source checkout without the built extension: compile-only use
+        from .runtime import STATUS_ERRORS
+    except ImportError:  # a source checkout without the built extensions: compile-only use
         logging.getLogger("pywave").debug("pywave._native is not built; calls are unavailable")
         return
-    set_exceptions(ArgumentError, DeviceError)
+    set_exceptions(ArgumentError, DeviceError, STATUS_ERRORS)
 
 
 _bind_exceptions()

@@ -44,8 +44,7 @@ class Artifacts:
         return cache.Program(
             self.target.chip, self.target.backend,
             tuple(self.binaries),
-            tuple((f.name, tuple(p.native_spec() for p in f.params))
-                  for f in self.host.functions),
+            tuple((f.name, f.params) for f in self.host.functions),
             self.host.kernel_slots, self.object_code)
 
 

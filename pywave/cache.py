@@ -30,7 +30,7 @@ except ImportError:
 
 log = logging.getLogger("pywave.cache")
 
-MAGIC = b"PYWAVE-CACHE-2\n"   # 2: BLAKE2b-256 checksum
+MAGIC = b"PYWAVE-CACHE-3\n"   # 2: BLAKE2b-256 checksum; 3: parameters by field name
 DEFAULT_MAX_BYTES = 1 << 30
 
 
@@ -45,13 +45,34 @@ class Binary(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
+class Param:
+    """One host-function argument, as the native call path needs it: pywave._native reads these
+    fields by name, once per host function; the disk cache stores them by name."""
+
+    name: str
+    kind: str                     # "memref" or "scalar"
+    type: str                     # MLIR type text
+    scalar: str = ""              # scalar kind ("f32", "index", ...)
+    dtype: tuple[int, int, int] = (0, 0, 0)
+    flags: int = 0
+    sizes: tuple[int, ...] = ()
+    strides: tuple[int, ...] | None = None
+    offset: int = 0
+    written: bool = False
+
+    @property
+    def words(self) -> int:
+        return 3 + 2 * len(self.sizes) if self.kind == "memref" else 1
+
+
+@dataclasses.dataclass(frozen=True)
 class Program:
     """What a compiled module is made of; plain data, no MLIR objects."""
 
     chip: str
     backend: str
     binaries: tuple[Binary, ...]
-    functions: tuple[tuple[str, tuple[tuple, ...]], ...]   # (name, native param specs)
+    functions: tuple[tuple[str, tuple[Param, ...]], ...]   # (name, parameters)
     kernel_slots: tuple[str, ...]
     object_code: bytes
 
@@ -123,7 +144,7 @@ def _encode(program: Program) -> bytes:
     meta = {
         "chip": program.chip, "backend": program.backend,
         "binaries": [[n, f, len(d), c] for n, f, d, c in program.binaries],
-        "functions": [[n, [list(_jsonable(p)) for p in params]]
+        "functions": [[n, [dataclasses.asdict(p) for p in params]]
                       for n, params in program.functions],
         "kernel_slots": list(program.kernel_slots),
         "object_size": len(program.object_code),
@@ -131,10 +152,6 @@ def _encode(program: Program) -> bytes:
     head = json.dumps(meta).encode()
     payload = struct.pack("<Q", len(head)) + head + b"".join(blobs)
     return MAGIC + _digest(payload).digest() + payload
-
-
-def _jsonable(spec: tuple) -> tuple:
-    return tuple(list(x) if isinstance(x, tuple) else x for x in spec)
 
 
 def _decode(raw: bytes) -> Program:
@@ -152,18 +169,17 @@ def _decode(raw: bytes) -> Program:
         binaries.append(Binary(name, fmt, payload[pos:pos + size], chip))
         pos += size
     obj = payload[pos:pos + meta["object_size"]]
-    functions = tuple((name, tuple(_spec(p) for p in params))
+    functions = tuple((name, tuple(_param(p) for p in params))
                       for name, params in meta["functions"])
     return Program(meta["chip"], meta["backend"], tuple(binaries), functions,
                    tuple(meta["kernel_slots"]), obj)
 
 
-def _spec(p: list) -> tuple:
-    if p[0] == "memref":   # sizes and strides are tuples in the native spec
-        p = list(p)
-        p[6] = tuple(p[6])
-        p[7] = tuple(p[7]) if p[7] is not None else None
-    return tuple(p)
+def _param(fields: dict) -> Param:
+    """A Param from its JSON fields (JSON arrays back to tuples)."""
+    tuples = {k: tuple(v) for k in ("dtype", "sizes", "strides")
+              if (v := fields.get(k)) is not None}
+    return Param(**{**fields, **tuples})
 
 
 def load(cache_key: str) -> Program | None:

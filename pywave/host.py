@@ -19,8 +19,10 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import gpu, llvm
 
+from .cache import Param
 from .errors import CompileError
 from .kernels import Binary, check_element_width, run_pipeline
+from .runtime import DYNAMIC, SIGNLESS, STRIDED
 
 #: Host lowering to the LLVM dialect; gpu.launch_func survives with LLVM-typed operands.
 HOST_PIPELINE = ("builtin.module(gpu-to-llvm, convert-to-llvm, reconcile-unrealized-casts, "
@@ -57,42 +59,12 @@ ELEMENT_DTYPES = {
     "f16": (2, 16, False), "bf16": (4, 16, False), "f32": (2, 32, False), "f64": (2, 64, False),
 }
 
-DYNAMIC = -(2 ** 63)
-SIGNLESS = 1
-STRIDED = 2
 
 # Ops through which a memref argument is only read; view-like ops are followed.
 _READ_OPS = {"memref.load", "vector.load", "vector.transfer_read", "memref.dim",
              "vector.gather", "vector.maskedload", "vector.expandload", "memref.rank"}
 _VIEW_OPS = {"memref.subview", "memref.cast", "memref.reinterpret_cast", "memref.view",
              "memref.collapse_shape", "memref.expand_shape", "memref.transpose"}
-
-
-@dataclasses.dataclass(frozen=True)
-class Param:
-    """One host-function argument, as the native call path needs it."""
-
-    name: str
-    kind: str                     # "memref" or "scalar"
-    type: str                     # MLIR type text
-    scalar: str = ""              # scalar kind ("f32", "index", ...)
-    dtype: tuple[int, int, int] = (0, 0, 0)
-    flags: int = 0
-    sizes: tuple[int, ...] = ()
-    strides: tuple[int, ...] | None = None
-    offset: int = 0
-    written: bool = False
-
-    @property
-    def words(self) -> int:
-        return 3 + 2 * len(self.sizes) if self.kind == "memref" else 1
-
-    def native_spec(self) -> tuple:
-        """The tuple pywave._native.HostFunction takes for this argument."""
-        if self.kind == "scalar":
-            return ("scalar", self.name, self.scalar)
-        return ("memref", self.name, *self.dtype, self.flags, self.sizes, self.strides,
-                self.offset, self.written)
 
 
 @dataclasses.dataclass(frozen=True)

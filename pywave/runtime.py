@@ -1,102 +1,92 @@
-"""The libwavert binding (cffi, ABI mode) and its one gate for C calls.
+"""The libwavert binding for Python's control plane, and its one gate for C calls.
 
-Every call into libwavert goes through :func:`check`, which raises the typed pywave
-exception with libwavert's per-thread message on failure.
+``pywave._libwavert`` is a cffi extension built out of line (API mode) by Meson against
+``wavert.h`` (see ``pywave/_native/libwavert_ffi.py``): the C compiler checks its declarations,
+and the status codes and constants below are read from C, not copied. Importing it is an
+extension import (no C parser). The per-call path does not go through here: it is
+``pywave._native``.
+
+Every call into libwavert goes through :func:`check`, which raises the pywave exception of
+:data:`STATUS_ERRORS` with libwavert's per-thread message on failure.
 """
 
 from __future__ import annotations
 
 import ctypes
-import functools
 import os
-import threading
 
+from ._libwavert import ffi, lib
 from .errors import ArgumentError, DeviceError, Error
 
 LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libwavert.so")
 
-_CDEF = """
-typedef int wavert_status;
-typedef struct wavert_device wavert_device;
-typedef struct wavert_kernel wavert_kernel;
-typedef struct { int device_type; int32_t device_id; } DLDevice;
-const char *wavert_status_string(wavert_status status);
-const char *wavert_last_error(void);
-void wavert_clear_error(void);
-int32_t wavert_version(void);
-wavert_status wavert_device_count(int32_t device_type, int32_t *out_count);
-wavert_status wavert_device_get(int32_t device_type, int32_t ordinal, wavert_device **out_device);
-wavert_status wavert_device_attribute_get(wavert_device *device, int attribute, int64_t *out_value);
-wavert_status wavert_device_chip(wavert_device *device, char *buf, size_t size);
-wavert_status wavert_device_synchronize(wavert_device *device);
-void wavert_kernel_release(wavert_kernel *kernel);
-"""
+# Status codes and constants of wavert.h.
+OK = lib.WAVERT_OK
+INVALID_ARGUMENT = lib.WAVERT_ERROR_INVALID_ARGUMENT
+LIMIT_EXCEEDED = lib.WAVERT_ERROR_LIMIT_EXCEEDED
+NOT_FOUND = lib.WAVERT_ERROR_NOT_FOUND
+UNAVAILABLE = lib.WAVERT_ERROR_UNAVAILABLE
+DRIVER = lib.WAVERT_ERROR_DRIVER
+OUT_OF_MEMORY = lib.WAVERT_ERROR_OUT_OF_MEMORY
+UNSUPPORTED = lib.WAVERT_ERROR_UNSUPPORTED
+
+DYNAMIC = lib.WAVERT_DYNAMIC                  # MLIR's `?` in sizes, strides and offsets
+SIGNLESS = lib.WAVERT_MEMREF_SIGNLESS         # wavert_memref_type.flags
+STRIDED = lib.WAVERT_MEMREF_STRIDED
+
+KDLCUDA = lib.kDLCUDA
+KDLROCM = lib.kDLROCM
+
+#: The exception class of each libwavert failure status: the one table, used by :func:`check`
+#: and, through ``_native.set_exceptions``, by calls of compiled host functions. A status the
+#: caller can fix by changing an argument (a bad value, a launch beyond a device limit) is an
+#: ArgumentError; everything about the GPU, its driver or the loaded code is a DeviceError:
+#: NOT_FOUND (no such device ordinal, no such kernel in a code object) and UNSUPPORTED (the
+#: backend or driver cannot do it) included, since DeviceError covers "missing driver or
+#: device" and the caller's arguments were valid.
+STATUS_ERRORS: dict[int, type[Error]] = {
+    INVALID_ARGUMENT: ArgumentError,
+    LIMIT_EXCEEDED: ArgumentError,
+    NOT_FOUND: DeviceError,
+    UNAVAILABLE: DeviceError,
+    DRIVER: DeviceError,
+    OUT_OF_MEMORY: DeviceError,
+    UNSUPPORTED: DeviceError,
+}
+
+#: The libwavert version this binding was built against (wavert_version()'s encoding).
+BUILT_VERSION = (lib.WAVERT_VERSION_MAJOR * 10000 + lib.WAVERT_VERSION_MINOR * 100
+                 + lib.WAVERT_VERSION_PATCH)
 
 
-class _LazyFFI:
-    """The cffi FFI, built on first use: parsing the declarations imports pycparser, which
-    a compile-cache hit with an explicit target never needs."""
-
-    _ffi = None
-    _lock = threading.Lock()
-
-    def __getattr__(self, name: str):
-        if _LazyFFI._ffi is None:
-            with _LazyFFI._lock:
-                if _LazyFFI._ffi is None:
-                    import cffi
-                    made = cffi.FFI()
-                    made.cdef(_CDEF)
-                    _LazyFFI._ffi = made
-        return getattr(_LazyFFI._ffi, name)
+def _check_version() -> None:
+    loaded = lib.wavert_version()
+    if loaded != BUILT_VERSION:
+        raise ImportError(f"pywave was built against libwavert {BUILT_VERSION} but loaded "
+                          f"libwavert {loaded} (MAJOR*10000 + MINOR*100 + PATCH); another "
+                          "libwavert.so is found first (LD_LIBRARY_PATH?) — reinstall pywave")
 
 
-ffi = _LazyFFI()
-
-# Status codes (wavert.h).
-OK = 0
-INVALID_ARGUMENT = 1
-LIMIT_EXCEEDED = 2
-NOT_FOUND = 3
-UNAVAILABLE = 4
-DRIVER = 5
-OUT_OF_MEMORY = 6
-UNSUPPORTED = 7
-
-KDLCUDA = 2
-KDLROCM = 10
-
-
-@functools.cache
-def lib():
-    """The loaded libwavert (the copy shipped inside the pywave package)."""
-    if not os.path.exists(LIBRARY):
-        raise Error(f"libwavert is missing from the pywave package ({LIBRARY}); reinstall "
-                    "pywave with `pip install .`")
-    return ffi.dlopen(LIBRARY)
+_check_version()
 
 
 def error_for(status: int, message: str) -> Error:
-    """The pywave exception for a libwavert status."""
-    if status in (INVALID_ARGUMENT, LIMIT_EXCEEDED):
-        return ArgumentError(message)
-    if status in (NOT_FOUND, UNSUPPORTED):
-        return Error(message)
-    return DeviceError(message)
+    """The pywave exception for a libwavert failure status (:data:`STATUS_ERRORS`)."""
+    return STATUS_ERRORS.get(status, DeviceError)(message)
 
 
 def check(status: int) -> None:
     """Raise the matching pywave exception if ``status`` is not WAVERT_OK."""
     if status != OK:
-        message = ffi.string(lib().wavert_last_error()).decode(errors="replace")
-        name = ffi.string(lib().wavert_status_string(status)).decode()
+        message = ffi.string(lib.wavert_last_error()).decode(errors="replace")
+        name = ffi.string(lib.wavert_status_string(status)).decode()
         raise error_for(status, message or name)
 
 
 def device_count(device_type: int = KDLCUDA) -> int:
     """Number of GPUs of a backend; 0 when its driver is missing."""
     out = ffi.new("int32_t *")
-    status = lib().wavert_device_count(device_type, out)
+    status = lib.wavert_device_count(device_type, out)
     if status == UNAVAILABLE:
         return 0
     check(status)
@@ -105,27 +95,27 @@ def device_count(device_type: int = KDLCUDA) -> int:
 
 def device(device_type: int, ordinal: int):
     out = ffi.new("wavert_device **")
-    check(lib().wavert_device_get(device_type, ordinal, out))
+    check(lib.wavert_device_get(device_type, ordinal, out))
     return out[0]
 
 
 def device_chip(device_type: int = KDLCUDA, ordinal: int = 0) -> str:
     """Target chip of a device: ``"sm_90"``, ``"gfx942"``."""
     buf = ffi.new("char[64]")
-    check(lib().wavert_device_chip(device(device_type, ordinal), buf, 64))
+    check(lib.wavert_device_chip(device(device_type, ordinal), buf, 64))
     return ffi.string(buf).decode()
 
 
 def synchronize(device_type: int = KDLCUDA, ordinal: int = 0) -> None:
     """Wait for all work on a device; raises DeviceError for an earlier kernel fault."""
-    check(lib().wavert_device_synchronize(device(device_type, ordinal)))
+    check(lib.wavert_device_synchronize(device(device_type, ordinal)))
 
 
 def release_kernel_slot(address: int) -> None:
     """Release the wavert_kernel* stored at ``address`` (a slot global of JIT'd code)."""
     if not ctypes.c_void_p.from_address(address).value:
-        return   # never launched: closing needs neither cffi nor libwavert
+        return   # never launched
     slot = ffi.cast("wavert_kernel **", address)
     kernel = slot[0]
     slot[0] = ffi.NULL
-    lib().wavert_kernel_release(kernel)
+    lib.wavert_kernel_release(kernel)

@@ -208,7 +208,8 @@ def test_program_round_trips_through_the_disk_format(name):
     assert decoded.functions == program.functions        # host signatures, exactly
     for (_, params), (_, original) in zip(decoded.functions, program.functions):
         for p, q in zip(params, original):
-            assert type(p) is tuple and [type(x) for x in p] == [type(x) for x in q]
+            assert type(p) is cache.Param
+            assert [type(x) for x in vars(p).values()] == [type(x) for x in vars(q).values()]
     cache.store("roundtrip", program)
     assert cache.load("roundtrip") == program
 
@@ -278,7 +279,8 @@ def test_pywave_cache_0_disables_the_disk_cache(value, monkeypatch):
 
 def fake_program(size: int) -> cache.Program:
     return cache.Program("sm_90", "nvvm", (cache.Binary("k", "ptx", b"p" * size, "sm_90"),),
-                         (("main", (("scalar", "n", "i32"),)),), ("slot",), b"o")
+                         (("main", (cache.Param("n", "scalar", "i32", scalar="i32"),)),),
+                         ("slot",), b"o")
 
 
 def test_eviction_drops_least_recently_used(monkeypatch):

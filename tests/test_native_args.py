@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import subprocess
+import types
 import sys
 import textwrap
 
@@ -33,12 +34,13 @@ class DeviceError(RuntimeError):
 
 @pytest.fixture(autouse=True)
 def _exceptions():
-    _native.set_exceptions(ArgumentError, DeviceError)
+    _native.set_exceptions(ArgumentError, DeviceError, {})
     yield
     try:  # give pywave's own classes back if pywave bound them
         import pywave
+        from pywave import runtime
 
-        _native.set_exceptions(pywave.ArgumentError, pywave.DeviceError)
+        _native.set_exceptions(pywave.ArgumentError, pywave.DeviceError, runtime.STATUS_ERRORS)
     except (ImportError, AttributeError):
         pass
 
@@ -173,12 +175,25 @@ class Producer:
         return cap
 
 
+def param(**fields):
+    """A parameter object: HostFunction reads pywave's Param fields by attribute name."""
+    return types.SimpleNamespace(**fields)
+
+
 def memref(name, dtype=(2, 32, 1), sizes=(D,), written=False, flags=0, strides=None, offset=0):
-    return ("memref", name, *dtype, flags, sizes, strides, offset, written)
+    return param(name=name, kind="memref", type="", scalar="", dtype=dtype, flags=flags,
+                 sizes=sizes, strides=strides, offset=offset, written=written)
 
 
 def scalar(name, kind):
-    return ("scalar", name, kind)
+    return param(name=name, kind="scalar", type=kind, scalar=kind, dtype=(0, 0, 0), flags=0,
+                 sizes=(), strides=None, offset=0, written=False)
+
+
+def without(p, field):
+    fields = dict(vars(p))
+    del fields[field]
+    return param(**fields)
 
 
 K0 = (memref("a", written=True), scalar("s", "f32"))
@@ -190,7 +205,7 @@ def make(params=K0, name="f", entry: Entry | None = None, device_type=kDLCUDA):
 
 
 def device_present() -> bool:
-    _native.set_exceptions(ArgumentError, DeviceError)
+    _native.set_exceptions(ArgumentError, DeviceError, {})
     f, e = make((scalar("x", "i32"),), name="probe")
     try:
         f(1)
@@ -228,10 +243,15 @@ def test_construction_and_attributes():
         ((0, "f", K0, kDLCUDA), ValueError),  # null entry
         (("x", "f", K0, kDLCUDA), TypeError),
         ((1, "f", K0, kDLCPU), ValueError),  # device type
-        ((1, "f", [K0[0]], kDLCUDA), TypeError),  # params not a tuple
-        ((1, "f", (("tensor", "a"),), kDLCUDA), ValueError),
-        ((1, "f", (("scalar", "a", "f128"),), kDLCUDA), ValueError),
-        ((1, "f", (("scalar", "a"),), kDLCUDA), ValueError),
+        ((1, "f", 5, kDLCUDA), TypeError),  # params not a sequence
+        ((1, "f", "ab", kDLCUDA), TypeError),
+        ((1, "f", (("scalar", "a", "f32"),), kDLCUDA), TypeError),  # a tuple, not an object
+        ((1, "f", (param(name="a", kind="tensor"),), kDLCUDA), ValueError),
+        ((1, "f", (scalar("a", "f128"),), kDLCUDA), ValueError),
+        ((1, "f", (without(scalar("a", "f32"), "scalar"),), kDLCUDA), TypeError),
+        ((1, "f", (without(memref("a"), "sizes"),), kDLCUDA), TypeError),
+        ((1, "f", (param(name=3, kind="scalar", scalar="f32"),), kDLCUDA), TypeError),
+        ((1, "f", (memref("a", dtype=(2, 32)),), kDLCUDA), TypeError),
         ((1, "f", (memref("a", sizes=(-5,)),), kDLCUDA), ValueError),
         ((1, "f", (memref("a", sizes=[D]),), kDLCUDA), TypeError),
         ((1, "f", (memref("a", strides=(1, 1)),), kDLCUDA), ValueError),
@@ -247,11 +267,38 @@ def test_construction_validation(args, exc):
         _native.HostFunction(*args)
 
 
+@pytest.mark.parametrize(
+    "p, message",
+    [
+        (without(memref("a"), "written"), r"params\[0\] has no field 'written'"),
+        (memref("a", dtype=(2, 32, "x")), r"parameter 'a': dtype lanes must be an int"),
+        (memref("a", dtype=(2, 0, 1)), r"parameter 'a': field 'dtype' is not a DLPack dtype"),
+        (memref("a", sizes=[D]), r"parameter 'a': field 'sizes' must be a tuple"),
+        (memref("a", strides=(1, 1)), r"parameter 'a': field 'strides' must be None"),
+        (memref("a", flags=8), r"parameter 'a': field 'flags' has unknown bits 8"),
+        (scalar("k", "u8"), r"parameter 'k': field 'scalar' must be one of"),
+        (param(name="k", kind=None), r"parameter 'k': field 'kind' must be"),
+    ],
+)
+def test_construction_errors_name_the_field(p, message):
+    with pytest.raises((TypeError, ValueError), match=message):
+        _native.HostFunction(1, "f", (p,), kDLCUDA)
+
+
+def test_params_any_sequence_kept_as_tuple():
+    f, _ = make(list(K0))
+    assert f.params == K0 and type(f.params) is tuple
+
+
 def test_set_exceptions_validates():
     with pytest.raises(TypeError):
         _native.set_exceptions(ValueError)
     with pytest.raises(TypeError):
-        _native.set_exceptions(1, 2)
+        _native.set_exceptions(1, 2, {})
+    with pytest.raises(TypeError):
+        _native.set_exceptions(ValueError, RuntimeError)  # the status table is required
+    with pytest.raises(TypeError):
+        _native.set_exceptions(ValueError, RuntimeError, {1: "not a class"})
 
 
 # ------------------------------------------------------------------------------------------
@@ -670,7 +717,7 @@ def test_cupy_current_stream_used_for_cupy_arrays():
         sys.modules["cupy"] = cupy; sys.modules["cupy.cuda"] = cuda
         import test_native_args as t
         from pywave import _native
-        _native.set_exceptions(t.ArgumentError, t.DeviceError)
+        _native.set_exceptions(t.ArgumentError, t.DeviceError, {})
         Arr = type("ndarray", (t.Producer,), {"__module__": "cupy._core.core"})
         f, _ = t.make()
         p = Arr(tensor=t.FakeTensor(device=(2, 0)))

@@ -1,10 +1,11 @@
 /*
- * wavert.h — the whole public C API of libwavert, the GPU launch runtime under pywave.
+ * wavert.h — the public C API of libwavert, the GPU launch runtime under pywave.
  *
  * libwavert loads GPU code objects (PTX, cubin, fatbin on NVIDIA; hsaco on AMD) from memory,
  * launches their kernels and converts DLPack tensors into MLIR memref descriptors. The GPU
  * drivers (libcuda.so.1, libamdhip64.so) are opened with dlopen on first use: nothing from a
- * GPU SDK is needed to build or link against this library.
+ * GPU SDK is needed to build or link against this library. The entry points that generated
+ * host code calls (wavert_call_*, wavert_jit_*) are in wavert_jit.h, not here.
  *
  * Conventions used by every declaration below:
  *  - Every fallible call returns a wavert_status. On failure a message naming the failing
@@ -15,9 +16,17 @@
  *    (release accepts NULL); `get` returns a borrowed handle whose lifetime is stated.
  *  - "thread-safe": the library synchronises; "thread-compatible": the caller must not use
  *    the same object from two threads at once.
+ *  - A NULL handle or out_ pointer gives WAVERT_ERROR_INVALID_ARGUMENT.
  *
- * DLPack declarations follow the DLPack specification v1.3 (dmlc/dlpack, include/dlpack.h)
- * and are ABI-compatible with it; they are skipped when the real dlpack.h was included first.
+ * DLPack: the DLPack data types (DLTensor and the types it uses, DLManagedTensor,
+ * DLManagedTensorVersioned) are declared here from the DLPack specification v1.3, ABI- and
+ * name-compatible with dmlc/dlpack's dlpack.h, under dlpack.h's own include guard
+ * DLPACK_DLPACK_H_. So either order works in one translation unit:
+ *  - dlpack.h (any 1.x) first: its declarations are used and ours are skipped;
+ *  - wavert.h first: ours are used, and a later #include <dlpack.h> adds nothing (its guard is
+ *    already defined). Include dlpack.h first when you need its other declarations (the C
+ *    exchange API of DLPack 1.3, DLPACK_DLL).
+ * A pre-1.0 dlpack.h (DLPACK_VERSION, no DLManagedTensorVersioned) is refused with #error.
  */
 #ifndef WAVERT_H
 #define WAVERT_H
@@ -33,8 +42,14 @@ extern "C" {
 #define WAVERT_VERSION_MINOR 1
 #define WAVERT_VERSION_PATCH 0
 
+/* Symbol visibility: exported while building libwavert (WAVERT_BUILDING, set by its build),
+ * imported by users on Windows. */
 #if defined(_WIN32)
+#if defined(WAVERT_BUILDING)
 #define WAVERT_EXPORT __declspec(dllexport)
+#else
+#define WAVERT_EXPORT __declspec(dllimport)
+#endif
 #else
 #define WAVERT_EXPORT __attribute__((visibility("default")))
 #endif
@@ -42,7 +57,13 @@ extern "C" {
 /* ------------------------------------------------------------------------------------------ */
 /* DLPack v1.3 (ABI-compatible declarations)                                                  */
 /* ------------------------------------------------------------------------------------------ */
-#ifndef DLPACK_EXTERN_C /* the real dlpack.h defines this; use its declarations if present */
+#if defined(DLPACK_DLPACK_H_)
+/* dlpack.h came first: use its declarations, which must be DLPack 1.x. */
+#if !defined(DLPACK_MAJOR_VERSION) || DLPACK_MAJOR_VERSION != 1
+#error "wavert.h needs DLPack 1.x; the dlpack.h included before it is another major version"
+#endif
+#else
+#define DLPACK_DLPACK_H_ /* dlpack.h's guard: a later #include <dlpack.h> adds nothing */
 #define DLPACK_MAJOR_VERSION 1
 #define DLPACK_MINOR_VERSION 3
 /* Flags of DLManagedTensorVersioned.flags (DLPack >= 1.0). */
@@ -131,35 +152,7 @@ typedef struct DLManagedTensorVersioned {
   uint64_t flags;
   DLTensor dl_tensor;
 } DLManagedTensorVersioned;
-
-/* DLPack 1.3 C exchange API (type(obj).__dlpack_c_exchange_api__, PyCapsule
- * "dlpack_exchange_api"). Only the layout is declared here; libwavert itself never calls it. */
-typedef int (*DLPackManagedTensorAllocator)(DLTensor *prototype, DLManagedTensorVersioned **out,
-                                            void *error_ctx,
-                                            void (*SetError)(void *error_ctx, const char *kind,
-                                                             const char *message));
-typedef int (*DLPackManagedTensorFromPyObjectNoSync)(void *py_object,
-                                                     DLManagedTensorVersioned **out);
-typedef int (*DLPackManagedTensorToPyObjectNoSync)(DLManagedTensorVersioned *tensor,
-                                                   void **out_py_object);
-typedef int (*DLPackDLTensorFromPyObjectNoSync)(void *py_object, DLTensor *out);
-typedef int (*DLPackCurrentWorkStream)(DLDeviceType device_type, int32_t device_id,
-                                       void **out_current_stream);
-
-typedef struct DLPackExchangeAPIHeader {
-  DLPackVersion version;
-  struct DLPackExchangeAPIHeader *prev_api;
-} DLPackExchangeAPIHeader;
-
-typedef struct DLPackExchangeAPI {
-  DLPackExchangeAPIHeader header;
-  DLPackManagedTensorAllocator managed_tensor_allocator;
-  DLPackManagedTensorFromPyObjectNoSync managed_tensor_from_py_object_no_sync;
-  DLPackManagedTensorToPyObjectNoSync managed_tensor_to_py_object_no_sync;
-  DLPackDLTensorFromPyObjectNoSync dltensor_from_py_object_no_sync;
-  DLPackCurrentWorkStream current_work_stream;
-} DLPackExchangeAPI;
-#endif /* DLPACK_EXTERN_C */
+#endif /* DLPACK_DLPACK_H_ */
 
 /* ------------------------------------------------------------------------------------------ */
 /* Status and errors                                                                          */
@@ -241,13 +234,17 @@ typedef enum wavert_device_attribute {
   WAVERT_DEVICE_WARP_SIZE = 13,
 } wavert_device_attribute;
 
-/* Read one device attribute (cached after the first read). */
+/* Read one device attribute (cached after the first read): counts and extents for the
+ * limits, bytes for shared memory, the compute capability's digits (HIP: gcnArch major/minor).
+ * INVALID_ARGUMENT for NULL arguments or an attribute not in the enum; DRIVER when the driver
+ * query fails. Thread-safe. */
 WAVERT_EXPORT wavert_status wavert_device_attribute_get(wavert_device *device,
                                                         wavert_device_attribute attribute,
                                                         int64_t *out_value);
 
 /* Target chip name into buf (NUL-terminated, truncated to size): "sm_90" on CUDA, the
- * gcnArchName on HIP ("gfx942"). */
+ * gcnArchName on HIP ("gfx942"). INVALID_ARGUMENT for NULL arguments or size 0; UNSUPPORTED
+ * when the backend cannot name the chip; DRIVER when the driver query fails. Thread-safe. */
 WAVERT_EXPORT wavert_status wavert_device_chip(wavert_device *device, char *buf, size_t size);
 
 /* Block the calling thread until all work on the device has finished (cuCtxSynchronize /
@@ -289,6 +286,11 @@ typedef enum wavert_function_attribute {
   WAVERT_FUNCTION_LOCAL_SIZE_BYTES = 4,
 } wavert_function_attribute;
 
+/* Read one attribute of a kernel: MAX_THREADS_PER_BLOCK and NUM_REGS are counts (the kernel's
+ * own thread limit, registers per thread), SHARED_SIZE_BYTES and LOCAL_SIZE_BYTES bytes (static
+ * shared memory per block, local memory per thread). Makes the device's context current for
+ * the query. INVALID_ARGUMENT for NULL arguments or an attribute not in the enum; DRIVER when
+ * the driver query fails. Thread-safe. */
 WAVERT_EXPORT wavert_status wavert_function_attribute_get(wavert_function *function,
                                                           wavert_function_attribute attribute,
                                                           int64_t *out_value);
@@ -316,7 +318,10 @@ WAVERT_EXPORT wavert_status wavert_function_launch(wavert_function *function, in
  * use on a device loads the image there once (two threads racing end with one module). */
 typedef struct wavert_kernel wavert_kernel;
 
-/* `image` is NOT copied and must outlive the kernel object; `name` is copied. */
+/* Create a kernel object for kernel `name` of the code object `image` (size bytes; formats as
+ * in wavert_module_load). `image` is NOT copied and must outlive the kernel object; `name` is
+ * copied. Nothing is loaded yet. INVALID_ARGUMENT for a NULL image, name or out_kernel or an
+ * empty image; OUT_OF_MEMORY. Thread-safe. */
 WAVERT_EXPORT wavert_status wavert_kernel_create(const void *image, size_t size,
                                                  const char *name, wavert_kernel **out_kernel);
 
@@ -375,83 +380,40 @@ WAVERT_EXPORT wavert_status wavert_memref_from_dltensor(const DLTensor *tensor,
 /* ------------------------------------------------------------------------------------------ */
 /* Streams are the driver's own handles (CUstream / hipStream_t) passed as void*. */
 
+/* Every function in this section is thread-safe (the driver synchronises; the caller keeps a
+ * stream or allocation alive while another thread uses it), makes the device's context
+ * current for the call, and returns INVALID_ARGUMENT for a NULL device and DRIVER when the
+ * driver call fails (OUT_OF_MEMORY for a failed allocation). */
+
 /* Create a non-blocking stream on `device`. The caller owns it: wavert_stream_release. */
 WAVERT_EXPORT wavert_status wavert_stream_create(wavert_device *device, void **out_stream);
+/* Destroy a stream from wavert_stream_create, after the work already enqueued on it (the
+ * driver finishes it). Accepts NULL (WAVERT_OK). */
 WAVERT_EXPORT wavert_status wavert_stream_release(wavert_device *device, void *stream);
-/* Block until all work on `stream` has finished. */
+/* Block until all work on `stream` (NULL = the legacy default stream) has finished; reports a
+ * sticky error from an earlier kernel fault. */
 WAVERT_EXPORT wavert_status wavert_stream_synchronize(wavert_device *device, void *stream);
 /* Make `waiting` wait (on the device, without a host sync) for the work enqueued on `stream`
- * so far. */
+ * so far. Nothing to do when both are the same stream. */
 WAVERT_EXPORT wavert_status wavert_stream_wait_stream(wavert_device *device, void *waiting,
                                                       void *stream);
 
 /* Allocate `size` bytes of device memory (size 0 gives NULL and WAVERT_OK). */
 WAVERT_EXPORT wavert_status wavert_memory_alloc(wavert_device *device, size_t size,
                                                 void **out_ptr);
-/* Free memory from wavert_memory_alloc. Accepts NULL. */
+/* Free memory from wavert_memory_alloc (after the work already enqueued, as the driver
+ * frees it). Accepts NULL. */
 WAVERT_EXPORT wavert_status wavert_memory_free(wavert_device *device, void *ptr);
 /* Copy `size` bytes (host<->device or device<->device; unified addressing decides the
- * direction), ordered on `stream`. With stream == NULL the call returns when the copy is done. */
+ * direction), ordered on `stream`. With stream == NULL the call returns when the copy is done.
+ * A NULL dst or src gives INVALID_ARGUMENT. */
 WAVERT_EXPORT wavert_status wavert_memory_copy(wavert_device *device, void *dst, const void *src,
                                                size_t size, void *stream);
 /* Set `count` elements of `element_bytes` (1, 2 or 4) bytes at `ptr` to `value`, ordered on
- * `stream`; NULL stream = synchronous. */
+ * `stream`; NULL stream = synchronous. count 0 does nothing; another element size or a NULL
+ * ptr gives INVALID_ARGUMENT. */
 WAVERT_EXPORT wavert_status wavert_memory_set(wavert_device *device, void *ptr, uint32_t value,
                                               size_t element_bytes, size_t count, void *stream);
-
-/* ------------------------------------------------------------------------------------------ */
-/* Host-call context and entry points for JIT-compiled host code                             */
-/* ------------------------------------------------------------------------------------------ */
-/* pywave (or a C caller of exported host code) brackets each call of compiled host code with
- * wavert_call_begin / wavert_call_end. In between, the calling thread has a current device
- * and stream that the wavert_jit_* functions use; the device's context is current.
- * `state` is caller-provided storage (opaque, WAVERT_CALL_STATE_WORDS words). */
-#define WAVERT_CALL_STATE_WORDS 8
-typedef struct wavert_call_state {
-  void *words[WAVERT_CALL_STATE_WORDS];
-} wavert_call_state;
-
-/* Make `device` current for this thread's host call (saving the previous context and call
- * in `state`); launches without an explicit stream go to `stream` (NULL = legacy default). */
-WAVERT_EXPORT wavert_status wavert_call_begin(wavert_device *device, void *stream,
-                                              wavert_call_state *state);
-
-/* End the call begun with `state`: restore the previous context and call, and return the
- * first error raised by generated code during the call (WAVERT_OK if none; the message is
- * in wavert_last_error). */
-WAVERT_EXPORT wavert_status wavert_call_end(wavert_call_state *state);
-
-/* Launch from generated code: `*slot` is a wavert_kernel* owned by the generated module,
- * created on first use from (image, image_size, name) and released by the module's owner
- * with wavert_kernel_release(*slot). The device is the call's device; stream NULL means
- * the call's stream. On failure the error is recorded for wavert_call_end and the status
- * is returned so generated code can return early. */
-WAVERT_EXPORT int32_t wavert_jit_launch(wavert_kernel **slot, const void *image,
-                                        int64_t image_size, const char *name, int64_t gx,
-                                        int64_t gy, int64_t gz, int64_t bx, int64_t by,
-                                        int64_t bz, int32_t dynamic_shared_bytes, void *stream,
-                                        void **params);
-
-/* Non-zero if generated code has recorded an error during the current call. */
-WAVERT_EXPORT int32_t wavert_jit_failed(void);
-
-/* Runtime functions of MLIR's gpu-to-llvm lowering (the mgpu* wrappers), on the call's
- * device. Each records failures for wavert_call_end and returns a harmless value; generated
- * code checks wavert_jit_failed after each. Streams created here wait for the call's stream
- * at creation; a synchronised stream is made to order the call's stream after it. */
-WAVERT_EXPORT void *wavert_jit_stream_create(void);
-WAVERT_EXPORT void wavert_jit_stream_destroy(void *stream);
-WAVERT_EXPORT void wavert_jit_stream_synchronize(void *stream);
-WAVERT_EXPORT void wavert_jit_stream_wait_event(void *stream, void *event);
-WAVERT_EXPORT void *wavert_jit_event_create(void);
-WAVERT_EXPORT void wavert_jit_event_destroy(void *event);
-WAVERT_EXPORT void wavert_jit_event_synchronize(void *event);
-WAVERT_EXPORT void wavert_jit_event_record(void *event, void *stream);
-WAVERT_EXPORT void *wavert_jit_mem_alloc(uint64_t size, void *stream, int8_t host_shared);
-WAVERT_EXPORT void wavert_jit_mem_free(void *ptr, void *stream);
-WAVERT_EXPORT void wavert_jit_memcpy(void *dst, void *src, uint64_t size, void *stream);
-WAVERT_EXPORT void wavert_jit_memset32(void *dst, uint32_t value, uint64_t count, void *stream);
-WAVERT_EXPORT void wavert_jit_memset16(void *dst, uint16_t value, uint64_t count, void *stream);
 
 /* ------------------------------------------------------------------------------------------ */
 /* 16-bit floating point                                                                      */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "wavert_jit.h"
 
 typedef struct {
   wavert_device *device;

@@ -5,6 +5,7 @@
 
 #include "fake_cuda.h"
 #include "test_util.h"
+#include "wavert_jit.h"
 
 static const char image[] = "// fake ptx for generated code";
 static wavert_device *device;

@@ -3,6 +3,7 @@
  * dynamic shared memory, the host-call path. Exits 77 (skipped) without a driver or device. */
 #include "test_ptx.h"
 #include "test_util.h"
+#include "wavert_jit.h"
 
 #define N 100000
 

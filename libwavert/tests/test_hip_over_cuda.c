@@ -9,6 +9,7 @@
 
 #include "test_ptx.h"
 #include "test_util.h"
+#include "wavert_jit.h"
 
 #define N 100000
 

@@ -1,0 +1,171 @@
+/*
+ * errors.c — the exceptions of pywave._native (part of the native.c unity build).
+ *
+ * ArgumentError for anything about the arguments (including launch-configuration limits
+ * reported by generated code); for a libwavert status, the class that set_exceptions mapped
+ * it to (pywave.runtime.STATUS_ERRORS, the one table), DeviceError for a status missing from
+ * it. Messages name the argument, its position, the value and what was expected.
+ */
+#include "native.h"
+
+#include <stdarg.h>
+
+/* Raise `type` with "<prefix>: <message of the current exception>", chained from it. */
+static void raise_chained(PyObject *type, PyObject *prefix /* borrowed str */) {
+  PyObject *et, *ev, *tb;
+  PyErr_Fetch(&et, &ev, &tb);
+  if (!et) {
+    PyErr_SetObject(type, prefix);
+    return;
+  }
+  PyErr_NormalizeException(&et, &ev, &tb);
+  if (tb && ev)
+    PyException_SetTraceback(ev, tb);
+  PyObject *msg = ev ? PyObject_Str(ev) : NULL;
+  if (!msg) {
+    PyErr_Clear();
+    msg = PyUnicode_FromString("unknown error");
+  }
+  if (msg && PyUnicode_GET_LENGTH(msg) == 0) {
+    Py_DECREF(msg);
+    msg = PyObject_GetAttrString(et, "__name__");
+    if (!msg)
+      PyErr_Clear();
+  }
+  if (msg)
+    PyErr_Format(type, "%U: %U", prefix, msg);
+  else
+    PyErr_SetObject(type, prefix);
+  Py_XDECREF(msg);
+  if (ev) {
+    PyObject *nt, *nv, *ntb;
+    PyErr_Fetch(&nt, &nv, &ntb);
+    PyErr_NormalizeException(&nt, &nv, &ntb);
+    if (nv) {
+      Py_INCREF(ev);
+      PyException_SetCause(nv, ev);   /* steals */
+      Py_INCREF(ev);
+      PyException_SetContext(nv, ev); /* steals */
+    }
+    PyErr_Restore(nt, nv, ntb);
+  }
+  Py_XDECREF(et);
+  Py_XDECREF(ev);
+  Py_XDECREF(tb);
+}
+
+static void raise_chained_arg(PyObject *type, PyObject *name, Py_ssize_t index,
+                              const char *what) {
+  PyObject *prefix = what ? PyUnicode_FromFormat("argument '%U' (#%zd): %s", name, index, what)
+                          : PyUnicode_FromFormat("argument '%U' (#%zd)", name, index);
+  if (!prefix)
+    return; /* MemoryError replaces the original */
+  raise_chained(type, prefix);
+  Py_DECREF(prefix);
+}
+
+/* "argument 'a' (#0): <formatted>" (or just <formatted> when name is NULL). */
+static void raise_arg(PyObject *name, Py_ssize_t index, const char *fmt, ...) {
+  va_list va;
+  va_start(va, fmt);
+  PyObject *msg = PyUnicode_FromFormatV(fmt, va);
+  va_end(va);
+  if (!msg)
+    return;
+  if (name)
+    PyErr_Format(ArgumentError, "argument '%U' (#%zd): %U", name, index, msg);
+  else
+    PyErr_SetObject(ArgumentError, msg);
+  Py_DECREF(msg);
+}
+
+/* Raise the class set_exceptions mapped `st` to (DeviceError for a status missing from the
+ * table), with libwavert's message for this thread. */
+static void raise_status(wavert_status st) {
+  PyObject *type = DeviceError;
+  PyObject *key = PyLong_FromLong((long)st);
+  if (!key)
+    return;
+  PyObject *mapped = status_errors ? PyDict_GetItemWithError(status_errors, key) : NULL;
+  Py_DECREF(key);
+  if (mapped)
+    type = mapped; /* borrowed from the table */
+  else if (PyErr_Occurred())
+    return;
+  const char *msg = wavert_last_error();
+  if (!msg || !*msg)
+    msg = wavert_status_string(st);
+  PyErr_SetString(type, msg);
+}
+
+/* "numpy.ndarray", "int" (new reference, never fails silently). */
+static PyObject *type_name(PyTypeObject *tp) {
+  PyObject *mod = PyObject_GetAttr((PyObject *)tp, str_module);
+  PyObject *qual = PyObject_GetAttr((PyObject *)tp, str_qualname);
+  PyObject *r = NULL;
+  if (!mod || !qual || !PyUnicode_Check(qual)) {
+    PyErr_Clear();
+    r = PyUnicode_FromString(tp->tp_name);
+  } else if (PyUnicode_Check(mod) && PyUnicode_CompareWithASCIIString(mod, "builtins") != 0) {
+    r = PyUnicode_FromFormat("%U.%U", mod, qual);
+  } else {
+    Py_INCREF(qual);
+    r = qual;
+  }
+  Py_XDECREF(mod);
+  Py_XDECREF(qual);
+  return r;
+}
+
+static const char *device_kind(int32_t type) {
+  switch (type) {
+  case kDLCPU: return "cpu";
+  case kDLCUDA: return "cuda";
+  case kDLCUDAHost: return "cuda_host";
+  case kDLOpenCL: return "opencl";
+  case kDLVulkan: return "vulkan";
+  case kDLMetal: return "metal";
+  case kDLROCM: return "rocm";
+  case kDLROCMHost: return "rocm_host";
+  case kDLCUDAManaged: return "cuda_managed";
+  case kDLOneAPI: return "oneapi";
+  default: return NULL;
+  }
+}
+
+/* "cuda:1", "device type 99:0" (new reference). */
+static PyObject *device_str(int32_t type, int32_t id) {
+  const char *k = device_kind(type);
+  if (k)
+    return PyUnicode_FromFormat("%s:%d", k, (int)id);
+  return PyUnicode_FromFormat("device type %d:%d", (int)type, (int)id);
+}
+
+static int wrong_device(HostFunction *self, param_t *p, Py_ssize_t index, PyObject *obj,
+                        int32_t type, int32_t id) {
+  PyObject *tn = PyCapsule_CheckExact(obj) ? PyUnicode_FromString("DLPack capsule")
+                                           : type_name(Py_TYPE(obj));
+  if (!tn)
+    return -1;
+  if (type == kDLCPU) {
+    PyErr_Format(ArgumentError,
+                 "argument '%U' (#%zd) is on the CPU (%U); pass a GPU tensor on %s", p->name,
+                 index, tn, device_kind(self->device_type));
+  } else {
+    PyObject *ds = device_str(type, id);
+    if (ds) {
+      PyErr_Format(ArgumentError, "argument '%U' (#%zd) is on %U (%U); pass a GPU tensor on %s",
+                   p->name, index, ds, tn, device_kind(self->device_type));
+      Py_DECREF(ds);
+    }
+  }
+  Py_DECREF(tn);
+  return -1;
+}
+
+static int read_only_error(param_t *p, Py_ssize_t index, const char *why) {
+  PyErr_Format(ArgumentError,
+               "argument '%U' (#%zd) is read-only (%s) but %U writes it; pass a writable tensor",
+               p->name, index, why, p->type_str);
+  return -1;
+}

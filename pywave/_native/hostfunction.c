@@ -1,0 +1,489 @@
+/*
+ * hostfunction.c — the HostFunction type: a compiled host function callable from Python, and
+ * the module pywave._native (part of the native.c unity build).
+ *
+ * A HostFunction wraps the JIT entry `void entry(uint64_t *slots)` of one MLIR host function
+ * and turns a Python call into slots: each memref argument becomes its descriptor
+ * (WAVERT_MEMREF_WORDS(rank) words, filled by wavert_memref_from_dltensor from a DLPack
+ * tensor), each scalar one word holding its bits in the low bytes. Everything per call is C:
+ * vectorcall, a per-type cache of the DLPack C exchange API (torch), the DLPack protocol called
+ * from C for other producers, no allocation on the fast path.
+ *
+ * A call, in phases (hf_vectorcall):
+ *   0. parse_call_keywords: the argument count, keyword `stream` only;
+ *   1. in argument order: scalars are range-checked and packed (pack_scalar); each tensor is
+ *      classified (classify_tensor: exchange API / protocol / raw capsule), its device read
+ *      and checked: the function's device type, one device id for all;
+ *   2. choose_stream: `stream=` if given; else the exchange API's current_work_stream; else
+ *      CuPy's current stream when a CuPy array is among the arguments; else the legacy default;
+ *   3. take_tensor: protocol producers are asked for a capsule with __dlpack__(stream=S) so
+ *      their pending work is ordered before S; capsules are renamed "used_*" (never consumed
+ *      twice) and their deleters run exactly once after the call; descriptors are filled;
+ *   4. run_entry: the device (the tensors' device, or ordinal 0 without tensor arguments),
+ *      wavert_call_begin, entry(slots) without the GIL, wavert_call_end. The device and stream
+ *      reach generated code through libwavert's thread-local call context (wavert_jit.h), the
+ *      one hidden channel of the path.
+ *
+ * Errors: ArgumentError (a ValueError subclass) for anything about the arguments, including
+ * launch-configuration limits reported by generated code; DeviceError for driver failures;
+ * other libwavert statuses as set_exceptions maps them. Until set_exceptions the classes are
+ * ValueError / RuntimeError.
+ */
+#include "native.h"
+
+/* ---------------------------------------------------------------------------------------- */
+/* The call                                                                                 */
+/* ---------------------------------------------------------------------------------------- */
+/* Phase 0: `stream=` (the only keyword) into *stream_obj, and the argument count. */
+static int parse_call_keywords(HostFunction *self, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames, PyObject **stream_obj) {
+  *stream_obj = NULL;
+  for (Py_ssize_t i = 0; kwnames && i < PyTuple_GET_SIZE(kwnames); i++) {
+    PyObject *key = PyTuple_GET_ITEM(kwnames, i);
+    if (key == str_stream || PyUnicode_Compare(key, str_stream) == 0) {
+      *stream_obj = args[nargs + i];
+      continue;
+    }
+    if (!PyErr_Occurred())
+      PyErr_Format(ArgumentError,
+                   "%U() got an unexpected keyword argument '%U' (only stream= is accepted)",
+                   self->name, key);
+    return -1;
+  }
+  if (nargs != self->nparams) {
+    PyErr_Format(ArgumentError, "%U() takes %zd argument%s %U, got %zd", self->name,
+                 self->nparams, self->nparams == 1 ? "" : "s", self->signature, nargs);
+    return -1;
+  }
+  return 0;
+}
+
+/* Slots and tensor states for one call: on the stack up to STACK_SLOTS / STACK_TENSORS. */
+static int call_state_init(HostFunction *self, call_state *c) {
+  c->slots = c->slots_buf;
+  c->ts = c->ts_buf;
+  c->nstate = 0;
+  c->stream = NULL;
+  c->explicit_stream = 0;
+  c->stream_value = NULL;
+  c->dev_id = 0;
+  c->dev_arg = -1;
+  c->stream_api = NULL;
+  c->any_cupy = 0;
+  if (self->nslots > STACK_SLOTS &&
+      !(c->slots = PyMem_Malloc((size_t)self->nslots * sizeof *c->slots))) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  if (self->ntensors > STACK_TENSORS &&
+      !(c->ts = PyMem_Malloc((size_t)self->ntensors * sizeof *c->ts))) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  return 0;
+}
+
+/* Run the tensors' deleters and free what call_state_init allocated. */
+static void call_state_release(call_state *c) {
+  Py_XDECREF(c->stream_value);
+  release_tensors(c->ts, c->nstate);
+  if (c->slots != c->slots_buf)
+    PyMem_Free(c->slots);
+  if (c->ts && c->ts != c->ts_buf)
+    PyMem_Free(c->ts);
+}
+
+/* Phase 4: the call itself on the tensors' device and the chosen stream. */
+static int run_entry(HostFunction *self, call_state *c) {
+  wavert_device *device;
+  wavert_status st = get_device(self->device_type, c->dev_id, &device);
+  if (st != WAVERT_OK) {
+    PyErr_Format(DeviceError, "%U(): no %s device %d: %s", self->name,
+                 device_kind(self->device_type), (int)c->dev_id, wavert_last_error());
+    return -1;
+  }
+  wavert_call_state state;
+  st = wavert_call_begin(device, c->stream, &state);
+  if (st != WAVERT_OK) { /* a bad stream handle is the driver's finding, not the caller's */
+    raise_status(st == WAVERT_ERROR_INVALID_ARGUMENT ? WAVERT_ERROR_DRIVER : st);
+    return -1;
+  }
+  Py_BEGIN_ALLOW_THREADS
+  self->entry(c->slots);
+  Py_END_ALLOW_THREADS
+  st = wavert_call_end(&state);
+  if (st != WAVERT_OK) {
+    raise_status(st);
+    return -1;
+  }
+  return 0;
+}
+
+static PyObject *hf_vectorcall(PyObject *self_, PyObject *const *args, size_t nargsf,
+                               PyObject *kwnames) {
+  HostFunction *self = (HostFunction *)self_;
+  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (!self->entry) {
+    PyErr_Format(ArgumentError, "%U(): the compiled module is closed", self->name);
+    return NULL;
+  }
+  PyObject *stream_obj;
+  if (parse_call_keywords(self, args, nargs, kwnames, &stream_obj) < 0)
+    return NULL;
+  call_state c;
+  PyObject *result = NULL;
+  if (call_state_init(self, &c) < 0)
+    goto done;
+  c.explicit_stream = stream_obj && stream_obj != Py_None;
+  if (c.explicit_stream && parse_stream(stream_obj, &c.stream) < 0)
+    goto done;
+  /* 1. scalars packed; each tensor's route and device */
+  for (Py_ssize_t i = 0; i < nargs; i++) {
+    param_t *p = &self->p[i];
+    if (!p->is_memref) {
+      c.slots[p->slot] = 0;
+      if (pack_scalar((scalar_kind)p->kind, args[i], &c.slots[p->slot], p->name, i) < 0)
+        goto done;
+    } else if (classify_tensor(self, &c, i, args[i]) < 0) {
+      goto done;
+    }
+  }
+  /* 2. the stream; 3. the tensors taken and their descriptors filled; 4. the call */
+  if (choose_stream(self, &c) < 0)
+    goto done;
+  for (Py_ssize_t i = 0; i < nargs; i++)
+    if (self->p[i].is_memref && take_tensor(self, &c, i, args[i]) < 0)
+      goto done;
+  if (run_entry(self, &c) < 0)
+    goto done;
+  Py_INCREF(Py_None);
+  result = Py_None;
+done:
+  call_state_release(&c);
+  return result;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Construction                                                                             */
+/* ---------------------------------------------------------------------------------------- */
+static PyObject *hf_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+  static char *kwlist[] = {"entry", "name", "params", "device_type", "owner", NULL};
+  PyObject *entry_obj, *name, *params_arg, *owner = NULL;
+  int device_type;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OUOi|$O:HostFunction", kwlist, &entry_obj,
+                                   &name, &params_arg, &device_type, &owner))
+    return NULL;
+  if (PyUnicode_Check(params_arg) || PyBytes_Check(params_arg) || !PySequence_Check(params_arg)) {
+    PyErr_Format(PyExc_TypeError,
+                 "HostFunction: params must be a sequence of parameter objects, got %R",
+                 params_arg);
+    return NULL;
+  }
+  if (!PyLong_Check(entry_obj)) {
+    PyErr_Format(PyExc_TypeError, "HostFunction: entry must be an int address, got %R",
+                 entry_obj);
+    return NULL;
+  }
+  void *entry = PyLong_AsVoidPtr(entry_obj);
+  if (!entry) {
+    if (!PyErr_Occurred())
+      PyErr_SetString(PyExc_ValueError, "HostFunction: entry address is 0");
+    return NULL;
+  }
+  if (device_type != kDLCUDA && device_type != kDLROCM) {
+    PyErr_Format(PyExc_ValueError,
+                 "HostFunction: device_type must be 2 (kDLCUDA) or 10 (kDLROCM), got %d",
+                 device_type);
+    return NULL;
+  }
+  PyObject *params = PySequence_Tuple(params_arg);
+  if (!params)
+    return NULL;
+  Py_ssize_t n = PyTuple_GET_SIZE(params);
+  param_t *p = PyMem_Calloc((size_t)(n ? n : 1), sizeof *p);
+  if (!p) {
+    Py_DECREF(params);
+    return PyErr_NoMemory();
+  }
+  Py_ssize_t nslots = 0, ntensors = 0;
+  PyObject *names = PyList_New(0);
+  if (!names)
+    goto fail;
+  for (Py_ssize_t i = 0; i < n; i++) {
+    if (parse_param(PyTuple_GET_ITEM(params, i), i, &p[i]) < 0)
+      goto fail;
+    for (Py_ssize_t j = 0; j < i; j++) {
+      if (PyUnicode_Compare(p[j].name, p[i].name) == 0) {
+        PyErr_Format(PyExc_ValueError, "HostFunction: duplicate parameter name '%U'", p[i].name);
+        goto fail;
+      }
+    }
+    if (PyList_Append(names, p[i].name) < 0)
+      goto fail;
+    p[i].slot = nslots;
+    if (p[i].is_memref) {
+      p[i].tensor_index = ntensors++;
+      nslots += WAVERT_MEMREF_WORDS(p[i].mtype.rank);
+    } else {
+      nslots += 1;
+    }
+  }
+  PyObject *sep = PyUnicode_FromString(", ");
+  PyObject *joined = sep ? PyUnicode_Join(sep, names) : NULL;
+  Py_XDECREF(sep);
+  PyObject *signature = joined ? PyUnicode_FromFormat("(%U)", joined) : NULL;
+  Py_XDECREF(joined);
+  Py_CLEAR(names);
+  if (!signature)
+    goto fail;
+  HostFunction *self = (HostFunction *)type->tp_alloc(type, 0);
+  if (!self) {
+    Py_DECREF(signature);
+    goto fail;
+  }
+  self->vectorcall = hf_vectorcall;
+  self->entry = (void (*)(uint64_t *))(uintptr_t)entry;
+  Py_INCREF(name);
+  self->name = name;
+  self->params = params; /* the reference from PySequence_Tuple */
+  Py_XINCREF(owner == Py_None ? NULL : owner);
+  self->owner = owner == Py_None ? NULL : owner;
+  self->signature = signature;
+  self->device_type = device_type;
+  self->nparams = n;
+  self->ntensors = ntensors;
+  self->nslots = nslots;
+  self->p = p;
+  return (PyObject *)self;
+fail:
+  Py_XDECREF(names);
+  free_params(p, n);
+  Py_DECREF(params);
+  return NULL;
+}
+
+static int hf_traverse(HostFunction *self, visitproc visit, void *arg) {
+  Py_VISIT(self->owner);
+  Py_VISIT(self->params);
+  return 0;
+}
+
+static int hf_clear(HostFunction *self) {
+  Py_CLEAR(self->owner);
+  return 0;
+}
+
+static void hf_dealloc(HostFunction *self) {
+  PyObject_GC_UnTrack(self);
+  hf_clear(self);
+  Py_CLEAR(self->name);
+  Py_CLEAR(self->params);
+  Py_CLEAR(self->signature);
+  free_params(self->p, self->nparams);
+  self->p = NULL;
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *hf_repr(HostFunction *self) {
+  PyObject *parts = PyList_New(0), *r = NULL;
+  if (!parts)
+    return NULL;
+  for (Py_ssize_t i = 0; i < self->nparams; i++)
+    if (append(parts, PyUnicode_FromFormat("%U: %U", self->p[i].name, self->p[i].type_str)) < 0)
+      goto out;
+  PyObject *sep = PyUnicode_FromString(", ");
+  PyObject *j = sep ? PyUnicode_Join(sep, parts) : NULL;
+  Py_XDECREF(sep);
+  if (j)
+    r = PyUnicode_FromFormat("<pywave._native.HostFunction %U(%U) device=%s>", self->name, j,
+                             device_kind(self->device_type));
+  Py_XDECREF(j);
+out:
+  Py_DECREF(parts);
+  return r;
+}
+
+static PyObject *hf_get_name(HostFunction *self, void *closure) {
+  (void)closure;
+  Py_INCREF(self->name);
+  return self->name;
+}
+
+static PyObject *hf_get_params(HostFunction *self, void *closure) {
+  (void)closure;
+  Py_INCREF(self->params);
+  return self->params;
+}
+
+static PyObject *hf_get_device_type(HostFunction *self, void *closure) {
+  (void)closure;
+  return PyLong_FromLong(self->device_type);
+}
+
+static PyObject *hf_invalidate(HostFunction *self, PyObject *unused) {
+  (void)unused;
+  self->entry = NULL;
+  Py_CLEAR(self->owner);
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef hf_methods[] = {
+    {"invalidate", (PyCFunction)hf_invalidate, METH_NOARGS,
+     "Make later calls raise (the module that owns the entry was closed)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef hf_getset[] = {
+    {"name", (getter)hf_get_name, NULL, "Name of the host function.", NULL},
+    {"params", (getter)hf_get_params, NULL, "The parameter objects given at construction (a tuple).", NULL},
+    {"device_type", (getter)hf_get_device_type, NULL, "DLPack device type (2 CUDA, 10 ROCm).",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyDoc_STRVAR(hf_doc,
+             "HostFunction(entry, name, params, device_type, *, owner=None)\n"
+             "--\n\n"
+             "A compiled host function: call it with DLPack tensors and scalars, and\n"
+             "optionally stream=. `entry` is the address of `void entry(uint64_t *slots)`;\n"
+             "`params` a sequence of parameter objects (pywave's Param: name, kind, scalar,\n"
+             "dtype, flags, sizes, strides, offset, written), read once here;\n"
+             "`device_type` the DLPack device type (2 CUDA, 10 ROCm); `owner` is kept alive\n"
+             "as long as this object (the JIT engine owning `entry`).\n\n"
+             "A call raises ArgumentError for an argument that does not fit (count, keyword,\n"
+             "dtype, shape, layout, device, read-only, scalar range, launch limits) and\n"
+             "DeviceError for a driver failure; see set_exceptions.");
+
+static PyTypeObject HostFunction_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pywave._native.HostFunction",
+    .tp_basicsize = sizeof(HostFunction),
+    .tp_dealloc = (destructor)hf_dealloc,
+    .tp_vectorcall_offset = offsetof(HostFunction, vectorcall),
+    .tp_repr = (reprfunc)hf_repr,
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = hf_doc,
+    .tp_traverse = (traverseproc)hf_traverse,
+    .tp_clear = (inquiry)hf_clear,
+    .tp_getset = hf_getset,
+    .tp_methods = hf_methods,
+    .tp_new = hf_new,
+};
+
+/* ---------------------------------------------------------------------------------------- */
+/* Module                                                                                   */
+/* ---------------------------------------------------------------------------------------- */
+static PyObject *set_exceptions(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 3 || !PyExceptionClass_Check(args[0]) || !PyExceptionClass_Check(args[1]) ||
+      !PyDict_Check(args[2])) {
+    PyErr_SetString(PyExc_TypeError,
+                    "set_exceptions(ArgumentError, DeviceError, status_errors) takes two "
+                    "exception classes and a dict {libwavert status: exception class}");
+    return NULL;
+  }
+  Py_ssize_t pos = 0;
+  PyObject *key, *value;
+  while (PyDict_Next(args[2], &pos, &key, &value)) {
+    if (!PyLong_Check(key) || !PyExceptionClass_Check(value)) {
+      PyErr_Format(PyExc_TypeError,
+                   "set_exceptions: status_errors maps int codes to exception classes, got "
+                   "%R: %R",
+                   key, value);
+      return NULL;
+    }
+  }
+  Py_INCREF(args[0]);
+  Py_SETREF(ArgumentError, args[0]);
+  Py_INCREF(args[1]);
+  Py_SETREF(DeviceError, args[1]);
+  PyObject *copy = PyDict_Copy(args[2]);
+  if (!copy)
+    return NULL;
+  Py_XSETREF(status_errors, copy);
+  Py_RETURN_NONE;
+}
+
+static PyObject *pack_scalar_py(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+  (void)mod;
+  if (nargs != 2 || !PyUnicode_Check(args[0])) {
+    PyErr_SetString(PyExc_TypeError, "_pack_scalar(kind, value)");
+    return NULL;
+  }
+  for (int i = 0; i < SK_COUNT; i++) {
+    if (PyUnicode_CompareWithASCIIString(args[0], scalar_kind_names[i]) == 0) {
+      uint64_t out = 0;
+      if (pack_scalar((scalar_kind)i, args[1], &out, NULL, 0) < 0)
+        return NULL;
+      return PyLong_FromUnsignedLongLong(out);
+    }
+  }
+  PyErr_Format(PyExc_ValueError, "unknown scalar kind %R", args[0]);
+  return NULL;
+}
+
+static PyMethodDef module_methods[] = {
+    {"set_exceptions", (PyCFunction)(void (*)(void))set_exceptions, METH_FASTCALL,
+     "set_exceptions(ArgumentError, DeviceError, status_errors): the classes raised for bad "
+     "arguments and for device failures, and the class of each libwavert status reported by "
+     "a call (pywave.runtime.STATUS_ERRORS; a status missing from it raises DeviceError)."},
+    {"_pack_scalar", (PyCFunction)(void (*)(void))pack_scalar_py, METH_FASTCALL,
+     "_pack_scalar(kind, value) -> int: the slot word a scalar argument becomes (testing)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef native_module = {
+    PyModuleDef_HEAD_INIT, .m_name = "pywave._native",
+    .m_doc = "The native per-call path of pywave host functions.", .m_size = -1,
+    .m_methods = module_methods,
+};
+
+static int intern(PyObject **slot, const char *s) {
+  *slot = PyUnicode_InternFromString(s);
+  return *slot ? 0 : -1;
+}
+
+PyMODINIT_FUNC PyInit__native(void) {
+  if (intern(&str_dlpack, "__dlpack__") || intern(&str_dlpack_device, "__dlpack_device__") ||
+      intern(&str_exchange_api, "__dlpack_c_exchange_api__") ||
+      intern(&str_cuda_stream_prot, "__cuda_stream__") ||
+      intern(&str_cuda_stream, "cuda_stream") || intern(&str_ptr, "ptr") ||
+      intern(&str_stream, "stream") || intern(&str_module, "__module__") ||
+      intern(&str_qualname, "__qualname__"))
+    return NULL;
+  PyObject *s_maxver = PyUnicode_InternFromString("max_version");
+  if (!s_maxver)
+    return NULL;
+  kw_stream_maxver = PyTuple_Pack(2, str_stream, s_maxver);
+  kw_stream = PyTuple_Pack(1, str_stream);
+  kw_maxver = PyTuple_Pack(1, s_maxver);
+  Py_DECREF(s_maxver);
+  max_version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
+  if (!kw_stream_maxver || !kw_stream || !kw_maxver || !max_version)
+    return NULL;
+  if (!ArgumentError) {
+    Py_INCREF(PyExc_ValueError);
+    ArgumentError = PyExc_ValueError;
+    Py_INCREF(PyExc_RuntimeError);
+    DeviceError = PyExc_RuntimeError;
+  }
+  if (PyType_Ready(&HostFunction_Type) < 0)
+    return NULL;
+  PyObject *m = PyModule_Create(&native_module);
+  if (!m)
+    return NULL;
+  Py_INCREF(&HostFunction_Type);
+  if (PyModule_AddObject(m, "HostFunction", (PyObject *)&HostFunction_Type) < 0) {
+    Py_DECREF(&HostFunction_Type);
+    Py_DECREF(m);
+    return NULL;
+  }
+  if (PyModule_AddObject(m, "DYNAMIC", PyLong_FromLongLong(WAVERT_DYNAMIC)) < 0 ||
+      PyModule_AddIntConstant(m, "MEMREF_SIGNLESS", WAVERT_MEMREF_SIGNLESS) < 0 ||
+      PyModule_AddIntConstant(m, "MEMREF_STRIDED", WAVERT_MEMREF_STRIDED) < 0 ||
+      PyModule_AddIntConstant(m, "STACK_SLOTS", STACK_SLOTS) < 0) {
+    Py_DECREF(m);
+    return NULL;
+  }
+  return m;
+}

@@ -1,0 +1,55 @@
+"""Build script of ``pywave._libwavert``, the cffi binding (API mode) of libwavert.
+
+Run by Meson: ``python libwavert_ffi.py OUTPUT.c`` writes the C source of the extension, which
+Meson compiles against ``wavert.h``. The declarations below are the part of ``wavert.h`` that
+Python's control plane uses; because the generated source calls each function and reads
+each constant through the real header, the C compiler checks every declaration (a mismatch
+is a build error), and every value written ``...`` here is taken from C, not copied.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import cffi
+
+CDEF = """
+#define WAVERT_VERSION_MAJOR ...
+#define WAVERT_VERSION_MINOR ...
+#define WAVERT_VERSION_PATCH ...
+#define WAVERT_DYNAMIC ...
+#define WAVERT_MEMREF_SIGNLESS ...
+#define WAVERT_MEMREF_STRIDED ...
+
+typedef enum wavert_status {
+    WAVERT_OK, WAVERT_ERROR_INVALID_ARGUMENT, WAVERT_ERROR_LIMIT_EXCEEDED,
+    WAVERT_ERROR_NOT_FOUND, WAVERT_ERROR_UNAVAILABLE, WAVERT_ERROR_DRIVER,
+    WAVERT_ERROR_OUT_OF_MEMORY, WAVERT_ERROR_UNSUPPORTED, ...
+} wavert_status;
+
+typedef enum { kDLCPU, kDLCUDA, kDLROCM, ... } DLDeviceType;
+
+typedef struct wavert_device wavert_device;
+typedef struct wavert_kernel wavert_kernel;
+
+const char *wavert_status_string(wavert_status status);
+const char *wavert_last_error(void);
+int32_t wavert_version(void);
+wavert_status wavert_device_count(int32_t device_type, int32_t *out_count);
+wavert_status wavert_device_get(int32_t device_type, int32_t ordinal,
+                                wavert_device **out_device);
+wavert_status wavert_device_chip(wavert_device *device, char *buf, size_t size);
+wavert_status wavert_device_synchronize(wavert_device *device);
+void wavert_kernel_release(wavert_kernel *kernel);
+"""
+
+
+def builder() -> cffi.FFI:
+    ffi = cffi.FFI()
+    ffi.cdef(CDEF)
+    ffi.set_source("pywave._libwavert", '#include "wavert.h"')
+    return ffi
+
+
+if __name__ == "__main__":
+    builder().emit_c_code(sys.argv[1])

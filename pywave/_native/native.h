@@ -1,0 +1,164 @@
+/*
+ * native.h — private header of pywave._native, the per-call path of compiled host functions.
+ *
+ * The extension is one translation unit (native.c includes every part, a unity build), so
+ * every helper below is `static` and the compiler sees each per-call helper at its call site,
+ * as when the parts were one file. The parts, by concern:
+ *   errors.c        exceptions: chained argument errors, libwavert statuses, device names
+ *   scalars.c       range-checked packing of Python numbers into slot words
+ *   streams.c       stream= parsing, CuPy's current stream, the device handle cache
+ *   tensors.c       DLPack intake: per-type route cache, __dlpack__ calls, capsules, release
+ *   params.c        parameter objects -> the compact param_t, their type text
+ *   hostfunction.c  the HostFunction type, its call in named phases, the module
+ * Module state is only touched with the GIL held.
+ */
+#ifndef PYWAVE_NATIVE_H
+#define PYWAVE_NATIVE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+
+#include "dlpack_exchange.h"
+#include "wavert.h"
+#include "wavert_jit.h"
+
+/* Signatures up to these sizes need no allocation per call. */
+#define STACK_SLOTS 256
+#define STACK_TENSORS 32
+/* Types remembered by the exchange-API / protocol cache (round-robin when full). */
+#define TYPE_CACHE_SIZE 32
+/* Device handles cached per device type (ordinals below this). */
+#define DEVICE_CACHE_SIZE 64
+
+/* ---------------------------------------------------------------------------------------- */
+/* Module state (the GIL protects all of it; set up by PyInit__native)                      */
+/* ---------------------------------------------------------------------------------------- */
+static PyObject *ArgumentError; /* strong; ValueError until set_exceptions */
+static PyObject *DeviceError;   /* strong; RuntimeError until set_exceptions */
+static PyObject *status_errors; /* strong dict {status code: class} from set_exceptions, or NULL */
+
+static PyObject *str_dlpack;           /* "__dlpack__" */
+static PyObject *str_dlpack_device;    /* "__dlpack_device__" */
+static PyObject *str_exchange_api;     /* "__dlpack_c_exchange_api__" */
+static PyObject *str_cuda_stream_prot; /* "__cuda_stream__" */
+static PyObject *str_cuda_stream;      /* "cuda_stream" */
+static PyObject *str_ptr;              /* "ptr" */
+static PyObject *str_stream;           /* "stream" */
+static PyObject *str_module;           /* "__module__" */
+static PyObject *str_qualname;         /* "__qualname__" */
+static PyObject *kw_stream_maxver;     /* ("stream", "max_version") */
+static PyObject *kw_stream;            /* ("stream",) */
+static PyObject *kw_maxver;            /* ("max_version",) */
+static PyObject *max_version;          /* (1, 3) */
+
+/* ---------------------------------------------------------------------------------------- */
+/* Parameters (params.c): the compact form read once per host function                      */
+/* ---------------------------------------------------------------------------------------- */
+typedef enum {
+  SK_I1,
+  SK_I8,
+  SK_I16,
+  SK_I32,
+  SK_I64,
+  SK_INDEX,
+  SK_F16,
+  SK_BF16,
+  SK_F32,
+  SK_F64,
+  SK_COUNT
+} scalar_kind;
+
+static const char *const scalar_kind_names[SK_COUNT] = {"i1",    "i8",  "i16",  "i32", "i64",
+                                                        "index", "f16", "bf16", "f32", "f64"};
+
+typedef struct {
+  uint8_t is_memref;
+  uint8_t kind;    /* scalar_kind for scalars */
+  uint8_t written; /* memref written by the function */
+  Py_ssize_t slot; /* first slot */
+  Py_ssize_t tensor_index; /* index among the memref parameters */
+  wavert_memref_type mtype;
+  int64_t *layout;    /* owned: sizes[rank] then strides[rank] */
+  PyObject *name;     /* str */
+  PyObject *type_str; /* "memref<?xf32>", "f32" */
+} param_t;
+
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  void (*entry)(uint64_t *);
+  PyObject *name;      /* str */
+  PyObject *params;    /* the parameter objects given to the constructor (a tuple) */
+  PyObject *owner;     /* kept alive (the JIT engine holding `entry`), or NULL */
+  PyObject *signature; /* "(a, s)" for messages */
+  int32_t device_type;
+  Py_ssize_t nparams, ntensors, nslots;
+  param_t *p;
+} HostFunction;
+
+static int parse_param(PyObject *obj, Py_ssize_t index, param_t *p);
+static int append(PyObject *list, PyObject *item /* stolen */);
+static void free_params(param_t *p, Py_ssize_t n);
+
+/* ---------------------------------------------------------------------------------------- */
+/* One call's state (hostfunction.c fills it phase by phase)                                 */
+/* ---------------------------------------------------------------------------------------- */
+enum { ROUTE_NONE = 0, ROUTE_PROTOCOL = 1, ROUTE_EXCHANGE = 2, ROUTE_CAPSULE = 3 };
+
+typedef struct {
+  DLTensor local;        /* filled by the exchange API (borrowed data) */
+  const DLTensor *t;     /* the tensor read for the descriptor */
+  void *managed;         /* owned DLManagedTensor(Versioned)*: deleter called after the call */
+  uint8_t versioned;
+  uint8_t route;
+  uint8_t read_only;
+  uint8_t deferred; /* protocol tensor whose device is read from its DLTensor in pass 2 */
+} tensor_state;
+
+typedef struct {
+  uint64_t *slots;          /* self->nslots words: the entry's argument */
+  tensor_state *ts;         /* one per memref parameter */
+  Py_ssize_t nstate;        /* ts[0..nstate) initialised (released at the end) */
+  void *stream;             /* the call's stream (NULL = legacy default) */
+  int explicit_stream;      /* stream= was given and not None */
+  PyObject *stream_value;   /* DLPack's stream= value for protocol producers, or NULL */
+  int32_t dev_id;           /* device id of the first tensor (0 when there is none) */
+  Py_ssize_t dev_arg;       /* index of the first tensor argument, -1 when none */
+  const DLPackExchangeAPI *stream_api; /* exchange API of the first such tensor, or NULL */
+  int any_cupy;             /* a CuPy array is among the arguments */
+  uint64_t slots_buf[STACK_SLOTS];
+  tensor_state ts_buf[STACK_TENSORS];
+} call_state;
+
+/* ---------------------------------------------------------------------------------------- */
+/* Parts                                                                                    */
+/* ---------------------------------------------------------------------------------------- */
+/* errors.c */
+static void raise_chained(PyObject *type, PyObject *prefix);
+static void raise_chained_arg(PyObject *type, PyObject *name, Py_ssize_t index, const char *what);
+static void raise_arg(PyObject *name, Py_ssize_t index, const char *fmt, ...);
+static void raise_status(wavert_status st);
+static PyObject *type_name(PyTypeObject *tp);
+static const char *device_kind(int32_t type);
+static PyObject *device_str(int32_t type, int32_t id);
+static int wrong_device(HostFunction *self, param_t *p, Py_ssize_t index, PyObject *obj,
+                        int32_t type, int32_t id);
+static int read_only_error(param_t *p, Py_ssize_t index, const char *why);
+
+/* scalars.c */
+static int pack_scalar(scalar_kind kind, PyObject *v, uint64_t *out, PyObject *name,
+                       Py_ssize_t index);
+
+/* streams.c */
+static int parse_stream(PyObject *s, void **out);
+static int choose_stream(HostFunction *self, call_state *c);
+static wavert_status get_device(int32_t type, int32_t id, wavert_device **out);
+
+/* tensors.c */
+static int classify_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v);
+static int take_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v);
+static void release_tensors(tensor_state *ts, Py_ssize_t n);
+
+#endif /* PYWAVE_NATIVE_H */

@@ -1,0 +1,306 @@
+/*
+ * params.c — parameter objects -> param_t, once per host function (part of the native.c
+ * unity build).
+ *
+ * A parameter object is read by attribute name (pywave's Param record; any object with these
+ * attributes will do):
+ *   name     str      the argument's name, used in messages
+ *   kind     str      "memref" or "scalar"
+ *   scalar   str      scalars: the MLIR type, one of scalar_kind_names
+ *   dtype    (code, bits, lanes) ints: memrefs: the DLPack dtype of an element
+ *   flags    int      memrefs: WAVERT_MEMREF_SIGNLESS | WAVERT_MEMREF_STRIDED
+ *   sizes    tuple    memrefs: one int per dimension, WAVERT_DYNAMIC for `?`
+ *   strides  tuple or None  memrefs: the strided layout's strides (None: identity layout)
+ *   offset   int      memrefs: the strided layout's offset in elements, or WAVERT_DYNAMIC
+ *   written  bool     memrefs: the function writes the tensor (read-only tensors are refused)
+ * Scalars need only name, kind and scalar. The type text in messages ("memref<?xf32>") is
+ * derived from the compact form, so it always states what is checked.
+ */
+#include "native.h"
+
+/* "f32", "i1", "bf16", "si8", "vector<4xf32>" for a DLPack dtype (new reference). */
+static PyObject *element_str(unsigned code, unsigned bits, unsigned lanes, unsigned flags) {
+  PyObject *e;
+  switch (code) {
+  case kDLBool:
+    e = bits == 8 ? PyUnicode_FromString("i1") : PyUnicode_FromFormat("bool%u", bits);
+    break;
+  case kDLInt:
+    e = PyUnicode_FromFormat((flags & WAVERT_MEMREF_SIGNLESS) ? "i%u" : "si%u", bits);
+    break;
+  case kDLUInt:
+    e = PyUnicode_FromFormat((flags & WAVERT_MEMREF_SIGNLESS) ? "i%u" : "ui%u", bits);
+    break;
+  case kDLFloat: e = PyUnicode_FromFormat("f%u", bits); break;
+  case kDLBfloat: e = PyUnicode_FromFormat(bits == 16 ? "bf16" : "bf%u", bits); break;
+  case kDLComplex: e = PyUnicode_FromFormat("complex<f%u>", bits / 2); break;
+  default: e = PyUnicode_FromFormat("dlpack(%u, %u)", code, bits); break;
+  }
+  if (e && lanes != 1) {
+    PyObject *v = PyUnicode_FromFormat("vector<%ux%U>", lanes, e);
+    Py_DECREF(e);
+    e = v;
+  }
+  return e;
+}
+
+static int append(PyObject *list, PyObject *item /* stolen */) {
+  if (!item)
+    return -1;
+  int r = PyList_Append(list, item);
+  Py_DECREF(item);
+  return r;
+}
+
+static PyObject *dim_str(int64_t v) {
+  if (v == WAVERT_DYNAMIC)
+    return PyUnicode_FromString("?");
+  return PyUnicode_FromFormat("%lld", (long long)v);
+}
+
+/* "memref<?x4xf32>", "memref<?xf32, strided<[?], offset: ?>>" (new reference). */
+static PyObject *memref_str(const param_t *p) {
+  const wavert_memref_type *m = &p->mtype;
+  PyObject *parts = PyList_New(0), *r = NULL, *sep = NULL, *joined = NULL;
+  if (!parts)
+    return NULL;
+  for (int32_t d = 0; d < m->rank; d++)
+    if (append(parts, dim_str(m->sizes[d])) < 0)
+      goto out;
+  if (append(parts, element_str(m->dtype.code, m->dtype.bits, m->dtype.lanes, m->flags)) < 0)
+    goto out;
+  sep = PyUnicode_FromString("x");
+  if (!sep || !(joined = PyUnicode_Join(sep, parts)))
+    goto out;
+  if (m->flags & WAVERT_MEMREF_STRIDED) {
+    PyObject *sp = PyList_New(0);
+    if (!sp)
+      goto out;
+    for (int32_t d = 0; d < m->rank; d++)
+      if (append(sp, dim_str(m->strides[d])) < 0) {
+        Py_DECREF(sp);
+        goto out;
+      }
+    PyObject *comma = PyUnicode_FromString(", ");
+    PyObject *sj = comma ? PyUnicode_Join(comma, sp) : NULL;
+    PyObject *off = dim_str(m->offset);
+    if (sj && off)
+      r = PyUnicode_FromFormat("memref<%U, strided<[%U], offset: %U>>", joined, sj, off);
+    Py_XDECREF(comma);
+    Py_XDECREF(sj);
+    Py_XDECREF(off);
+    Py_DECREF(sp);
+  } else {
+    r = PyUnicode_FromFormat("memref<%U>", joined);
+  }
+out:
+  Py_DECREF(parts);
+  Py_XDECREF(sep);
+  Py_XDECREF(joined);
+  return r;
+}
+
+/* Attribute `field` of parameter object `obj` (new reference); TypeError naming the field
+ * when it is missing. */
+static PyObject *field(PyObject *obj, Py_ssize_t index, const char *attr) {
+  PyObject *v = PyObject_GetAttrString(obj, attr);
+  if (!v && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError,
+                 "HostFunction: params[%zd] has no field '%s' (a parameter has name, kind, "
+                 "scalar, dtype, flags, sizes, strides, offset, written), got %R",
+                 index, attr, obj);
+  }
+  return v;
+}
+
+static int as_int64(PyObject *o, const char *what, PyObject *pname, int64_t *out) {
+  if (!PyLong_Check(o) || PyBool_Check(o)) {
+    PyErr_Format(PyExc_TypeError, "HostFunction: parameter '%U': %s must be an int, got %R",
+                 pname, what, o);
+    return -1;
+  }
+  long long v = PyLong_AsLongLong(o);
+  if (v == -1 && PyErr_Occurred())
+    return -1;
+  *out = v;
+  return 0;
+}
+
+/* An int field of a memref parameter. */
+static int int_field(PyObject *obj, Py_ssize_t index, PyObject *pname, const char *name,
+                     int64_t *out) {
+  PyObject *v = field(obj, index, name);
+  if (!v)
+    return -1;
+  int r = as_int64(v, name, pname, out);
+  Py_DECREF(v);
+  return r;
+}
+
+/* The `scalar` field: the scalar's kind. */
+static int parse_scalar(PyObject *obj, Py_ssize_t index, param_t *p) {
+  PyObject *k = field(obj, index, "scalar");
+  if (!k)
+    return -1;
+  for (int i = 0; i < SK_COUNT; i++) {
+    if (PyUnicode_Check(k) && PyUnicode_CompareWithASCIIString(k, scalar_kind_names[i]) == 0) {
+      p->kind = (uint8_t)i;
+      p->type_str = k; /* the reference from field() */
+      return 0;
+    }
+  }
+  PyErr_Format(PyExc_ValueError,
+               "HostFunction: parameter '%U': field 'scalar' must be one of i1, i8, i16, i32, "
+               "i64, index, f16, bf16, f32, f64, got %R",
+               p->name, k);
+  Py_DECREF(k);
+  return -1;
+}
+
+/* The `dtype` field: (code, bits, lanes) in DLDataType's ranges. */
+static int parse_dtype(PyObject *obj, Py_ssize_t index, param_t *p) {
+  PyObject *d = field(obj, index, "dtype");
+  if (!d)
+    return -1;
+  int64_t v[3];
+  static const char *const what[3] = {"dtype code", "dtype bits", "dtype lanes"};
+  int ok = PyTuple_Check(d) && PyTuple_GET_SIZE(d) == 3;
+  if (!ok)
+    PyErr_Format(PyExc_TypeError,
+                 "HostFunction: parameter '%U': field 'dtype' must be a (code, bits, lanes) "
+                 "tuple, got %R",
+                 p->name, d);
+  for (int i = 0; ok && i < 3; i++)
+    ok = as_int64(PyTuple_GET_ITEM(d, i), what[i], p->name, &v[i]) == 0;
+  Py_DECREF(d);
+  if (!ok)
+    return -1;
+  if (v[0] < 0 || v[0] > 255 || v[1] < 1 || v[1] > 255 || v[2] < 1 || v[2] > 65535) {
+    PyErr_Format(PyExc_ValueError,
+                 "HostFunction: parameter '%U': field 'dtype' is not a DLPack dtype (code=%lld, "
+                 "bits=%lld, lanes=%lld)",
+                 p->name, (long long)v[0], (long long)v[1], (long long)v[2]);
+    return -1;
+  }
+  p->mtype.dtype.code = (uint8_t)v[0];
+  p->mtype.dtype.bits = (uint8_t)v[1];
+  p->mtype.dtype.lanes = (uint16_t)v[2];
+  return 0;
+}
+
+/* The `sizes` and `strides` fields into p->layout (sizes[rank] then strides[rank]). */
+static int parse_layout(PyObject *sizes, PyObject *strides, param_t *p) {
+  if (!PyTuple_Check(sizes) || PyTuple_GET_SIZE(sizes) > 1024) {
+    PyErr_Format(PyExc_TypeError,
+                 "HostFunction: parameter '%U': field 'sizes' must be a tuple of at most 1024 "
+                 "ints, got %R",
+                 p->name, sizes);
+    return -1;
+  }
+  Py_ssize_t rank = PyTuple_GET_SIZE(sizes);
+  if (strides != Py_None && (!PyTuple_Check(strides) || PyTuple_GET_SIZE(strides) != rank)) {
+    PyErr_Format(PyExc_ValueError,
+                 "HostFunction: parameter '%U': field 'strides' must be None or a tuple of %zd "
+                 "ints, got %R",
+                 p->name, rank, strides);
+    return -1;
+  }
+  if ((p->mtype.flags & WAVERT_MEMREF_STRIDED) && strides == Py_None) {
+    PyErr_Format(PyExc_ValueError,
+                 "HostFunction: parameter '%U': a strided layout (flags) needs field 'strides'",
+                 p->name);
+    return -1;
+  }
+  p->layout = PyMem_Malloc(sizeof(int64_t) * (size_t)(2 * rank + 1));
+  if (!p->layout) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  for (Py_ssize_t d = 0; d < rank; d++) {
+    if (as_int64(PyTuple_GET_ITEM(sizes, d), "a size", p->name, &p->layout[d]) < 0)
+      return -1;
+    if (p->layout[d] < 0 && p->layout[d] != WAVERT_DYNAMIC) {
+      PyErr_Format(PyExc_ValueError, "HostFunction: parameter '%U': field 'sizes' has the "
+                   "negative size %lld", p->name, (long long)p->layout[d]);
+      return -1;
+    }
+    if (strides == Py_None)
+      p->layout[rank + d] = WAVERT_DYNAMIC;
+    else if (as_int64(PyTuple_GET_ITEM(strides, d), "a stride", p->name, &p->layout[rank + d]) < 0)
+      return -1;
+  }
+  p->mtype.rank = (int32_t)rank;
+  p->mtype.sizes = p->layout;
+  p->mtype.strides = p->layout + rank;
+  return 0;
+}
+
+/* The memref fields: dtype, flags, sizes, strides, offset, written. */
+static int parse_memref(PyObject *obj, Py_ssize_t index, param_t *p) {
+  p->is_memref = 1;
+  int64_t flags, offset;
+  if (parse_dtype(obj, index, p) < 0 || int_field(obj, index, p->name, "flags", &flags) < 0 ||
+      int_field(obj, index, p->name, "offset", &offset) < 0)
+    return -1;
+  if (flags & ~(int64_t)(WAVERT_MEMREF_SIGNLESS | WAVERT_MEMREF_STRIDED)) {
+    PyErr_Format(PyExc_ValueError, "HostFunction: parameter '%U': field 'flags' has unknown "
+                 "bits %lld", p->name, (long long)flags);
+    return -1;
+  }
+  p->mtype.flags = (uint32_t)flags;
+  p->mtype.offset = offset;
+  PyObject *sizes = field(obj, index, "sizes");
+  PyObject *strides = sizes ? field(obj, index, "strides") : NULL;
+  int r = strides ? parse_layout(sizes, strides, p) : -1;
+  Py_XDECREF(sizes);
+  Py_XDECREF(strides);
+  if (r < 0)
+    return -1;
+  PyObject *w = field(obj, index, "written");
+  int written = w ? PyObject_IsTrue(w) : -1;
+  Py_XDECREF(w);
+  if (written < 0)
+    return -1;
+  p->written = (uint8_t)written;
+  p->type_str = memref_str(p);
+  return p->type_str ? 0 : -1;
+}
+
+/* Read parameter object `obj` (params[index]) into *p (zeroed by the caller; free_params
+ * frees a partly filled one). */
+static int parse_param(PyObject *obj, Py_ssize_t index, param_t *p) {
+  p->name = field(obj, index, "name");
+  if (!p->name)
+    return -1;
+  if (!PyUnicode_Check(p->name)) {
+    PyErr_Format(PyExc_TypeError, "HostFunction: params[%zd]: field 'name' must be a str, got %R",
+                 index, p->name);
+    return -1;
+  }
+  PyObject *kind = field(obj, index, "kind");
+  if (!kind)
+    return -1;
+  int memref = PyUnicode_Check(kind) && PyUnicode_CompareWithASCIIString(kind, "memref") == 0;
+  int scalar = PyUnicode_Check(kind) && PyUnicode_CompareWithASCIIString(kind, "scalar") == 0;
+  if (!memref && !scalar)
+    PyErr_Format(PyExc_ValueError,
+                 "HostFunction: parameter '%U': field 'kind' must be \"memref\" or \"scalar\", "
+                 "got %R",
+                 p->name, kind);
+  Py_DECREF(kind);
+  if (memref)
+    return parse_memref(obj, index, p);
+  return scalar ? parse_scalar(obj, index, p) : -1;
+}
+
+static void free_params(param_t *p, Py_ssize_t n) {
+  if (!p)
+    return;
+  for (Py_ssize_t i = 0; i < n; i++) {
+    Py_XDECREF(p[i].name);
+    Py_XDECREF(p[i].type_str);
+    PyMem_Free(p[i].layout);
+  }
+  PyMem_Free(p);
+}

@@ -1,0 +1,419 @@
+/*
+ * tensors.c — DLPack intake (part of the native.c unity build).
+ *
+ * Each tensor argument takes one of three routes, decided per Python type and cached:
+ *   exchange API  type(obj).__dlpack_c_exchange_api__ (torch): a borrowed DLTensor, no capsule;
+ *   protocol      __dlpack__ / __dlpack_device__ (CuPy, JAX, NumPy, ...): a capsule asked for
+ *                 with __dlpack__(stream=S) in pass 2, once the stream S is known;
+ *   capsule       a raw "dltensor" / "dltensor_versioned" PyCapsule passed by the caller.
+ * Capsules taken are renamed "used_*" (never consumed twice) and their deleters run exactly
+ * once, after the call (release_tensors).
+ */
+#include "native.h"
+
+#include <string.h>
+
+enum { TYPE_JAX = 1, TYPE_CUPY = 2 };
+
+typedef struct {
+  PyTypeObject *type;  /* strong; NULL = free entry */
+  PyObject *capsule;   /* strong; the exchange API capsule, or NULL */
+  const DLPackExchangeAPI *api;
+  uint8_t route;       /* ROUTE_NONE, ROUTE_PROTOCOL or ROUTE_EXCHANGE */
+  uint8_t flags;       /* TYPE_JAX, TYPE_CUPY */
+} type_info;
+
+static type_info type_cache[TYPE_CACHE_SIZE];
+static int type_cache_next;
+
+/* ---------------------------------------------------------------------------------------- */
+/* Per-type cache: exchange API / protocol / neither, jax / cupy                            */
+/* ---------------------------------------------------------------------------------------- */
+static int module_starts_with(PyObject *mod, const char *prefix) {
+  if (!mod || !PyUnicode_Check(mod))
+    return 0;
+  Py_ssize_t n = (Py_ssize_t)strlen(prefix);
+  if (PyUnicode_GET_LENGTH(mod) < n)
+    return 0;
+  const char *s = PyUnicode_AsUTF8(mod);
+  if (!s) {
+    PyErr_Clear();
+    return 0;
+  }
+  return strncmp(s, prefix, (size_t)n) == 0;
+}
+
+/* Look `name` up on the type; 1 found (*out new ref), 0 absent, -1 error. */
+static int type_attr(PyTypeObject *tp, PyObject *name, PyObject **out) {
+  *out = PyObject_GetAttr((PyObject *)tp, name);
+  if (*out)
+    return 1;
+  if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+    PyErr_Clear();
+    return 0;
+  }
+  return -1;
+}
+
+/* Copy the cached info of `tp` into *out, filling the cache on a miss. 0 / -1 on error. */
+static int type_info_get(PyTypeObject *tp, type_info *out) {
+  for (int i = 0; i < TYPE_CACHE_SIZE; i++) {
+    if (type_cache[i].type == tp) {
+      *out = type_cache[i];
+      return 0;
+    }
+  }
+  type_info ti = {0};
+  PyObject *cap;
+  int r = type_attr(tp, str_exchange_api, &cap);
+  if (r < 0)
+    return -1;
+  if (r > 0) {
+    const DLPackExchangeAPI *api = NULL;
+    if (PyCapsule_IsValid(cap, "dlpack_exchange_api"))
+      api = (const DLPackExchangeAPI *)PyCapsule_GetPointer(cap, "dlpack_exchange_api");
+    if (api && api->header.version.major == DLPACK_MAJOR_VERSION &&
+        api->dltensor_from_py_object_no_sync) {
+      ti.route = ROUTE_EXCHANGE;
+      ti.api = api;
+      ti.capsule = cap;
+    } else {
+      PyErr_Clear();
+      Py_DECREF(cap);
+    }
+  }
+  if (ti.route == ROUTE_NONE) {
+    PyObject *a, *b;
+    r = type_attr(tp, str_dlpack, &a);
+    if (r < 0)
+      goto fail;
+    if (r > 0) {
+      Py_DECREF(a);
+      r = type_attr(tp, str_dlpack_device, &b);
+      if (r < 0)
+        goto fail;
+      if (r > 0) {
+        Py_DECREF(b);
+        ti.route = ROUTE_PROTOCOL;
+      }
+    }
+  }
+  PyObject *mod;
+  r = type_attr(tp, str_module, &mod);
+  if (r < 0)
+    goto fail;
+  if (r > 0) {
+    if (module_starts_with(mod, "jax"))
+      ti.flags |= TYPE_JAX;
+    if (module_starts_with(mod, "cupy"))
+      ti.flags |= TYPE_CUPY;
+    Py_DECREF(mod);
+  }
+  /* Remember it (holding the type keeps the pointer from being reused by another type). */
+  type_info *slot = &type_cache[type_cache_next];
+  type_cache_next = (type_cache_next + 1) % TYPE_CACHE_SIZE;
+  PyTypeObject *old_type = slot->type;
+  PyObject *old_cap = slot->capsule;
+  Py_INCREF(tp);
+  ti.type = tp;
+  *slot = ti;
+  *out = ti;
+  Py_XDECREF(old_type);
+  Py_XDECREF(old_cap);
+  return 0;
+fail:
+  Py_XDECREF(ti.capsule);
+  return -1;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Capsules and the protocol                                                                */
+/* ---------------------------------------------------------------------------------------- */
+static void release_tensors(tensor_state *ts, Py_ssize_t n) {
+  PyObject *et, *ev, *tb;
+  PyErr_Fetch(&et, &ev, &tb); /* deleters may run Python code */
+  for (Py_ssize_t i = 0; i < n; i++) {
+    void *m = ts[i].managed;
+    if (!m)
+      continue;
+    ts[i].managed = NULL;
+    if (ts[i].versioned) {
+      DLManagedTensorVersioned *mt = (DLManagedTensorVersioned *)m;
+      if (mt->deleter)
+        mt->deleter(mt);
+    } else {
+      DLManagedTensor *mt = (DLManagedTensor *)m;
+      if (mt->deleter)
+        mt->deleter(mt);
+    }
+  }
+  PyErr_Restore(et, ev, tb);
+}
+
+/* obj.__dlpack__(stream=S, max_version=(1, 3)) with the fallbacks of the DLPack rules:
+ * TypeError -> without max_version (legacy producer); a refused stream (TypeError,
+ * ValueError, BufferError) -> stream=None. */
+static PyObject *call_dlpack(PyObject *obj, PyObject *stream_value) {
+  PyObject *argv[3] = {obj, stream_value, max_version};
+  PyObject *r = PyObject_VectorcallMethod(str_dlpack, argv, 1, kw_stream_maxver);
+  if (r)
+    return r;
+  int legacy = 0;
+  if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+    PyErr_Clear();
+    r = PyObject_VectorcallMethod(str_dlpack, argv, 1, kw_stream);
+    if (r)
+      return r;
+    legacy = 1;
+  }
+  /* A producer refusing the stream value (NumPy raises RuntimeError for anything but None,
+   * torch refuses 2): retry without a stream. */
+  if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_ValueError) &&
+      !PyErr_ExceptionMatches(PyExc_BufferError) && !PyErr_ExceptionMatches(PyExc_RuntimeError))
+    return NULL;
+  PyErr_Clear();
+  if (!legacy) {
+    PyObject *argv2[2] = {obj, max_version};
+    r = PyObject_VectorcallMethod(str_dlpack, argv2, 1, kw_maxver);
+    if (r || !PyErr_ExceptionMatches(PyExc_TypeError))
+      return r;
+    PyErr_Clear();
+  }
+  return PyObject_VectorcallMethod(str_dlpack, argv, 1, NULL);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Pass 1: classify                                                                         */
+/* ---------------------------------------------------------------------------------------- */
+/* A raw capsule argument: its DLTensor, version and read-only flag, without consuming it. */
+static int classify_capsule(param_t *p, Py_ssize_t i, PyObject *v, tensor_state *t,
+                            const DLTensor **out) {
+  const char *cname = PyCapsule_GetName(v);
+  if (cname && strcmp(cname, "dltensor_versioned") == 0) {
+    DLManagedTensorVersioned *mt = PyCapsule_GetPointer(v, cname);
+    if (!mt)
+      return -1;
+    if (mt->version.major != DLPACK_MAJOR_VERSION) {
+      raise_arg(p->name, i, "DLPack capsule of unsupported version %u.%u (expected 1.x)",
+                (unsigned)mt->version.major, (unsigned)mt->version.minor);
+      return -1;
+    }
+    t->versioned = 1;
+    t->read_only = (mt->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+    *out = &mt->dl_tensor;
+    return 0;
+  }
+  if (cname && strcmp(cname, "dltensor") == 0) {
+    DLManagedTensor *mt = PyCapsule_GetPointer(v, cname);
+    if (!mt)
+      return -1;
+    *out = &mt->dl_tensor;
+    return 0;
+  }
+  if (cname && (strcmp(cname, "used_dltensor") == 0 ||
+                strcmp(cname, "used_dltensor_versioned") == 0))
+    raise_arg(p->name, i, "DLPack capsule already consumed; pass the array itself");
+  else
+    raise_arg(p->name, i, "expects a DLPack tensor (%U), got a PyCapsule named %s", p->type_str,
+              cname ? cname : "NULL");
+  return -1;
+}
+
+/* obj.__dlpack_device__() -> (type, id), checked. */
+static int protocol_device(param_t *p, Py_ssize_t i, PyObject *v, int32_t *type, int32_t *id) {
+  PyObject *dv = PyObject_VectorcallMethod(str_dlpack_device, &v, 1, NULL);
+  if (!dv) {
+    raise_chained_arg(ArgumentError, p->name, i, "__dlpack_device__() failed");
+    return -1;
+  }
+  long lt = -1, li = -1;
+  if (PyTuple_Check(dv) && PyTuple_GET_SIZE(dv) == 2) {
+    lt = PyLong_AsLong(PyTuple_GET_ITEM(dv, 0));
+    li = lt == -1 && PyErr_Occurred() ? -1 : PyLong_AsLong(PyTuple_GET_ITEM(dv, 1));
+  }
+  if (PyErr_Occurred() || lt < 0 || li < 0 || lt > INT32_MAX || li > INT32_MAX) {
+    PyErr_Clear();
+    raise_arg(p->name, i, "__dlpack_device__() must return (device_type, device_id), got %R", dv);
+    Py_DECREF(dv);
+    return -1;
+  }
+  Py_DECREF(dv);
+  *type = (int32_t)lt;
+  *id = (int32_t)li;
+  return 0;
+}
+
+/* The tensor's device must be the function's device type, and the first tensor's id (the
+ * first tensor sets it). `claimed`: pass 2 re-reading a device that pass 1 already checked
+ * from the producer's __dlpack_device__(), so a difference means the producer lied. */
+static int check_device(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v,
+                        int32_t type, int32_t id, int claimed) {
+  param_t *p = &self->p[i];
+  if (type != self->device_type)
+    return wrong_device(self, p, i, v, type, id);
+  if (c->dev_arg < 0) {
+    c->dev_arg = i;
+    c->dev_id = id;
+    return 0;
+  }
+  if (id == c->dev_id)
+    return 0;
+  PyObject *d0 = device_str(type, c->dev_id), *d1 = device_str(type, id);
+  if (d0 && d1 && claimed)
+    raise_arg(p->name, i, "__dlpack_device__() said %U but the tensor is on %U", d0, d1);
+  else if (d0 && d1)
+    PyErr_Format(ArgumentError, "arguments '%U' (%U) and '%U' (%U) are on different devices",
+                 self->p[c->dev_arg].name, d0, p->name, d1);
+  Py_XDECREF(d0);
+  Py_XDECREF(d1);
+  return -1;
+}
+
+/* Phase 1 for tensor argument `i`: its route and device (checked), without taking it.
+ * Protocol tensors after the first tensor are left for take_tensor to check from their own
+ * DLTensor, which saves a __dlpack_device__() call per argument. */
+static int classify_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v) {
+  param_t *p = &self->p[i];
+  tensor_state *t = &c->ts[p->tensor_index];
+  t->t = NULL;
+  t->managed = NULL;
+  t->versioned = 0;
+  t->read_only = 0;
+  t->deferred = 0;
+  c->nstate = p->tensor_index + 1;
+  int32_t type, id;
+  if (PyCapsule_CheckExact(v)) {
+    const DLTensor *dl;
+    if (classify_capsule(p, i, v, t, &dl) < 0)
+      return -1;
+    t->route = ROUTE_CAPSULE;
+    type = (int32_t)dl->device.device_type;
+    id = dl->device.device_id;
+    return check_device(self, c, i, v, type, id, 0);
+  }
+  type_info ti;
+  if (type_info_get(Py_TYPE(v), &ti) < 0) {
+    raise_chained_arg(ArgumentError, p->name, i, NULL);
+    return -1;
+  }
+  t->route = ti.route;
+  if (ti.route == ROUTE_EXCHANGE) {
+    if (ti.api->dltensor_from_py_object_no_sync(v, &t->local) != 0) {
+      if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_RuntimeError, "DLPack exchange API conversion failed");
+      raise_chained_arg(ArgumentError, p->name, i, NULL);
+      return -1;
+    }
+    t->t = &t->local;
+    if (!c->stream_api)
+      c->stream_api = ti.api;
+    return check_device(self, c, i, v, (int32_t)t->local.device.device_type,
+                        t->local.device.device_id, 0);
+  }
+  if (ti.route == ROUTE_PROTOCOL) {
+    if ((ti.flags & TYPE_JAX) && p->written)
+      return read_only_error(p, i, "JAX arrays are immutable");
+    if (ti.flags & TYPE_CUPY)
+      c->any_cupy = 1;
+    if (c->dev_arg >= 0) {
+      t->deferred = 1;
+      return 0;
+    }
+    if (protocol_device(p, i, v, &type, &id) < 0)
+      return -1;
+    return check_device(self, c, i, v, type, id, 0);
+  }
+  PyObject *tn = type_name(Py_TYPE(v));
+  if (tn) {
+    raise_arg(p->name, i, "expects a DLPack tensor (%U), got %U", p->type_str, tn);
+    Py_DECREF(tn);
+  }
+  return -1;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Pass 2: take                                                                             */
+/* ---------------------------------------------------------------------------------------- */
+/* The capsule of a capsule or protocol argument (new reference): the argument itself, or
+ * __dlpack__(stream=S) with S the call's stream in DLPack's numbering. */
+static PyObject *tensor_capsule(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v) {
+  tensor_state *t = &c->ts[self->p[i].tensor_index];
+  if (t->route == ROUTE_CAPSULE) {
+    Py_INCREF(v);
+    return v;
+  }
+  if (!c->stream_value) {
+    if (c->stream)
+      c->stream_value = PyLong_FromVoidPtr(c->stream);
+    else /* the legacy default stream: 1 on CUDA, 0 on ROCm */
+      c->stream_value = PyLong_FromLong(self->device_type == kDLROCM ? 0 : 1);
+    if (!c->stream_value)
+      return NULL;
+  }
+  PyObject *cap = call_dlpack(v, c->stream_value);
+  if (!cap)
+    raise_chained_arg(ArgumentError, self->p[i].name, i, "__dlpack__() failed");
+  return cap;
+}
+
+/* Rename `cap` "used_*" and keep its managed tensor in `t` (its deleter then runs in
+ * release_tensors). Steals `cap`. */
+static int consume_capsule(param_t *p, Py_ssize_t i, PyObject *cap, tensor_state *t) {
+  const char *cname = PyCapsule_CheckExact(cap) ? PyCapsule_GetName(cap) : NULL;
+  int versioned;
+  if (cname && strcmp(cname, "dltensor_versioned") == 0) {
+    versioned = 1;
+  } else if (cname && strcmp(cname, "dltensor") == 0) {
+    versioned = 0;
+  } else if (t->route == ROUTE_CAPSULE) { /* the same capsule passed twice */
+    Py_DECREF(cap);
+    raise_arg(p->name, i, "DLPack capsule already consumed; pass the array itself");
+    return -1;
+  } else {
+    raise_arg(p->name, i, "__dlpack__() returned %R, not an unused DLPack capsule", cap);
+    Py_DECREF(cap);
+    return -1;
+  }
+  void *m = PyCapsule_GetPointer(cap, cname);
+  if (!m || PyCapsule_SetName(cap, versioned ? "used_dltensor_versioned" : "used_dltensor")) {
+    Py_DECREF(cap);
+    return -1;
+  }
+  Py_DECREF(cap); /* renamed: its destructor leaves the tensor to us */
+  t->managed = m;
+  t->versioned = (uint8_t)versioned;
+  if (!versioned) {
+    t->t = &((DLManagedTensor *)m)->dl_tensor;
+    return 0;
+  }
+  DLManagedTensorVersioned *mt = m;
+  if (mt->version.major != DLPACK_MAJOR_VERSION) {
+    raise_arg(p->name, i, "__dlpack__() gave DLPack version %u.%u (expected 1.x)",
+              (unsigned)mt->version.major, (unsigned)mt->version.minor);
+    return -1;
+  }
+  t->t = &mt->dl_tensor;
+  t->read_only = (mt->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+  return 0;
+}
+
+/* Phase 3 for tensor argument `i`: take capsule and protocol tensors (their deleters are now
+ * ours), check device and writability, and fill the memref descriptor in the slots. */
+static int take_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v) {
+  param_t *p = &self->p[i];
+  tensor_state *t = &c->ts[p->tensor_index];
+  if (t->route == ROUTE_CAPSULE || t->route == ROUTE_PROTOCOL) {
+    PyObject *cap = tensor_capsule(self, c, i, v);
+    if (!cap || consume_capsule(p, i, cap, t) < 0 ||
+        check_device(self, c, i, v, (int32_t)t->t->device.device_type, t->t->device.device_id,
+                     !t->deferred) < 0)
+      return -1;
+    if (t->read_only && p->written)
+      return read_only_error(p, i, "its DLPack producer marks it READ_ONLY");
+  }
+  if (wavert_memref_from_dltensor(t->t, &p->mtype, (int64_t *)&c->slots[p->slot]) != WAVERT_OK) {
+    PyErr_Format(ArgumentError, "argument '%U' (#%zd): %s", p->name, i, wavert_last_error());
+    return -1;
+  }
+  return 0;
+}
