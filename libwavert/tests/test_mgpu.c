@@ -166,7 +166,7 @@ static void test_launches_in_call(void) {
   fake_cuda_reset();
   mgpuModuleUnload(module); /* loaded on devices 0 and 1 */
   CHECK(fake_cuda_calls("cuModuleUnload") == 2);
-  fake_cuda_set_param_sizes(0, NULL);
+  fake_cuda_set_param_sizes(0, sizes);
 }
 
 static void test_module_jit(void) {
