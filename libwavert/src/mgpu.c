@@ -62,6 +62,11 @@ static int scope_begin(scope *s) {
     keep_first(s);
     return 0;
   }
+  /* Finding the device may have failed on the way (no CUDA driver, then HIP): not an error. */
+  if (s->prior == WAVERT_OK)
+    wavert_clear_error();
+  else
+    keep_first(s);
   return 1;
 }
 
