@@ -51,6 +51,30 @@ struct wavert__backend {
   /* element_bytes is 1, 2 or 4. */
   wavert_status (*memset)(void *ptr, uint32_t value, size_t element_bytes, size_t count,
                           void *stream, int sync);
+
+  /* Entries behind MLIR's mgpu* runtime ABI (mgpu.c). NULL: the backend has no such
+   * operation (the caller reports WAVERT_ERROR_UNSUPPORTED). */
+  /* Load PTX with the driver JIT at optimisation level `opt_level` (0-4). */
+  wavert_status (*module_load_jit)(wavert_device *device, const void *image, size_t size,
+                                   int opt_level, void **out_module);
+  /* Launch with thread-block clusters of cluster[0..2] blocks; grid is in blocks (each extent
+   * a multiple of the cluster's). Cluster sizes above the portable 8 are opted into. */
+  wavert_status (*launch_cluster)(void *function, const uint32_t cluster[3],
+                                  const uint32_t grid[3], const uint32_t block[3],
+                                  uint32_t dynamic_shared_bytes, void *stream, void **params);
+  /* Page-lock `size` bytes of host memory for the device (flags 0), and undo it. */
+  wavert_status (*host_register)(void *ptr, size_t size);
+  wavert_status (*host_unregister)(void *ptr);
+  /* The device address of page-locked host memory `ptr`. */
+  wavert_status (*host_device_pointer)(void *ptr, void **out_device_ptr);
+  /* cuTensorMapEncodeTiled into `out_map` (128 bytes, 64-byte aligned); the enums are the
+   * driver's CUtensorMap* values. */
+  wavert_status (*tensor_map_encode_tiled)(void *out_map, int32_t data_type, uint32_t rank,
+                                           void *address, const uint64_t *dims,
+                                           const uint64_t *strides, const uint32_t *box,
+                                           const uint32_t *element_strides, int32_t interleave,
+                                           int32_t swizzle, int32_t l2_promotion,
+                                           int32_t oob_fill);
 };
 
 extern const wavert__backend wavert__cuda_backend;

@@ -47,7 +47,34 @@ enum {
   CU_FUNC_ATTRIBUTE_NUM_REGS = 4,
   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
 };
-enum { CU_JIT_ERROR_LOG_BUFFER = 5, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6 };
+enum { CU_JIT_OPTIMIZATION_LEVEL = 7, CU_JIT_ERROR_LOG_BUFFER = 5, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6 };
+enum { CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14 };
+/* CUlaunchAttributeID, CUclusterSchedulingPolicy (cuda.h, CUDA >= 12.0). */
+enum {
+  CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4,
+  CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE = 5,
+  CU_CLUSTER_SCHEDULING_POLICY_SPREAD = 1,
+};
+/* CUlaunchAttribute and CUlaunchConfig (cuda.h, CUDA >= 12.0): the value is a 64-byte union
+ * after an 8-byte id slot. */
+typedef struct {
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    struct {
+      unsigned x, y, z;
+    } cluster_dim;
+    int scheduling_policy;
+  } value;
+} CUlaunchAttribute;
+typedef struct {
+  unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes;
+  CUstream stream;
+  CUlaunchAttribute *attributes;
+  unsigned attribute_count;
+} CUlaunchConfig;
+_Static_assert(sizeof(CUlaunchAttribute) == 72, "CUlaunchAttribute layout");
 enum { CU_STREAM_NON_BLOCKING = 1, CU_EVENT_DISABLE_TIMING = 2, CU_MEM_ATTACH_GLOBAL = 1 };
 
 /* The driver entry points used, with their exported (versioned) names. */
@@ -90,11 +117,24 @@ enum { CU_STREAM_NON_BLOCKING = 1, CU_EVENT_DISABLE_TIMING = 2, CU_MEM_ATTACH_GL
   X(cuMemsetD8Async, "cuMemsetD8Async", CUresult, (CUdeviceptr, unsigned char, size_t, CUstream)) \
   X(cuMemsetD16Async, "cuMemsetD16Async", CUresult,                                          \
     (CUdeviceptr, unsigned short, size_t, CUstream))                                         \
-  X(cuMemsetD32Async, "cuMemsetD32Async", CUresult, (CUdeviceptr, unsigned, size_t, CUstream))
+  X(cuMemsetD32Async, "cuMemsetD32Async", CUresult, (CUdeviceptr, unsigned, size_t, CUstream)) \
+  X(cuMemHostRegister, "cuMemHostRegister_v2", CUresult, (void *, size_t, unsigned))         \
+  X(cuMemHostUnregister, "cuMemHostUnregister", CUresult, (void *))                          \
+  X(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2", CUresult,                     \
+    (CUdeviceptr *, void *, unsigned))
+
+/* Entry points of newer drivers (CUDA >= 12.0): NULL when the driver lacks them. */
+#define WAVERT__CUDA_OPTIONAL_SYMBOLS(X)                                                      \
+  X(cuLaunchKernelEx, "cuLaunchKernelEx", CUresult,                                          \
+    (const CUlaunchConfig *, CUfunction, void **, void **))                                  \
+  X(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled", CUresult,                              \
+    (void *, int, unsigned, void *, const uint64_t *, const uint64_t *, const unsigned *,    \
+     const unsigned *, int, int, int, int))
 
 #define WAVERT__DECLARE(field, symbol, ret, args) ret(*field) args;
 static struct {
   WAVERT__CUDA_SYMBOLS(WAVERT__DECLARE)
+  WAVERT__CUDA_OPTIONAL_SYMBOLS(WAVERT__DECLARE)
 } cu;
 #undef WAVERT__DECLARE
 
@@ -128,6 +168,9 @@ static wavert_status cuda_init(int32_t *out_count) {
                          "the CUDA driver library has no symbol %s (driver too old?)", symbol);
   WAVERT__CUDA_SYMBOLS(WAVERT__RESOLVE)
 #undef WAVERT__RESOLVE
+#define WAVERT__RESOLVE_OPTIONAL(field, symbol, ret, args) *(void **)&cu.field = dlsym(library, symbol);
+  WAVERT__CUDA_OPTIONAL_SYMBOLS(WAVERT__RESOLVE_OPTIONAL)
+#undef WAVERT__RESOLVE_OPTIONAL
   CUresult result = cu.cuInit(0);
   int count = 0;
   if (result == CUDA_SUCCESS) result = cu.cuDeviceGetCount(&count);
@@ -201,9 +244,8 @@ static wavert_status cuda_synchronize(wavert_device *device) {
   return WAVERT_OK;
 }
 
-static wavert_status cuda_module_load(wavert_device *device, const void *image, size_t size,
-                                      void **out_module) {
-  (void)device;
+/* cuModuleLoadDataEx with the JIT error log, and the JIT optimisation level if >= 0. */
+static wavert_status cuda_load(const void *image, size_t size, int opt_level, void **out_module) {
   /* PTX must be NUL-terminated for the driver; copying a binary image is harmless. */
   char *copy = NULL;
   if (((const char *)image)[size - 1] != '\0') {
@@ -214,10 +256,12 @@ static wavert_status cuda_module_load(wavert_device *device, const void *image, 
     image = copy;
   }
   char log[768] = "";
-  int options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-  void *values[] = {log, (void *)(uintptr_t)sizeof(log)};
+  int options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                   CU_JIT_OPTIMIZATION_LEVEL};
+  void *values[] = {log, (void *)(uintptr_t)sizeof(log), (void *)(intptr_t)opt_level};
   CUmodule module = NULL;
-  CUresult result = cu.cuModuleLoadDataEx(&module, image, 2, options, values);
+  CUresult result =
+      cu.cuModuleLoadDataEx(&module, image, opt_level >= 0 ? 3 : 2, options, values);
   free(copy);
   if (result != CUDA_SUCCESS) {
     wavert_status status = cuda_error("cuModuleLoadDataEx", result);
@@ -231,6 +275,18 @@ static wavert_status cuda_module_load(wavert_device *device, const void *image, 
   }
   *out_module = module;
   return WAVERT_OK;
+}
+
+static wavert_status cuda_module_load(wavert_device *device, const void *image, size_t size,
+                                      void **out_module) {
+  (void)device;
+  return cuda_load(image, size, -1, out_module);
+}
+
+static wavert_status cuda_module_load_jit(wavert_device *device, const void *image, size_t size,
+                                          int opt_level, void **out_module) {
+  (void)device;
+  return cuda_load(image, size, opt_level, out_module);
 }
 
 static void cuda_module_unload(void *module) { cu.cuModuleUnload((CUmodule)module); }
@@ -373,6 +429,62 @@ static wavert_status cuda_memset(void *ptr, uint32_t value, size_t element_bytes
   return WAVERT_OK;
 }
 
+static wavert_status cuda_launch_cluster(void *function, const uint32_t cluster[3],
+                                         const uint32_t grid[3], const uint32_t block[3],
+                                         uint32_t dynamic_shared_bytes, void *stream,
+                                         void **params) {
+  if (cu.cuLaunchKernelEx == NULL)
+    return wavert__error(WAVERT_ERROR_UNSUPPORTED,
+                         "cluster launch: the CUDA driver has no cuLaunchKernelEx (CUDA >= 12.0)");
+  if ((uint64_t)cluster[0] * cluster[1] * cluster[2] > 8)
+    CU_CHECK(cuFuncSetAttribute,
+             ((CUfunction)function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1));
+  CUlaunchAttribute attributes[2];
+  memset(attributes, 0, sizeof(attributes));
+  attributes[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attributes[0].value.cluster_dim.x = cluster[0];
+  attributes[0].value.cluster_dim.y = cluster[1];
+  attributes[0].value.cluster_dim.z = cluster[2];
+  attributes[1].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
+  attributes[1].value.scheduling_policy = CU_CLUSTER_SCHEDULING_POLICY_SPREAD;
+  CUlaunchConfig config = {grid[0],  grid[1],  grid[2], block[0], block[1],
+                           block[2], dynamic_shared_bytes, (CUstream)stream, attributes, 2};
+  CU_CHECK(cuLaunchKernelEx, (&config, (CUfunction)function, params, NULL));
+  return WAVERT_OK;
+}
+
+static wavert_status cuda_host_register(void *ptr, size_t size) {
+  CU_CHECK(cuMemHostRegister, (ptr, size, 0));
+  return WAVERT_OK;
+}
+
+static wavert_status cuda_host_unregister(void *ptr) {
+  CU_CHECK(cuMemHostUnregister, (ptr));
+  return WAVERT_OK;
+}
+
+static wavert_status cuda_host_device_pointer(void *ptr, void **out_device_ptr) {
+  CUdeviceptr device_ptr = 0;
+  CU_CHECK(cuMemHostGetDevicePointer, (&device_ptr, ptr, 0));
+  *out_device_ptr = (void *)device_ptr;
+  return WAVERT_OK;
+}
+
+static wavert_status cuda_tensor_map_encode_tiled(void *out_map, int32_t data_type, uint32_t rank,
+                                                  void *address, const uint64_t *dims,
+                                                  const uint64_t *strides, const uint32_t *box,
+                                                  const uint32_t *element_strides,
+                                                  int32_t interleave, int32_t swizzle,
+                                                  int32_t l2_promotion, int32_t oob_fill) {
+  if (cu.cuTensorMapEncodeTiled == NULL)
+    return wavert__error(WAVERT_ERROR_UNSUPPORTED,
+                         "TMA descriptor: the CUDA driver has no cuTensorMapEncodeTiled "
+                         "(CUDA >= 12.0)");
+  CU_CHECK(cuTensorMapEncodeTiled, (out_map, data_type, rank, address, dims, strides, box,
+                                    element_strides, interleave, swizzle, l2_promotion, oob_fill));
+  return WAVERT_OK;
+}
+
 const wavert__backend wavert__cuda_backend = {
     .name = "CUDA",
     .devices = "CUDA",
@@ -399,4 +511,10 @@ const wavert__backend wavert__cuda_backend = {
     .mem_free = cuda_mem_free,
     .memcpy = cuda_memcpy,
     .memset = cuda_memset,
+    .module_load_jit = cuda_module_load_jit,
+    .launch_cluster = cuda_launch_cluster,
+    .host_register = cuda_host_register,
+    .host_unregister = cuda_host_unregister,
+    .host_device_pointer = cuda_host_device_pointer,
+    .tensor_map_encode_tiled = cuda_tensor_map_encode_tiled,
 };

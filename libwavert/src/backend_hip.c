@@ -145,7 +145,10 @@ typedef struct {
   X(hipMemsetD32, hipError_t, (void *, int, size_t))                                         \
   X(hipMemsetD8Async, hipError_t, (void *, unsigned char, size_t, hipStream_t))              \
   X(hipMemsetD16Async, hipError_t, (void *, unsigned short, size_t, hipStream_t))            \
-  X(hipMemsetD32Async, hipError_t, (void *, int, size_t, hipStream_t))
+  X(hipMemsetD32Async, hipError_t, (void *, int, size_t, hipStream_t))                      \
+  X(hipHostRegister, hipError_t, (void *, size_t, unsigned))                                 \
+  X(hipHostUnregister, hipError_t, (void *))                                                 \
+  X(hipHostGetDevicePointer, hipError_t, (void **, void *, unsigned))
 
 #define WAVERT__DECLARE(field, ret, args) ret(*field) args;
 static struct {
@@ -533,6 +536,25 @@ static wavert_status hip_memset(void *ptr, uint32_t value, size_t element_bytes,
   return WAVERT_OK;
 }
 
+static wavert_status hip_host_register(void *ptr, size_t size) {
+  HIP_CHECK(hipHostRegister, (ptr, size, 0));
+  return WAVERT_OK;
+}
+
+static wavert_status hip_host_unregister(void *ptr) {
+  HIP_CHECK(hipHostUnregister, (ptr));
+  return WAVERT_OK;
+}
+
+static wavert_status hip_host_device_pointer(void *ptr, void **out_device_ptr) {
+  void *device_ptr = NULL;
+  HIP_CHECK(hipHostGetDevicePointer, (&device_ptr, ptr, 0));
+  *out_device_ptr = device_ptr;
+  return WAVERT_OK;
+}
+
+/* No JIT (code objects are final), no thread-block clusters, no TMA on HIP: those entries
+ * stay NULL. */
 const wavert__backend wavert__hip_backend = {
     .name = "HIP",
     .devices = "AMD",
@@ -559,4 +581,7 @@ const wavert__backend wavert__hip_backend = {
     .mem_free = hip_mem_free,
     .memcpy = hip_memcpy,
     .memset = hip_memset,
+    .host_register = hip_host_register,
+    .host_unregister = hip_host_unregister,
+    .host_device_pointer = hip_host_device_pointer,
 };

@@ -9,6 +9,7 @@
 
 #include "backend.h"
 #include "wavert_jit.h"
+#include "mgpu_internal.h"
 
 typedef struct {
   wavert_device *device;
@@ -264,3 +265,11 @@ void wavert_jit_memset32(void *dst, uint32_t value, uint64_t count, void *stream
 void wavert_jit_memset16(void *dst, uint16_t value, uint64_t count, void *stream) {
   jit_memset("wavert_jit_memset16", dst, value, 2, count, stream);
 }
+
+wavert_device *wavert__call_current(void **out_stream) {
+  if (current.depth == 0) return NULL;
+  if (out_stream != NULL) *out_stream = current.stream;
+  return current.device;
+}
+
+wavert_status wavert__call_record(wavert_status status) { return record(status); }

@@ -4,6 +4,7 @@
  * queries nothing: one context check, the launch, and the context restore if one was needed.
  */
 #include "backend.h"
+#include "mgpu_internal.h"
 
 static const char *const extent_names[6] = {"grid x",  "grid y",  "grid z",
                                             "block x", "block y", "block z"};
@@ -25,6 +26,15 @@ static wavert_status opt_in_shared(wavert_function *function, int64_t bytes) {
 wavert_status wavert_function_launch(wavert_function *function, int64_t gx, int64_t gy,
                                      int64_t gz, int64_t bx, int64_t by, int64_t bz,
                                      int64_t dynamic_shared_bytes, void *stream, void **params) {
+  return wavert__function_launch_cluster(function, NULL, gx, gy, gz, bx, by, bz,
+                                         dynamic_shared_bytes, stream, params);
+}
+
+wavert_status wavert__function_launch_cluster(wavert_function *function, const uint32_t *cluster,
+                                              int64_t gx, int64_t gy, int64_t gz, int64_t bx,
+                                              int64_t by, int64_t bz,
+                                              int64_t dynamic_shared_bytes, void *stream,
+                                              void **params) {
   if (function == NULL)
     return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT, "wavert_function_launch: function is NULL");
   const int64_t extents[6] = {gx, gy, gz, bx, by, bz};
@@ -98,7 +108,10 @@ wavert_status wavert_function_launch(wavert_function *function, int64_t gx, int6
   wavert_status status = wavert__enter(device, &saved);
   if (status != WAVERT_OK) return status;
   if (opt_in) status = opt_in_shared(function, dynamic_shared_bytes);
-  if (status == WAVERT_OK)
+  if (status == WAVERT_OK && cluster != NULL)
+    status = device->backend->launch_cluster(function->handle, cluster, grid, block,
+                                             (uint32_t)dynamic_shared_bytes, stream, params);
+  else if (status == WAVERT_OK)
     status = device->backend->launch(function->handle, grid, block, (uint32_t)dynamic_shared_bytes,
                                      stream, params);
   wavert__leave(device, saved);

@@ -7,9 +7,15 @@
 #include <string.h>
 
 #include "backend.h"
+#include "mgpu_internal.h"
 
 wavert_status wavert_module_load(wavert_device *device, const void *image, size_t size,
                                  wavert_module **out_module) {
+  return wavert__module_load(device, image, size, -1, out_module);
+}
+
+wavert_status wavert__module_load(wavert_device *device, const void *image, size_t size,
+                                  int jit_opt_level, wavert_module **out_module) {
   if (device == NULL || image == NULL || out_module == NULL)
     return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
                          "wavert_module_load: device, image or out_module is NULL");
@@ -23,7 +29,15 @@ wavert_status wavert_module_load(wavert_device *device, const void *image, size_
   void *saved = NULL;
   status = wavert__enter(device, &saved);
   if (status == WAVERT_OK) {
-    status = device->backend->module_load(device, image, size, &module->handle);
+    if (jit_opt_level < 0)
+      status = device->backend->module_load(device, image, size, &module->handle);
+    else if (device->backend->module_load_jit != NULL)
+      status = device->backend->module_load_jit(device, image, size, jit_opt_level,
+                                                &module->handle);
+    else
+      status = wavert__error(WAVERT_ERROR_UNSUPPORTED,
+                             "the %s backend has no JIT for code objects (load a binary)",
+                             device->backend->name);
     wavert__leave(device, saved);
   }
   if (status != WAVERT_OK) {

@@ -160,6 +160,8 @@ EXPORT CUresult cuGetErrorName(CUresult error, const char **out) {
     case NOT_FOUND: *out = "CUDA_ERROR_NOT_FOUND"; return OK;
     case 2: *out = "CUDA_ERROR_OUT_OF_MEMORY"; return OK;
     case 700: *out = "CUDA_ERROR_ILLEGAL_ADDRESS"; return OK;
+    case 712: *out = "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED"; return OK;
+    case 713: *out = "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED"; return OK;
     default: *out = NULL; return INVALID_VALUE;
   }
 }
@@ -174,6 +176,8 @@ EXPORT CUresult cuGetErrorString(CUresult error, const char **out) {
     case NOT_FOUND: *out = "named symbol not found"; return OK;
     case 2: *out = "out of memory"; return OK;
     case 700: *out = "an illegal memory access was encountered"; return OK;
+    case 712: *out = "part or all of the requested memory range is already mapped"; return OK;
+    case 713: *out = "pointer does not correspond to a registered memory region"; return OK;
     default: *out = NULL; return INVALID_VALUE;
   }
 }
@@ -248,6 +252,9 @@ EXPORT CUresult cuCtxSynchronize(void) {
   return current != NULL ? OK : INVALID_CONTEXT;
 }
 
+static int last_jit_opt_level = -1;
+EXPORT int fake_cuda_last_jit_opt_level(void) { return last_jit_opt_level; }
+
 EXPORT CUresult cuModuleLoadDataEx(void **module, const void *image, unsigned count, int *options,
                                    void **values) {
   NOTE("cuModuleLoadDataEx");
@@ -259,6 +266,9 @@ EXPORT CUresult cuModuleLoadDataEx(void **module, const void *image, unsigned co
         strcpy(values[i], "ptxas fatal : fake syntax error on line 1");
     return INVALID_PTX;
   }
+  last_jit_opt_level = -1;
+  for (unsigned i = 0; i < count; ++i)
+    if (options[i] == 7) last_jit_opt_level = (int)(intptr_t)values[i]; /* OPTIMIZATION_LEVEL */
   fake_module *m = calloc(1, sizeof(*m));
   m->context = current;
   *module = m;
@@ -332,6 +342,7 @@ EXPORT CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigne
     l->shared_bytes = shared;
     l->stream = stream;
     l->context = current;
+    l->cluster_policy = -1;
     for (int i = 0; i < param_count; ++i) memcpy(&l->params[i], params[i], param_sizes[i]);
   }
   pthread_mutex_unlock(&mutex);
@@ -438,3 +449,169 @@ FAKE_MEMSET(cuMemsetD32_v2, unsigned, SYNC_ARGS)
 FAKE_MEMSET(cuMemsetD8Async, unsigned char, ASYNC_ARGS)
 FAKE_MEMSET(cuMemsetD16Async, unsigned short, ASYNC_ARGS)
 FAKE_MEMSET(cuMemsetD32Async, unsigned, ASYNC_ARGS)
+
+/* ---- CUDA >= 12 launch, host registration, tensor maps ---------------------------------- */
+
+typedef struct {
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    struct {
+      unsigned x, y, z;
+    } cluster_dim;
+    int scheduling_policy;
+  } value;
+} fake_launch_attribute;
+typedef struct {
+  unsigned grid[3], block[3], shared_bytes;
+  void *stream;
+  fake_launch_attribute *attributes;
+  unsigned attribute_count;
+} fake_launch_config;
+
+EXPORT CUresult cuLaunchKernelEx(const fake_launch_config *config, void *function,
+                                 void **params, void **extra) {
+  NOTE("cuLaunchKernelEx");
+  fake_function *f = function;
+  if (extra != NULL) return INVALID_VALUE;
+  if (current != f->context) return INVALID_CONTEXT;
+  unsigned cluster[3] = {0, 0, 0};
+  int policy = -1;
+  for (unsigned i = 0; i < config->attribute_count; ++i) {
+    const fake_launch_attribute *a = &config->attributes[i];
+    if (a->id == 4) {
+      cluster[0] = a->value.cluster_dim.x;
+      cluster[1] = a->value.cluster_dim.y;
+      cluster[2] = a->value.cluster_dim.z;
+    } else if (a->id == 5) {
+      policy = a->value.scheduling_policy;
+    } else {
+      return INVALID_VALUE;
+    }
+  }
+  for (int i = 0; i < 3; ++i)
+    if (cluster[i] == 0 || config->grid[i] % cluster[i] != 0) return INVALID_VALUE;
+  /* As the driver: more than 8 blocks per cluster needs the non-portable opt-in (14). */
+  if (cluster[0] * cluster[1] * cluster[2] > 8 && f->attributes[14] != 1) return INVALID_VALUE;
+  pthread_mutex_lock(&mutex);
+  if (launch_count < MAX_LAUNCHES) {
+    fake_cuda_launch *l = &launches[launch_count++];
+    memset(l, 0, sizeof(*l));
+    l->function = f;
+    snprintf(l->kernel, sizeof(l->kernel), "%s", f->name);
+    memcpy(l->grid, config->grid, sizeof(l->grid));
+    memcpy(l->block, config->block, sizeof(l->block));
+    l->shared_bytes = config->shared_bytes;
+    l->stream = config->stream;
+    l->context = current;
+    memcpy(l->cluster, cluster, sizeof(cluster));
+    l->cluster_policy = policy;
+    for (int i = 0; i < param_count; ++i) memcpy(&l->params[i], params[i], param_sizes[i]);
+  }
+  pthread_mutex_unlock(&mutex);
+  return OK;
+}
+
+#define MAX_REGISTERED 64
+static struct {
+  const void *ptr;
+  size_t size;
+} registered[MAX_REGISTERED];
+
+EXPORT size_t fake_cuda_registered(const void *ptr) {
+  size_t size = 0;
+  pthread_mutex_lock(&mutex);
+  for (int i = 0; i < MAX_REGISTERED; ++i)
+    if (registered[i].ptr == ptr) size = registered[i].size;
+  pthread_mutex_unlock(&mutex);
+  return size;
+}
+
+EXPORT CUresult cuMemHostRegister_v2(void *ptr, size_t size, unsigned flags) {
+  NOTE("cuMemHostRegister_v2");
+  if (current == NULL) return INVALID_CONTEXT;
+  if (ptr == NULL || size == 0 || flags != 0) return INVALID_VALUE;
+  CUresult result = INVALID_VALUE; /* table full */
+  pthread_mutex_lock(&mutex);
+  int free_slot = -1;
+  for (int i = 0; i < MAX_REGISTERED; ++i) {
+    if (registered[i].ptr == ptr) free_slot = -2;
+    if (registered[i].ptr == NULL && free_slot == -1) free_slot = i;
+  }
+  if (free_slot == -2) {
+    result = 712;
+  } else if (free_slot >= 0) {
+    registered[free_slot].ptr = ptr;
+    registered[free_slot].size = size;
+    result = OK;
+  }
+  pthread_mutex_unlock(&mutex);
+  return result;
+}
+
+EXPORT CUresult cuMemHostUnregister(void *ptr) {
+  NOTE("cuMemHostUnregister");
+  if (current == NULL) return INVALID_CONTEXT;
+  CUresult result = 713;
+  pthread_mutex_lock(&mutex);
+  for (int i = 0; i < MAX_REGISTERED; ++i)
+    if (ptr != NULL && registered[i].ptr == ptr) {
+      registered[i].ptr = NULL;
+      result = OK;
+    }
+  pthread_mutex_unlock(&mutex);
+  return result;
+}
+
+EXPORT CUresult cuMemHostGetDevicePointer_v2(uintptr_t *device_ptr, void *ptr, unsigned flags) {
+  NOTE("cuMemHostGetDevicePointer_v2");
+  if (flags != 0 || fake_cuda_registered(ptr) == 0) return INVALID_VALUE;
+  *device_ptr = (uintptr_t)ptr + FAKE_CUDA_DEVICE_ALIAS;
+  return OK;
+}
+
+static fake_cuda_tensor_map last_tensor_map;
+
+EXPORT const fake_cuda_tensor_map *fake_cuda_last_tensor_map(void) { return &last_tensor_map; }
+
+EXPORT CUresult cuTensorMapEncodeTiled(void *map, int data_type, unsigned rank, void *address,
+                                       const uint64_t *dims, const uint64_t *strides,
+                                       const unsigned *box, const unsigned *element_strides,
+                                       int interleave, int swizzle, int l2_promotion,
+                                       int oob_fill) {
+  NOTE("cuTensorMapEncodeTiled");
+  if (((uintptr_t)map & 63) != 0 || rank < 1 || rank > 5 || data_type < 0 || data_type > 12)
+    return INVALID_VALUE;
+  fake_cuda_tensor_map *t = &last_tensor_map;
+  memset(t, 0, sizeof(*t));
+  t->data_type = data_type;
+  t->rank = rank;
+  t->address = address;
+  for (unsigned i = 0; i < rank; ++i) {
+    t->dims[i] = dims[i];
+    t->box[i] = box[i];
+    t->element_strides[i] = element_strides[i];
+    if (i + 1 < rank) t->strides[i] = strides[i];
+  }
+  t->interleave = interleave;
+  t->swizzle = swizzle;
+  t->l2_promotion = l2_promotion;
+  t->oob_fill = oob_fill;
+  t->map = map;
+  /* The "encoding": the arguments themselves (without the map pointer), 128 bytes. */
+  unsigned char bytes[128];
+  memset(bytes, 0, sizeof(bytes));
+  memcpy(bytes, &t->address, sizeof(t->address));
+  memcpy(bytes + 8, t->dims, sizeof(t->dims));
+  memcpy(bytes + 48, t->strides, sizeof(t->strides));
+  memcpy(bytes + 80, t->box, sizeof(t->box));
+  bytes[100] = (unsigned char)data_type;
+  bytes[101] = (unsigned char)rank;
+  bytes[102] = (unsigned char)interleave;
+  bytes[103] = (unsigned char)swizzle;
+  bytes[104] = (unsigned char)l2_promotion;
+  bytes[105] = (unsigned char)oob_fill;
+  memcpy(map, bytes, sizeof(bytes));
+  return OK;
+}

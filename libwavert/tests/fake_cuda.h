@@ -19,6 +19,8 @@ typedef struct fake_cuda_launch {
   unsigned shared_bytes;
   void *stream;
   void *context; /* current context at the launch */
+  unsigned cluster[3]; /* cuLaunchKernelEx's cluster dimension; 0 for cuLaunchKernel */
+  int cluster_policy;  /* its scheduling policy attribute (-1 if none) */
   uint64_t params[FAKE_CUDA_MAX_PARAMS]; /* each parameter's bytes, zero-extended */
 } fake_cuda_launch;
 
@@ -51,5 +53,29 @@ void *fake_cuda_primary_context(int ordinal);
 /* Live streams / events / allocations. */
 int fake_cuda_live_streams(void);
 int fake_cuda_live_events(void);
+
+
+/* CU_JIT_OPTIMIZATION_LEVEL of the last successful cuModuleLoadDataEx, -1 if not given. */
+int fake_cuda_last_jit_opt_level(void);
+
+/* Host registration: cuMemHostGetDevicePointer returns the host address plus this. */
+#define FAKE_CUDA_DEVICE_ALIAS ((uintptr_t)1 << 44)
+/* Bytes registered at exactly `ptr` (cuMemHostRegister), 0 if none. */
+size_t fake_cuda_registered(const void *ptr);
+
+/* The arguments of the last cuTensorMapEncodeTiled call. The fake writes the call's
+ * arguments into the map's 128 bytes (so equal arguments give equal maps). */
+typedef struct fake_cuda_tensor_map {
+  int data_type;
+  unsigned rank;
+  void *address;
+  uint64_t dims[5];
+  uint64_t strides[4];
+  unsigned box[5];
+  unsigned element_strides[5];
+  int interleave, swizzle, l2_promotion, oob_fill;
+  void *map;
+} fake_cuda_tensor_map;
+const fake_cuda_tensor_map *fake_cuda_last_tensor_map(void);
 
 #endif /* WAVERT_FAKE_CUDA_H */

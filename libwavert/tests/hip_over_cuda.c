@@ -71,7 +71,10 @@ enum {
   X(cuMemsetD32_v2, (void *, unsigned, size_t))                                            \
   X(cuMemsetD8Async, (void *, unsigned char, size_t, void *))                              \
   X(cuMemsetD16Async, (void *, unsigned short, size_t, void *))                            \
-  X(cuMemsetD32Async, (void *, unsigned, size_t, void *))
+  X(cuMemsetD32Async, (void *, unsigned, size_t, void *))                                  \
+  X(cuMemHostRegister_v2, (void *, size_t, unsigned))                                      \
+  X(cuMemHostUnregister, (void *))                                                         \
+  X(cuMemHostGetDevicePointer_v2, (void **, void *, unsigned))
 
 #define DECLARE(name, args) CUresult(*name) args;
 static struct {
@@ -434,4 +437,22 @@ EXPORT hipError_t hipMemsetD16Async(void *ptr, unsigned short value, size_t coun
 EXPORT hipError_t hipMemsetD32Async(void *ptr, int value, size_t count, void *stream) {
   ENTER();
   return cu.cuMemsetD32Async(ptr, (unsigned)value, count, stream);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Page-locked host memory                                                                  */
+/* ---------------------------------------------------------------------------------------- */
+EXPORT hipError_t hipHostRegister(void *ptr, size_t size, unsigned flags) {
+  ENTER();
+  return cu.cuMemHostRegister_v2(ptr, size, flags);
+}
+
+EXPORT hipError_t hipHostUnregister(void *ptr) {
+  ENTER();
+  return cu.cuMemHostUnregister(ptr);
+}
+
+EXPORT hipError_t hipHostGetDevicePointer(void **device_ptr, void *ptr, unsigned flags) {
+  ENTER();
+  return cu.cuMemHostGetDevicePointer_v2(device_ptr, ptr, flags);
 }

@@ -8,6 +8,7 @@
 
 #include "fake_cuda.h"
 #include "test_util.h"
+#include "wavert_jit.h"
 
 #define D WAVERT_DYNAMIC
 #define P32 (INT64_C(1) << 32)

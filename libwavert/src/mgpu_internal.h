@@ -1,0 +1,34 @@
+/*
+ * mgpu_internal.h — what mgpu.c (MLIR's mgpu* runtime ABI) needs from the other libwavert
+ * units: the current host call (call.c), a module load with a JIT optimisation level
+ * (module.c) and a launch with thread-block clusters (launch.c). Internal; not installed.
+ */
+#ifndef WAVERT_MGPU_INTERNAL_H
+#define WAVERT_MGPU_INTERNAL_H
+
+#include "internal.h"
+
+/* The calling thread's host call (wavert_call_begin): its device, and its stream in
+ * *out_stream (may be NULL). NULL outside a call (out_stream untouched). */
+wavert_device *wavert__call_current(void **out_stream);
+
+/* Record `status` (with this thread's last error message) as the current call's error if it
+ * is the first; a no-op outside a call or for WAVERT_OK. Returns `status`. */
+wavert_status wavert__call_record(wavert_status status);
+
+/* wavert_module_load, with the driver JIT's optimisation level `jit_opt_level` (0-4) for PTX;
+ * -1 = the driver's default (wavert_module_load itself). WAVERT_ERROR_UNSUPPORTED when the
+ * backend has no JIT and jit_opt_level >= 0. */
+wavert_status wavert__module_load(wavert_device *device, const void *image, size_t size,
+                                  int jit_opt_level, wavert_module **out_module);
+
+/* wavert_function_launch (same validation and shared-memory opt-in), with thread-block
+ * clusters of cluster[0..2] blocks when `cluster` is not NULL. The caller checks that the
+ * backend has launch_cluster and that each grid extent is a multiple of the cluster's. */
+wavert_status wavert__function_launch_cluster(wavert_function *function, const uint32_t *cluster,
+                                              int64_t gx, int64_t gy, int64_t gz, int64_t bx,
+                                              int64_t by, int64_t bz,
+                                              int64_t dynamic_shared_bytes, void *stream,
+                                              void **params);
+
+#endif /* WAVERT_MGPU_INTERNAL_H */
