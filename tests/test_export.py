@@ -141,8 +141,8 @@ def test_entry_point_errors_without_a_gpu(saxpy, tmp_path):
     assert lines["driver"].startswith("4 ") and "CUDA driver" in lines["driver"]
 
 
-def test_export_scalar_types(tmp_path):
-    done = pywave.export((DATA / "scalars_mixed.mlir").read_text(), tmp_path, "mixed",
+def test_export_scalar_types(mlir, tmp_path):
+    done = pywave.export(mlir("scalars_mixed.mlir"), tmp_path, "mixed",
                          target="sm_90")
     header = Path(done.header).read_text()
     assert ("int32_t mixed_main(const DLTensor *x, const DLTensor *y, float a, double b, "
