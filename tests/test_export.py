@@ -68,9 +68,25 @@ def test_export_writes_library_header_and_pkgconfig(saxpy):
     assert ("int32_t aot_saxpy_saxpy(float alpha, const DLTensor *x, const DLTensor *y, "
             "void *stream);") in header
     assert "void aot_saxpy_unload(void);" in header
+    wrapper = (saxpy / "aot_saxpy_wrapper.c").read_text()
+    assert "void aot_saxpy_unload(void) { _pywave_release_kernels(); }" in wrapper
     assert "y: memref<?xf32> (written)" in header
     pc = (saxpy / "aot_saxpy.pc").read_text()
     assert f"prefix={saxpy}" in pc and "-laot_saxpy -lwavert" in pc
+
+
+def test_export_generates_the_host_code_once(tmp_path, monkeypatch):
+    from pywave import jit
+    calls = []
+    real = jit.compile_object
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs.get("library"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(jit, "compile_object", counting)
+    pywave.export((EXAMPLE / "saxpy.mlir").read_text(), tmp_path, "once", target="sm_90")
+    assert calls == [True]
 
 
 def test_library_exports_only_the_entry_points(saxpy):
