@@ -76,13 +76,13 @@ def compile(text: str, *, target: str | None = None, opt_level: int = 2,
         MLIR in upstream dialects (gpu, func, arith, scf, cf, memref, math, vector, affine,
         index, llvm, nvvm).
     target : str, optional
-        Chip for ``gpu.module``s without a target, e.g. ``"sm_90"``. Default: the chip of
-        GPU 0; required when no GPU is present.
+        Chip for ``gpu.module``s without a target, e.g. ``"sm_90"`` (NVIDIA) or
+        ``"gfx942"`` (AMD). Default: the chip of GPU 0; required when no GPU is present.
     opt_level : int
         LLVM optimisation level of the host code (0-3).
     format : str
-        Kernel binary: ``"cubin"``, ``"ptx"``, ``"fatbin"`` or ``"auto"`` (cubin when ptxas
-        is found, else PTX).
+        Kernel binary: ``"cubin"``, ``"ptx"``, ``"fatbin"`` or ``"auto"`` (NVIDIA: cubin when
+        ptxas is found, else PTX; AMD: ``"hsaco"``, the only one).
     disk_cache : bool
         Use the on-disk compile cache (see :mod:`pywave.cache`); the in-memory cache is
         always used.

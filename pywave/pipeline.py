@@ -70,26 +70,28 @@ def default_target() -> Target | None:
     return None
 
 
-@dataclasses.dataclass(frozen=True)
 class TargetChoice:
     """The target a compile asked for, else the one GPU 0 offers: resolved once per compile
-    (the cache key and target assignment both read it)."""
+    (the driver is asked at most once; the cache key and target assignment both read it).
+    A plain class: it is made on every ``compile`` call, cache hits included."""
 
-    requested: Target | None
-    found: Target | None
+    __slots__ = ("name", "found")
 
-    @classmethod
-    def resolve(cls, target: str | None) -> "TargetChoice":
-        """Parse ``target`` (``"sm_90"``); without one, ask the driver for GPU 0's chip."""
-        if target is not None:
-            return cls(Target.parse(target), None)
-        return cls(None, default_target())
+    def __init__(self, target: str | None) -> None:
+        self.name = target                    # the chip asked for, as given
+        self.found = default_target() if target is None else None
+
+    @property
+    def requested(self) -> Target | None:
+        """The target asked for (CompileError for an unknown chip name)."""
+        return Target.parse(self.name) if self.name is not None else None
 
     @property
     def chip(self) -> str:
         """The chip to compile for ("" when neither was given nor found)."""
-        chosen = self.requested or self.found
-        return chosen.chip if chosen else ""
+        if self.name is not None:
+            return self.name
+        return self.found.chip if self.found else ""
 
 
 @functools.cache
@@ -161,7 +163,7 @@ class Pipeline:
     TypeError
         ``text`` is not a str.
     CompileError
-        An unknown target, an unreadable or unknown replacement image.
+        An unreadable or unknown replacement image (an unknown target: from :meth:`run`).
     """
 
     def __init__(self, text: str, *, target: str | None = None, opt_level: int = 2,
@@ -171,8 +173,7 @@ class Pipeline:
         if not isinstance(text, str):
             raise TypeError(f"compile() takes MLIR text (str), got {type(text).__name__}")
         self.text = text
-        self.target_option = target
-        self.target = TargetChoice.resolve(target)
+        self.target = TargetChoice(target)
         self.opt_level = opt_level
         self.format = format
         self.filename = filename
@@ -185,7 +186,7 @@ class Pipeline:
 
     def options(self) -> dict:
         """The options that decide the output (with the text: the compile-cache key)."""
-        out = {"target": self.target_option, "chip": self.target.chip,
+        out = {"target": self.target.name, "chip": self.target.chip,
                "opt_level": self.opt_level, "format": self.format}
         if self.replacements:
             out["binaries"] = images.digest(self.replacements)
@@ -198,6 +199,7 @@ class Pipeline:
         from . import host, kernels, parse, signature
         from .mlirutil import run_pipeline
 
+        requested = self.target.requested     # an unknown chip fails before any work
         rec = Recorder(self.keep_stages, self._start_dump())
         with ir.Context() as ctx:
             module = parse.parse(self.text, ctx, filename=self.filename)
@@ -210,7 +212,7 @@ class Pipeline:
             if not functions:
                 raise CompileError("the module has no public host func.func to call")
             rec.done("signatures")
-            target, binaries = self._kernels(module, rec.dump)
+            target, binaries = self._kernels(module, requested, rec.dump)
             rec.done("kernels", module)
             if rec.dump:
                 rec.dump.binaries(binaries)
@@ -227,12 +229,12 @@ class Pipeline:
         return Artifacts(target, binaries, lowered, obj, asm, rec.stages, rec.seconds,
                          rec.dump.path if rec.dump else None)
 
-    def _kernels(self, module: "ir.Module", dumper: "dump.Dump | None"
-                 ) -> tuple[Target, list[Binary]]:
+    def _kernels(self, module: "ir.Module", requested: Target | None,
+                 dumper: "dump.Dump | None") -> tuple[Target, list[Binary]]:
         """Assign targets, lower and serialise the kernels, swap in the replacements."""
         from . import kernels
 
-        target = kernels.assign_targets(module, self.target.requested, self.target.found)
+        target = kernels.assign_targets(module, requested, self.target.found)
         if target.backend == "rocdl":
             from . import amdgpu
             binaries = amdgpu.lower_rocdl(module, fmt=self.format, text=self.text)
@@ -247,7 +249,7 @@ class Pipeline:
 
     def _start_dump(self) -> "dump.Dump | None":
         dumper = dump.Dump.start(self.dump_root, self.text, filename=self.filename, options={
-            "target": self.target_option, "opt_level": self.opt_level, "format": self.format,
+            "target": self.target.name, "opt_level": self.opt_level, "format": self.format,
             "binaries": self._described, "library": self.library})
         if dumper:
             from . import host, kernels
