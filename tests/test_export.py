@@ -13,6 +13,7 @@ import pytest
 
 import pywave
 from pywave import runtime
+from pywave.program import BACKENDS
 
 ROOT = Path(__file__).parent.parent
 DATA = Path(__file__).parent / "data"
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None
 
 def cuda_devices() -> int:
     try:
-        return runtime.device_count(runtime.KDLCUDA)
+        return runtime.device_count(BACKENDS["nvvm"].device_type)
     except pywave.Error:
         return 0
 
