@@ -30,7 +30,7 @@ import tempfile
 import time
 
 import pywave
-from pywave import api
+from pywave import api, pipeline
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VECTOR_ADD = os.path.join(HERE, "..", "examples", "vector_add.mlir")
@@ -147,7 +147,7 @@ def main() -> None:
         fh.write(many_kernels(20))
     cases = [("vector_add", os.path.abspath(VECTOR_ADD)), ("20 kernels", many)]
     print(f"pywave {pywave.__version__}, target {args.target}, python {sys.version.split()[0]}, "
-          f"versions {api.tool_versions()}")
+          f"versions {pipeline.tool_versions()}")
     met = True
     try:
         for name, path in cases:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import logging
 
+from ._version import __version__
 from .api import CompiledModule, compile, synchronize
-from .aot import export
+from .c_export import export
 from .errors import ArgumentError, CompileError, DeviceError, Error
 
-__version__ = "0.1.0"
 __all__ = ["compile", "export", "synchronize", "CompiledModule", "Error", "CompileError",
            "ArgumentError", "DeviceError", "__version__"]
 

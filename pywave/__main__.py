@@ -3,7 +3,8 @@
 --name NAME -o DIR``.
 
 Compiles without a GPU when ``--target`` is given and prints what each stage produced;
-``export`` writes a shared library, header and pkg-config file for C (:mod:`pywave.aot`).
+``export`` writes a shared library, header and pkg-config file for C (:mod:`pywave.c_export`).
+Both run one :class:`pywave.pipeline.Pipeline`.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ import argparse
 import logging
 import sys
 
-from . import api
+from . import pipeline
 from .errors import Error
 
 
-def _summary(artifacts: api.Artifacts, show_ir: bool) -> str:
+def _summary(artifacts: pipeline.Artifacts, show_ir: bool) -> str:
     lines = [f"target: {artifacts.target.chip} ({artifacts.target.backend})"]
     for stage, secs in artifacts.seconds.items():
         lines.append(f"stage {stage:13s} {secs * 1e3:8.1f} ms")
@@ -72,17 +73,18 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.file, encoding="utf-8") as fh:
             text = fh.read()
         if args.command == "export":
-            from . import aot
-            done = aot.export(text, args.output, args.name, target=args.target,
+            from . import c_export
+            done = c_export.export(text, args.output, args.name, target=args.target,
                               opt_level=args.opt_level, format=args.format,
                               binaries=_binaries(args.binary), runtime_mode=args.runtime,
                               filename=args.file)
             print(f"target: {done.target}\nlibrary: {done.library}\nheader: {done.header}\n"
                   f"pkg-config: {done.pkgconfig}\nentry points: {', '.join(done.functions)}")
             return 0
-        artifacts = api.build(text, target=args.target, opt_level=args.opt_level,
-                              format=args.format, filename=args.file, keep_stages=args.print_ir,
-                              dump_dir=args.dump_dir, binaries=_binaries(args.binary))
+        artifacts = pipeline.Pipeline(
+            text, target=args.target, opt_level=args.opt_level, format=args.format,
+            filename=args.file, replacements=_binaries(args.binary),
+            keep_stages=args.print_ir, dump_dir=args.dump_dir).run()
     except (Error, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -1,4 +1,4 @@
-"""Stage 2, AMD: lower ``#rocdl.target`` ``gpu.module``s to hsaco code objects.
+"""Stage ``kernels``, AMD: lower ``#rocdl.target`` ``gpu.module``s to hsaco code objects.
 
 MLIR's Python build has no AMDGPU backend, so ``gpu-module-to-binary`` cannot serialise ROCDL
 modules. This stage does what it would do, with the tools at hand:
@@ -31,9 +31,9 @@ from mlir import ir, passmanager
 from mlir.dialects import gpu
 from mlir.dialects import llvm as mlir_llvm
 
-from .cache import Binary
 from .errors import CompileError
-from .parse import diagnostic_error
+from .mlirutil import diagnostic_error, sym_name
+from .program import Binary
 
 log = logging.getLogger("pywave.amdgpu")
 
@@ -71,7 +71,7 @@ def lower_rocdl(module: ir.Module, *, fmt: str = "auto", opt_level: int = 3,
     """Lower every ROCDL-targeted ``gpu.module`` of ``module`` to an hsaco and replace it with
     a ``gpu.binary`` of the same name. Returns the binaries (format ``"hsaco"``); ``fmt`` must
     be ``"auto"`` or ``"hsaco"``."""
-    from .kernels import _extern_dynamic_shared_memory, _module_target, gpu_modules
+    from .kernels import extern_dynamic_shared_memory, gpu_modules, module_target
 
     if fmt not in ("auto", "hsaco"):
         raise CompileError(f"format={fmt!r} is an NVIDIA format; AMD targets produce "
@@ -79,10 +79,10 @@ def lower_rocdl(module: ir.Module, *, fmt: str = "auto", opt_level: int = 3,
 
     out = []
     for gmod in gpu_modules(module):
-        target = _module_target(gmod)
+        target = module_target(gmod)
         if target is None or target.backend != "rocdl":
             continue
-        name = ir.StringAttr(gmod.attributes["sym_name"]).value
+        name = sym_name(gmod)
         isa_version(target.chip)
         target_attr = ir.ArrayAttr(gmod.attributes["targets"])[0]
         try:
@@ -91,7 +91,7 @@ def lower_rocdl(module: ir.Module, *, fmt: str = "auto", opt_level: int = 3,
         except ir.MLIRError as exc:
             raise diagnostic_error(f"lowering gpu.module @{name} to ROCDL failed", exc,
                                    text) from None
-        _extern_dynamic_shared_memory(module)
+        extern_dynamic_shared_memory(module)
         kernels = _kernel_names(gmod)
         llvm_ir = translate(gmod)
         hsaco = compile_llvm_ir(llvm_ir, target.chip, kernels, opt_level=opt_level,
@@ -111,7 +111,7 @@ def _kernel_names(gmod: ir.Operation) -> list[str]:
     for op in gmod.regions[0].blocks[0].operations:
         op = op.operation
         if op.name == "llvm.func" and "rocdl.kernel" in op.attributes:
-            names.append(ir.StringAttr(op.attributes["sym_name"]).value)
+            names.append(sym_name(op))
     return names
 
 

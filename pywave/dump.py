@@ -17,6 +17,8 @@ produced::
     09-host.ll  10-host.s  11-host.o    host LLVM IR, assembly and object code
     manifest.json           pipelines, tool versions, target, options, seconds per stage, files
 
+(An AMD target writes no ``nvvm.mlir``, ``.ll`` or ``.ptx`` files: its kernels are ``.hsaco``.)
+
 ``manifest.json`` is rewritten after every stage: a failed compile leaves the files and a
 manifest with ``"complete": false`` up to the stage that failed. Nothing here is part of a
 compile's result; a compile served from the compile cache writes nothing (``compile`` skips
@@ -32,11 +34,12 @@ import re
 import time
 from typing import Any
 
+from .program import FORMATS
+
 log = logging.getLogger("pywave.dump")
 
 ENV = "PYWAVE_DUMP_DIR"
 _FOLDER_RE = re.compile(r"^(\d{4,})-")
-EXTENSIONS = {"ptx": ".ptx", "cubin": ".cubin", "fatbin": ".fatbin", "hsaco": ".hsaco"}
 
 
 def root(dump_dir: "str | os.PathLike[str] | None" = None) -> str | None:
@@ -117,12 +120,14 @@ class Dump:
         """Called between kernel lowering and serialisation (``pipeline``): the NVVM-level IR,
         then each gpu.module's LLVM IR and PTX, from serialising copies of the module with
         ``pipeline_for(mlir_format)``."""
+        from .kernels import serialise_clone
+
         t0, before = time.perf_counter(), self._elapsed
         self.manifest["pipelines"]["binary"] = pipeline
         try:
             self.module("nvvm", module)
             for mlir_format, kind in (("llvm", "ll"), ("isa", "ptx")):
-                for name, data in _serialise_clone(module, pipeline_for(mlir_format)):
+                for name, data in serialise_clone(module, pipeline_for(mlir_format)):
                     if kind == "ll":
                         data = _bitcode_to_text(data)
                     elif data.endswith(b"\0"):
@@ -138,7 +143,7 @@ class Dump:
         """Each embedded kernel binary, as loaded at run time."""
         for b in binaries:
             data = b.data[:-1] if b.format == "ptx" and b.data.endswith(b"\0") else b.data
-            self.write(f"{b.name}{EXTENSIONS.get(b.format, '.bin')}", data)
+            self.write(b.name + FORMATS[b.format].extension, data)
             self.manifest["binaries"].append(
                 {"name": b.name, "format": b.format, "chip": b.chip, "bytes": len(b.data)})
 
@@ -177,25 +182,6 @@ def _new_folder(root_dir: str, digest: str) -> str:
             return path
         except FileExistsError:
             n += 1
-
-
-def _serialise_clone(module, pipeline: str) -> list[tuple[str, bytes]]:
-    """(gpu.binary name, first object's bytes) after running ``pipeline`` on a copy."""
-    from mlir import ir
-    from mlir.dialects import gpu
-
-    from .kernels import run_pipeline
-
-    clone = ir.Module.parse(str(module), module.context)
-    run_pipeline(clone, pipeline, "dumping kernels")
-    out = []
-    for op in clone.body.operations:
-        op = op.operation
-        if op.name == "gpu.binary":
-            objects = ir.ArrayAttr(op.attributes["objects"])
-            out.append((ir.StringAttr(op.attributes["sym_name"]).value,
-                        bytes(gpu.ObjectAttr(objects[0]).object)))
-    return out
 
 
 def _bitcode_to_text(data: bytes) -> bytes:

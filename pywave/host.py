@@ -1,34 +1,33 @@
-"""Stage 3: host code. Read the host functions' signatures, lower host code to the LLVM
-dialect (``gpu-to-llvm``, ``convert-to-llvm``), rewrite every ``gpu.launch_func`` into a call
-of ``wavert_jit_launch`` and the ``mgpu*`` runtime calls into their ``wavert_jit_*``
+"""Stage ``host`` (:mod:`pywave.pipeline`). Lower host code to the LLVM dialect
+(``gpu-to-llvm``, ``convert-to-llvm``), rewrite every ``gpu.launch_func`` into a call of
+``wavert_jit_launch`` and the ``mgpu*`` runtime calls into their ``wavert_jit_*``
 counterparts (each followed by an early return on failure), embed each ``gpu.binary`` as one
-internal constant global, add a packed entry per host function and translate to LLVM IR.
+internal constant global, add a packed entry per host function and the release entry, and
+translate to LLVM IR. (The signatures were read earlier, by :mod:`pywave.signature`.)
 
 The packed entry of host function ``f`` is ``void _pywave_packed_f(uint64_t *slots)``: the
 flattened LLVM arguments of ``f`` (a rank-r memref is 3 + 2r words: allocated, aligned,
 offset, sizes, strides; a scalar is one word holding its value in the low bytes) in order.
+
+Each launched kernel has a slot, an internal ``wavert_kernel*`` global that
+``wavert_jit_launch`` fills on first use. ``void _pywave_release_kernels(void)`` releases
+every slot's kernel and clears the slot; the module's owner calls it once no call runs
+(``CompiledModule.close``, an export's ``<name>_unload``).
 """
 
 from __future__ import annotations
-
-import dataclasses
-import re
-from typing import Callable
 
 import numpy as np
 from mlir import ir
 from mlir.dialects import gpu, llvm
 
-from .cache import Param
 from .errors import CompileError
-from .kernels import Binary, check_element_width, run_pipeline
-from .runtime import DYNAMIC, SIGNLESS, STRIDED
+from .mlirutil import diagnostic_error, run_pipeline, sym_name
+from .program import PACKED_PREFIX, RELEASE_KERNELS, Binary, HostModule, HostSignature
 
 #: Host lowering to the LLVM dialect; gpu.launch_func survives with LLVM-typed operands.
 HOST_PIPELINE = ("builtin.module(gpu-to-llvm, convert-to-llvm, reconcile-unrealized-casts, "
                  "canonicalize)")
-
-PACKED_PREFIX = "_pywave_packed_"
 
 #: MLIR runtime-wrapper functions emitted by gpu-to-llvm -> libwavert replacements.
 MGPU_FUNCTIONS = {
@@ -47,199 +46,15 @@ MGPU_FUNCTIONS = {
     "mgpuMemset16": "wavert_jit_memset16",
 }
 
-#: Scalar MLIR types accepted as host arguments.
-SCALAR_KINDS = {"i1", "i8", "i16", "i32", "i64", "index", "f16", "bf16", "f32", "f64"}
-
-#: MLIR element type -> (DLPack code, bits, signless).
-ELEMENT_DTYPES = {
-    "i8": (0, 8, True), "i16": (0, 16, True), "i32": (0, 32, True),
-    "i64": (0, 64, True), "index": (0, 64, True),
-    "si8": (0, 8, False), "si16": (0, 16, False), "si32": (0, 32, False), "si64": (0, 64, False),
-    "ui8": (1, 8, False), "ui16": (1, 16, False), "ui32": (1, 32, False), "ui64": (1, 64, False),
-    "f16": (2, 16, False), "bf16": (4, 16, False), "f32": (2, 32, False), "f64": (2, 64, False),
-}
-
-
-# Ops through which a memref argument is only read; view-like ops are followed.
-_READ_OPS = {"memref.load", "vector.load", "vector.transfer_read", "memref.dim",
-             "vector.gather", "vector.maskedload", "vector.expandload", "memref.rank"}
-_VIEW_OPS = {"memref.subview", "memref.cast", "memref.reinterpret_cast", "memref.view",
-             "memref.collapse_shape", "memref.expand_shape", "memref.transpose"}
-
-
-@dataclasses.dataclass(frozen=True)
-class HostFunction:
-    name: str
-    params: tuple[Param, ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class HostModule:
-    """Output of the host stage: LLVM IR text plus what the runtime needs to know."""
-
-    llvm_ir: str
-    functions: tuple[HostFunction, ...]
-    kernel_slots: tuple[str, ...]       # names of the wavert_kernel* slot globals
-
-
-# --------------------------------------------------------------------------------------------
-# Signatures
-# --------------------------------------------------------------------------------------------
-def host_functions(module: ir.Module, text: str | None,
-                   bool_args: set[tuple[str, int]] = frozenset()) -> list[HostFunction]:
-    """Signatures of the public host ``func.func``s (call before lowering); ``bool_args``
-    lists the (function, index) of memrefs that were ``i1`` before widening to i8."""
-    written = _kernel_written_args(module)
-    out = []
-    for op in module.body.operations:
-        op = op.operation
-        if op.name != "func.func" or not op.regions[0].blocks:
-            continue
-        if "sym_visibility" in op.attributes and \
-                ir.StringAttr(op.attributes["sym_visibility"]).value != "public":
-            continue
-        name = ir.StringAttr(op.attributes["sym_name"]).value
-        ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
-        if len(ftype.results):
-            raise CompileError(f"host function @{name} returns {list(map(str, ftype.results))}; "
-                               "host functions must return nothing (write results into "
-                               "memref arguments)")
-        block = op.regions[0].blocks[0]
-        params = []
-        for i, arg in enumerate(block.arguments):
-            pname = _arg_name(arg, text) or f"arg{i}"
-            param = _param(name, i, pname, arg.type, _host_arg_written(arg, written))
-            if (name, i) in bool_args:
-                param = dataclasses.replace(param, type=param.type.replace("xi8", "xi1"),
-                                            dtype=(6, 8, 1), flags=param.flags & ~SIGNLESS)
-            params.append(param)
-        out.append(HostFunction(name, tuple(params)))
-    return out
-
-
-def _param(fname: str, index: int, name: str, t: ir.Type, written: bool) -> Param:
-    where = f"host function @{fname} argument #{index} ('{name}')"
-    text = str(t)
-    if isinstance(t, ir.MemRefType):
-        check_element_width(t, where)
-        mt = ir.MemRefType(t)
-        elem = str(mt.element_type)
-        if elem not in ELEMENT_DTYPES:
-            raise CompileError(f"{where} has element type {elem}; supported element types: "
-                               + ", ".join(sorted(ELEMENT_DTYPES)))
-        code, bits, signless = ELEMENT_DTYPES[elem]
-        flags = SIGNLESS if signless else 0
-        strides: tuple[int, ...] | None = None
-        offset = 0
-        layout = mt.layout
-        if isinstance(layout, ir.StridedLayoutAttr):
-            strides, offset, flags = tuple(layout.strides), layout.offset, flags | STRIDED
-        elif not (isinstance(layout, ir.AffineMapAttr)
-                  and layout.value == ir.AffineMap.get_identity(mt.rank)):
-            raise CompileError(f"{where} has the layout {layout}; pywave passes identity "
-                               "and strided<...> layouts")
-        return Param(name, "memref", text, dtype=(code, bits, 1), flags=flags,
-                     sizes=tuple(mt.shape), strides=strides, offset=offset, written=written)
-    if isinstance(t, ir.UnrankedMemRefType):
-        raise CompileError(f"{where} has the unranked type {text}; pass a ranked memref")
-    if text in SCALAR_KINDS:
-        return Param(name, "scalar", text, scalar=text)
-    raise CompileError(f"{where} has the type {text}; host arguments may be ranked memrefs or "
-                       "scalars (" + ", ".join(sorted(SCALAR_KINDS)) + ")")
-
-
-_ARG_RE = re.compile(r"%([A-Za-z_$.\-][\w$.\-]*)")
-
-
-def _arg_name(arg: ir.BlockArgument, text: str | None) -> str | None:
-    """The source name (``%a``) of a block argument, read back at its location."""
-    if text is None:
-        return None
-    m = re.search(r'loc\("[^"]*":(\d+):(\d+)', str(arg.location))
-    if not m:
-        return None
-    lines = text.splitlines()
-    line, col = int(m.group(1)), int(m.group(2))
-    if not 1 <= line <= len(lines):
-        return None
-    found = _ARG_RE.match(lines[line - 1], col - 1)
-    return found.group(1) if found else None
-
-
-def _kernel_written_args(module: ir.Module) -> dict[str, set[int]]:
-    """``"mod::kernel"`` -> indices of memref kernel arguments that may be written."""
-    out: dict[str, set[int]] = {}
-    for gop in module.body.operations:
-        if gop.operation.name != "gpu.module":
-            continue
-        mname = ir.StringAttr(gop.operation.attributes["sym_name"]).value
-        for kop in gop.operation.regions[0].blocks[0].operations:
-            kop = kop.operation
-            if kop.name != "gpu.func" or not kop.regions[0].blocks:
-                continue
-            kname = ir.StringAttr(kop.attributes["sym_name"]).value
-            args = kop.regions[0].blocks[0].arguments
-            out[f"{mname}::{kname}"] = {i for i, a in enumerate(args)
-                                        if isinstance(a.type, ir.MemRefType) and _may_write(a)}
-    return out
-
-
-def _may_write(value: ir.Value, writes: Callable[[ir.OpOperand], bool] = lambda use: True
-               ) -> bool:
-    """Whether a memref value may be written: reads are skipped, view-like ops followed, and
-    any other use is a write unless ``writes(use)`` says otherwise."""
-    for use in value.uses:
-        name = use.owner.name
-        if name in _READ_OPS:
-            continue
-        if name in _VIEW_OPS:
-            if any(_may_write(r, writes) for r in use.owner.results):
-                return True
-            continue
-        if writes(use):
-            return True
-    return False
-
-
-def _host_arg_written(arg: ir.Value, kernels: dict[str, set[int]]) -> bool:
-    """Whether a host memref argument may be written: by a kernel it is passed to (per
-    ``kernels``, from _kernel_written_args), as a gpu.memcpy destination, or by any op not
-    known to only read it."""
-    if not isinstance(arg.type, ir.MemRefType):
-        return False
-
-    def writes(use: ir.OpOperand) -> bool:
-        owner = use.owner
-        if owner.name == "gpu.launch_func":
-            written = kernels.get(str(owner.attributes["kernel"]).replace("@", ""))
-            if written is None:
-                return True
-            value = owner.operands[use.operand_number]
-            return any(i in written and v == value
-                       for i, v in enumerate(owner.opview.kernelOperands))
-        if owner.name == "gpu.memcpy":
-            return use.operand_number == _first_memref_operand(owner)
-        return True
-
-    return _may_write(arg, writes)
-
-
-def _first_memref_operand(op: ir.Operation) -> int:
-    for i, v in enumerate(op.operands):
-        if isinstance(v.type, ir.MemRefType):
-            return i
-    return -1
-
-
 # --------------------------------------------------------------------------------------------
 # Lowering and launch rewrite
 # --------------------------------------------------------------------------------------------
-def lower(module: ir.Module, binaries: list[Binary], functions: list[HostFunction],
+def lower(module: ir.Module, binaries: list[Binary], functions: list[HostSignature],
           *, text: str | None = None) -> HostModule:
     """Lower host code and produce LLVM IR text (the module is consumed)."""
     _join_async_dependencies(module)
     run_pipeline(module, HOST_PIPELINE, "lowering host code to LLVM", text)
-    rewriter = _LaunchRewriter(module, binaries)
+    rewriter = LaunchRewriter(module, binaries)
     rewriter.run()
     _add_packed_entries(module, functions)
     for op in list(module.body.operations):
@@ -262,9 +77,8 @@ def lower(module: ir.Module, binaries: list[Binary], functions: list[HostFunctio
         module.operation.verify()
         ir_text = llvm.translate_module_to_llvmir(module.operation)
     except ir.MLIRError as exc:
-        from .parse import diagnostic_error
         raise diagnostic_error("translating host code to LLVM IR", exc, None) from None
-    return HostModule(ir_text, tuple(functions), tuple(rewriter.slots.values()))
+    return HostModule(ir_text, tuple(functions))
 
 
 def _join_async_dependencies(module: ir.Module) -> None:
@@ -295,7 +109,11 @@ def _join_async_dependencies(module: ir.Module) -> None:
         op.erase()
 
 
-class _LaunchRewriter:
+class LaunchRewriter:
+    """Rewrites the launches and ``mgpu*`` calls of a module lowered to the LLVM dialect
+    (after :data:`HOST_PIPELINE`) into libwavert calls, and adds the kernel slots, their
+    helpers and the release entry. ``binaries`` give the images the launches load."""
+
     def __init__(self, module: ir.Module, binaries: list[Binary]) -> None:
         self.module = module
         self.ctx = module.context
@@ -328,6 +146,7 @@ class _LaunchRewriter:
             for op in calls:
                 self._rewrite_mgpu_call(op)
             self._rename_mgpu_declarations()
+            self.helpers.append(self._release_entry())
             self._emit_helpers()
 
     # -- globals -----------------------------------------------------------------------------
@@ -362,6 +181,21 @@ class _LaunchRewriter:
                 f"llvm.mlir.global internal @{self.slots[key]}() {{addr_space = 0 : i32}} "
                 ": !llvm.ptr {\n  %0 = llvm.mlir.zero : !llvm.ptr\n  llvm.return %0 : !llvm.ptr\n}")
         return self.slots[key], self.names[key]
+
+    def _release_entry(self) -> str:
+        """``void _pywave_release_kernels(void)``: release each slot's kernel (NULL when it
+        was never launched; wavert_kernel_release accepts it) and clear the slot."""
+        body = []
+        if self.slots:
+            self._declare("llvm.func @wavert_kernel_release(!llvm.ptr)")
+            body.append("  %null = llvm.mlir.zero : !llvm.ptr")
+        for i, slot in enumerate(self.slots.values()):
+            body += [f"  %s{i} = llvm.mlir.addressof @{slot} : !llvm.ptr",
+                     f"  %k{i} = llvm.load %s{i} : !llvm.ptr -> !llvm.ptr",
+                     f"  llvm.call @wavert_kernel_release(%k{i}) : (!llvm.ptr) -> ()",
+                     f"  llvm.store %null, %s{i} : !llvm.ptr, !llvm.ptr"]
+        return f"llvm.func @{RELEASE_KERNELS}() {{\n" + "\n".join(body + ["  llvm.return"]) \
+            + "\n}"
 
     def _declare(self, decl: str) -> None:
         if decl not in self.declared:
@@ -457,7 +291,7 @@ class _LaunchRewriter:
         for op in self.module.body.operations:
             op = op.operation
             if op.name == "llvm.func" and "sym_name" in op.attributes:
-                name = ir.StringAttr(op.attributes["sym_name"]).value
+                name = sym_name(op)
                 if name in MGPU_FUNCTIONS:
                     op.attributes["sym_name"] = ir.StringAttr.get(MGPU_FUNCTIONS[name])
 
@@ -496,8 +330,6 @@ class _LaunchRewriter:
         return fail
 
     def _emit_helpers(self) -> None:
-        if not self.helpers:
-            return
         # The images live in the main module already; the helper text only declares them.
         stubs = [f"llvm.mlir.global external constant @{g}() {{addr_space = 0 : i32}} "
                  f": !llvm.array<{len(self.binaries[b].data)} x i8>"
@@ -522,19 +354,19 @@ def _next_op(op: ir.Operation) -> ir.Operation | None:
     return None
 
 
-def _add_packed_entries(module: ir.Module, functions: list[HostFunction]) -> None:
+def _add_packed_entries(module: ir.Module, functions: list[HostSignature]) -> None:
     """``void _pywave_packed_f(ptr slots)`` for each host function ``f``."""
     texts, stubs = [], []
-    funcs = {ir.StringAttr(op.operation.attributes["sym_name"]).value: op.operation
+    funcs = {sym_name(op.operation): op.operation
              for op in module.body.operations if op.operation.name == "llvm.func"}
     for fn in functions:
         lowered = funcs.get(fn.name)
         if lowered is None:
             raise CompileError(f"host function @{fn.name} vanished during lowering")
         types = [str(a.type) for a in lowered.regions[0].blocks[0].arguments]
-        if len(types) != sum(p.words for p in fn.params):
+        if len(types) != fn.words:
             raise CompileError(f"host function @{fn.name}: {len(types)} lowered arguments, "
-                               f"expected {sum(p.words for p in fn.params)}")
+                               f"expected {fn.words}")
         stubs.append(f"llvm.func @{fn.name}({', '.join(types)})")
         body = []
         for i, t in enumerate(types):

@@ -1,4 +1,5 @@
-"""Stage 4: LLVM IR -> optimised host object code -> loaded into llvmlite's MCJIT.
+"""Stage ``llvm-codegen`` (:mod:`pywave.pipeline`): LLVM IR -> optimised host object code;
+then loaded into llvmlite's MCJIT (:class:`JitModule`).
 
 Object code is the unit (so it can be cached on disk and loaded without MLIR). Before an
 object is loaded, every symbol it leaves undefined must resolve in the process or in
@@ -101,15 +102,14 @@ def target_machine(opt_level: int, portable: bool = False) -> llvm.TargetMachine
 
 
 def compile_object(llvm_ir: str, *, opt_level: int = 2, library: bool = False,
-                   shared: tuple[str, ...] = (),
                    assembly: bool = False) -> tuple[bytes, str]:
     """Optimise ``llvm_ir`` at ``opt_level`` (0-3) and emit (object code, assembly text);
     the assembly is emitted only with ``assembly=True`` (else "": it costs a second codegen).
 
     ``library=True`` makes an object to link into a shared library (``pywave.export``): the
-    generic CPU, every defined symbol hidden (so a host function named ``main`` cannot clash
-    with a program's), and the internal globals named in ``shared`` (the kernel slots) made
-    hidden external so that other objects of the library can reach them."""
+    generic CPU and every defined symbol hidden (so a host function named ``main`` cannot
+    clash with a program's; the library's wrapper still reaches the packed entries and
+    ``_pywave_release_kernels``)."""
     if opt_level not in (0, 1, 2, 3):
         raise CompileError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
     tm = target_machine(opt_level, library)
@@ -119,7 +119,7 @@ def compile_object(llvm_ir: str, *, opt_level: int = 2, library: bool = False,
         module.triple = tm.triple
         module.data_layout = str(tm.target_data)
         if library:
-            _hide_symbols(module, shared)
+            _hide_symbols(module)
         module.verify()
     except RuntimeError as exc:
         raise CompileError(f"LLVM rejected the host IR: {exc}") from None
@@ -130,17 +130,10 @@ def compile_object(llvm_ir: str, *, opt_level: int = 2, library: bool = False,
     return tm.emit_object(module), tm.emit_assembly(module) if assembly else ""
 
 
-def _hide_symbols(module: llvm.ModuleRef, shared: tuple[str, ...]) -> None:
-    wanted = set(shared)
+def _hide_symbols(module: llvm.ModuleRef) -> None:
     for value in list(module.functions) + list(module.global_variables):
-        if value.name in wanted:     # (get_global_variable does not find internal globals)
-            value.linkage = "external"
-            wanted.discard(value.name)
         if not value.is_declaration and value.linkage.name in ("external", "weak_odr"):
             value.visibility = "hidden"
-    if wanted:
-        raise CompileError("the host code lacks the kernel slot globals "
-                           + ", ".join(sorted(wanted)))
 
 
 def undefined_symbols(obj: bytes) -> list[str]:

@@ -1,23 +1,23 @@
-"""Stage 2: kernels. Outline ``gpu.launch`` regions, attach a target to each ``gpu.module``,
-lower kernels to NVVM and serialise them with ``gpu-module-to-binary`` (PTX, cubin or
-fatbin). Output: the module (now holding ``gpu.binary`` ops) plus a plain list of
-:class:`Binary`.
+"""Stages ``prepare`` and ``kernels`` (:mod:`pywave.pipeline`). Outline ``gpu.launch``
+regions, attach a target to each ``gpu.module``, lower kernels to NVVM and serialise them
+with ``gpu-module-to-binary`` (PTX, cubin or fatbin; AMD targets: :mod:`pywave.amdgpu`).
+Output: the module (now holding ``gpu.binary`` ops) plus a plain list of
+:class:`pywave.program.Binary`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import shutil
 from typing import Callable
 
-from mlir import ir, passmanager
+from mlir import ir
 from mlir.dialects import arith, gpu
 
-from .cache import Binary
 from .errors import CompileError
-from .parse import diagnostic_error
+from .mlirutil import run_pipeline, sym_name
+from .program import FORMATS, Binary, Target
 
 log = logging.getLogger("pywave.kernels")
 
@@ -30,31 +30,9 @@ PREPARE_PIPELINE = ("builtin.module(gpu-kernel-outlining, lower-affine, convert-
 NVVM_PIPELINE = ("builtin.module(gpu.module(convert-gpu-to-nvvm{index-bitwidth=64}, "
                  "convert-nvvm-to-llvm, reconcile-unrealized-casts))")
 
-#: ``gpu-module-to-binary`` formats by pywave name.
-BINARY_FORMATS = {"ptx": "isa", "cubin": "bin", "fatbin": "fatbin"}
-
-
-@dataclasses.dataclass(frozen=True)
-class Target:
-    """A GPU target: ``backend`` is ``"nvvm"`` or ``"rocdl"``, ``chip`` e.g. ``"sm_90"``."""
-
-    backend: str
-    chip: str
-
-    @classmethod
-    def parse(cls, name: str) -> "Target":
-        name = name.strip()
-        if name.startswith("sm_"):
-            return cls("nvvm", name)
-        if name.startswith("gfx"):
-            return cls("rocdl", name)
-        raise CompileError(f"unknown target {name!r}: expected an NVIDIA chip such as 'sm_90' "
-                           "or an AMD chip such as 'gfx942'")
-
-    @property
-    def device_type(self) -> int:
-        """DLPack device type the kernels run on (kDLCUDA = 2, kDLROCM = 10)."""
-        return 2 if self.backend == "nvvm" else 10
+#: pywave format -> ``gpu-module-to-binary`` format, for the formats that pass produces.
+NVVM_FORMATS = {f.name: f.serialised_as for f in FORMATS.values()
+                if f.backend == "nvvm" and f.serialised_as}
 
 
 def cuda_toolkit() -> str | None:
@@ -76,19 +54,11 @@ def has_ptxas(toolkit: str | None) -> bool:
     return bool(toolkit) and os.access(os.path.join(toolkit, "bin", "ptxas"), os.X_OK)
 
 
-def run_pipeline(module: ir.Module, pipeline: str, what: str, text: str | None = None) -> None:
-    """Run a textual pass pipeline; MLIR failures become CompileError."""
-    try:
-        passmanager.PassManager.parse(pipeline, module.context).run(module.operation)
-    except ir.MLIRError as exc:
-        raise diagnostic_error(f"{what} failed", exc, text) from None
-
-
 def gpu_modules(module: ir.Module) -> list[ir.Operation]:
     return [op.operation for op in module.body.operations if op.operation.name == "gpu.module"]
 
 
-def _kernels_of(gmod: ir.Operation) -> list[ir.Operation]:
+def kernels_of(gmod: ir.Operation) -> list[ir.Operation]:
     return [op.operation for op in gmod.regions[0].blocks[0].operations
             if op.operation.name == "gpu.func" and "gpu.kernel" in op.operation.attributes]
 
@@ -121,7 +91,7 @@ def widen_bool_memrefs(module: ir.Module) -> set[tuple[str, int]]:
             ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
             inputs = [widened(t) or t for t in ftype.inputs]
             if op.name == "func.func":
-                fname = ir.StringAttr(op.attributes["sym_name"]).value
+                fname = sym_name(op)
                 host_args.update((fname, i) for i, t in enumerate(ftype.inputs)
                                  if widened(t) is not None)
             if inputs != list(ftype.inputs):
@@ -161,9 +131,9 @@ def check_kernels(module: ir.Module) -> None:
     """Reject kernel signatures the launch path cannot pass (unranked memrefs) and memrefs of
     sub-byte elements, which MLIR 22's memref-to-LLVM lowering aborts on."""
     for gmod in gpu_modules(module):
-        mod_name = ir.StringAttr(gmod.attributes["sym_name"]).value
-        for kernel in _kernels_of(gmod):
-            name = ir.StringAttr(kernel.attributes["sym_name"]).value
+        mod_name = sym_name(gmod)
+        for kernel in kernels_of(gmod):
+            name = sym_name(kernel)
             ftype = ir.FunctionType(ir.TypeAttr(kernel.attributes["function_type"]).value)
             for i, t in enumerate(ftype.inputs):
                 where = f"kernel @{mod_name}::@{name} argument #{i}"
@@ -184,7 +154,9 @@ def check_element_width(t: ir.Type, where: str) -> None:
             "8-bit) and convert with arith.trunci / arith.extui")
 
 
-def _module_target(gmod: ir.Operation) -> Target | None:
+def module_target(gmod: ir.Operation) -> Target | None:
+    """The target of a ``gpu.module``'s first ``#nvvm.target``/``#rocdl.target`` (None when it
+    has none; the chip defaults as MLIR's do)."""
     if "targets" not in gmod.attributes:
         return None
     targets = ir.ArrayAttr(gmod.attributes["targets"])
@@ -194,7 +166,7 @@ def _module_target(gmod: ir.Operation) -> Target | None:
     backend = "nvvm" if text.startswith("#nvvm.target") else \
         "rocdl" if text.startswith("#rocdl.target") else None
     if backend is None:
-        raise CompileError(f"gpu.module @{ir.StringAttr(gmod.attributes['sym_name']).value} has "
+        raise CompileError(f"gpu.module @{sym_name(gmod)} has "
                            f"the target {text}; pywave supports #nvvm.target and #rocdl.target")
     chip = text.split('chip = "')[1].split('"')[0] if 'chip = "' in text else \
         ("sm_50" if backend == "nvvm" else "gfx900")
@@ -208,12 +180,12 @@ def assign_targets(module: ir.Module, requested: Target | None,
     ``gpu.module``s are removed. Returns the module's target."""
     found: dict[str, Target] = {}
     for gmod in gpu_modules(module):
-        name = ir.StringAttr(gmod.attributes["sym_name"]).value
-        if not _kernels_of(gmod):
+        name = sym_name(gmod)
+        if not kernels_of(gmod):
             log.debug("removing empty gpu.module @%s", name)
             gmod.erase()
             continue
-        own = _module_target(gmod)
+        own = module_target(gmod)
         if own is not None:
             wanted = requested or default
             if wanted is not None and own.backend != wanted.backend:
@@ -258,22 +230,37 @@ def lower_nvvm(module: ir.Module, *, fmt: str, text: str | None = None,
     toolkit = cuda_toolkit()
     if fmt == "auto":
         fmt = "cubin" if has_ptxas(toolkit) else "ptx"
-    if fmt not in BINARY_FORMATS:
+    if fmt not in NVVM_FORMATS:
         raise CompileError(f"unknown binary format {fmt!r}; expected one of "
-                           f"{sorted(BINARY_FORMATS)} or 'auto'")
+                           f"{sorted(NVVM_FORMATS)} or 'auto'")
     if fmt != "ptx" and not has_ptxas(toolkit):
         raise CompileError(f"format={fmt!r} needs ptxas from a CUDA toolkit (none found; set "
                            "CUDA_HOME or PYWAVE_CUDA_PATH), or use format='ptx'")
     run_pipeline(module, NVVM_PIPELINE, "lowering kernels to NVVM", text)
-    _extern_dynamic_shared_memory(module)
+    extern_dynamic_shared_memory(module)
     _check_libdevice(module, toolkit)
-    pipeline = binary_pipeline(BINARY_FORMATS[fmt], toolkit)
+    pipeline = binary_pipeline(NVVM_FORMATS[fmt], toolkit)
     if observe is not None:
         observe(module, pipeline, lambda mlir_format: binary_pipeline(mlir_format, toolkit))
     run_pipeline(module, pipeline, "compiling kernels (gpu-module-to-binary)", text)
 
 
-def _extern_dynamic_shared_memory(module: ir.Module) -> None:
+def serialise_clone(module: ir.Module, pipeline: str) -> list[tuple[str, bytes]]:
+    """(gpu.binary name, first object's bytes) after running ``pipeline`` (a
+    ``gpu-module-to-binary`` pipeline) on a copy of ``module``, which stays as it is: the
+    kernels' LLVM IR or PTX for a dump."""
+    clone = ir.Module.parse(str(module), module.context)
+    run_pipeline(clone, pipeline, "serialising a copy of the kernels")
+    out = []
+    for op in clone.body.operations:
+        op = op.operation
+        if op.name == "gpu.binary":
+            objects = ir.ArrayAttr(op.attributes["objects"])
+            out.append((sym_name(op), bytes(gpu.ObjectAttr(objects[0]).object)))
+    return out
+
+
+def extern_dynamic_shared_memory(module: ir.Module) -> None:
     """Make the ``__dynamic_shmem__*`` globals that ``gpu.dynamic_shared_memory`` lowers to
     external. MLIR 22 emits them internal, and NVPTX then demotes them into a one-byte static
     shared variable that overlaps the kernel's static workgroup memory instead of addressing
@@ -283,7 +270,7 @@ def _extern_dynamic_shared_memory(module: ir.Module) -> None:
         for op in gmod.regions[0].blocks[0].operations:
             op = op.operation
             if op.name == "llvm.mlir.global" and \
-                    ir.StringAttr(op.attributes["sym_name"]).value.startswith("__dynamic_shmem__"):
+                    sym_name(op).startswith("__dynamic_shmem__"):
                 op.attributes["linkage"] = external
 
 
@@ -292,7 +279,7 @@ def _check_libdevice(module: ir.Module, toolkit: str | None) -> None:
         return
     for gmod in gpu_modules(module):
         for op in gmod.regions[0].blocks[0].operations:
-            name = ir.StringAttr(op.operation.attributes["sym_name"]).value \
+            name = sym_name(op.operation) \
                 if "sym_name" in op.operation.attributes else ""
             if name.startswith("__nv_"):
                 raise CompileError(
@@ -301,7 +288,7 @@ def _check_libdevice(module: ir.Module, toolkit: str | None) -> None:
                     "set CUDA_HOME or PYWAVE_CUDA_PATH")
 
 
-def binaries(module: ir.Module, target: Target) -> list[Binary]:
+def collect_binaries(module: ir.Module, target: Target) -> list[Binary]:
     """Plain copies of the module's ``gpu.binary`` objects (one per binary: the object whose
     target matches ``target``, else the first)."""
     out = []
@@ -309,7 +296,7 @@ def binaries(module: ir.Module, target: Target) -> list[Binary]:
     for op in module.body.operations:
         if op.operation.name != "gpu.binary":
             continue
-        name = ir.StringAttr(op.operation.attributes["sym_name"]).value
+        name = sym_name(op.operation)
         objects = [gpu.ObjectAttr(a) for a in ir.ArrayAttr(op.operation.attributes["objects"])]
         chosen = next((o for o in objects if f'"{target.chip}"' in str(o.target)), objects[0])
         fmt = formats.get(int(chosen.format), "unknown")

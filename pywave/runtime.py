@@ -12,7 +12,6 @@ Every call into libwavert goes through :func:`check`, which raises the pywave ex
 
 from __future__ import annotations
 
-import ctypes
 import os
 
 from ._libwavert import ffi, lib
@@ -110,12 +109,3 @@ def synchronize(device_type: int = KDLCUDA, ordinal: int = 0) -> None:
     """Wait for all work on a device; raises DeviceError for an earlier kernel fault."""
     check(lib.wavert_device_synchronize(device(device_type, ordinal)))
 
-
-def release_kernel_slot(address: int) -> None:
-    """Release the wavert_kernel* stored at ``address`` (a slot global of JIT'd code)."""
-    if not ctypes.c_void_p.from_address(address).value:
-        return   # never launched
-    slot = ffi.cast("wavert_kernel **", address)
-    kernel = slot[0]
-    slot[0] = ffi.NULL
-    lib.wavert_kernel_release(kernel)

@@ -30,7 +30,7 @@ def _need_native() -> None:
 
 @pytest.fixture
 def mlir():
-    """``mlir("k0_scale.mlir")`` -> the text of tests/data/k0_scale.mlir."""
+    """``mlir("scale_in_place.mlir")`` -> the text of tests/data/scale_in_place.mlir."""
     return lambda name: (DATA / name).read_text()
 
 

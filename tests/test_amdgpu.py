@@ -151,16 +151,16 @@ def kernel_arg_sizes(text: str) -> dict[str, list[int]]:
     a rank-r memref is 3 + 2r 8-byte fields, a scalar its own size."""
     from mlir import ir
 
-    from pywave import kernels, parse
+    from pywave import kernels, mlirutil, parse
 
     out = {}
     with ir.Context() as ctx:
         module = parse.parse(text, ctx)
         kernels.widen_bool_memrefs(module)
-        kernels.run_pipeline(module, kernels.PREPARE_PIPELINE, "prepare")
+        mlirutil.run_pipeline(module, kernels.PREPARE_PIPELINE, "prepare")
         for gmod in kernels.gpu_modules(module):
-            for k in kernels._kernels_of(gmod):
-                name = ir.StringAttr(k.attributes["sym_name"]).value
+            for k in kernels.kernels_of(gmod):
+                name = mlirutil.sym_name(k)
                 ftype = ir.FunctionType(ir.TypeAttr(k.attributes["function_type"]).value)
                 sizes = []
                 for t in ftype.inputs:
@@ -176,8 +176,8 @@ def kernel_arg_sizes(text: str) -> dict[str, list[int]]:
 # Tests
 # --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", KERNEL_FILES)
-def test_suite_kernel_compiles_to_a_valid_gfx942_hsaco(name):
-    text = (DATA / name).read_text()
+def test_suite_kernel_compiles_to_a_valid_gfx942_hsaco(mlir, name):
+    text = mlir(name)
     art = build(text, target="gfx942")
     assert art.target.backend == "rocdl" and art.target.chip == "gfx942"
     assert art.binaries
@@ -220,7 +220,7 @@ def test_targets(chip, mlir):
 
 
 def test_rocdl_target_attribute_is_honoured(mlir):
-    text = (DATA / "bad" / "k0_rocdl_target.mlir").read_text()
+    text = mlir("bad/scale_with_rocdl_target.mlir")
     art = build(text, target="gfx942")
     assert [b.format for b in art.binaries] == ["hsaco"]
     art = build(text.replace('#rocdl.target<chip = "gfx942">', '#rocdl.target<chip = "gfx90a">'),

@@ -15,7 +15,10 @@ from pathlib import Path
 import pytest
 
 import pywave
-from pywave import api, cache
+import dataclasses
+
+from pywave import api, cache, pipeline
+from pywave.program import Binary, HostSignature, Param, Program, Target
 
 DATA = Path(__file__).parent / "data"
 VECTOR_ADD = (DATA / "vector_add.mlir").read_text()
@@ -105,7 +108,7 @@ def test_different_options_text_or_target_are_different_modules():
 
 def test_key_covers_text_options_target_and_versions():
     opts = {"target": "sm_90", "chip": "sm_90", "opt_level": 2, "format": "auto"}
-    versions = api.tool_versions()
+    versions = pipeline.tool_versions()
     base = cache.key("t", opts, versions)
     assert cache.key("t", dict(opts), dict(versions)) == base
     variants = [
@@ -174,9 +177,9 @@ def test_fresh_process_hits_disk_without_importing_mlir(tmp_path):
     pywave.compile(source.read_text(), target="sm_90").close()   # writes the entry
     assert len(entries(cache_dir())) == 1
     code = (
-        "import sys, pywave, pywave.api as api\n"
+        "import sys, pywave, pywave.pipeline as pipeline\n"
         "def no_build(*a, **k): raise SystemExit('rebuilt instead of a disk hit')\n"
-        "api.build = no_build\n"
+        "pipeline.Pipeline.run = no_build\n"
         "mod = pywave.compile(open(sys.argv[1]).read(), target='sm_90')\n"
         "assert mod.functions == ['main'] and mod.target == 'sm_90', mod\n"
         "loaded = sorted(m for m in sys.modules if m == 'mlir' or m.startswith('mlir.'))\n"
@@ -201,15 +204,16 @@ def test_import_pywave_is_light():
 
 
 @pytest.mark.parametrize("name", SIGNATURES)
-def test_program_round_trips_through_the_disk_format(name):
-    program = api.build((DATA / name).read_text(), target="sm_90").program()
+def test_program_round_trips_through_the_disk_format(mlir, name):
+    program = api.build(mlir(name), target="sm_90").program()
     decoded = cache._decode(cache._encode(program))
     assert decoded == program
     assert decoded.functions == program.functions        # host signatures, exactly
-    for (_, params), (_, original) in zip(decoded.functions, program.functions):
-        for p, q in zip(params, original):
-            assert type(p) is cache.Param
-            assert [type(x) for x in vars(p).values()] == [type(x) for x in vars(q).values()]
+    for decoded_fn, fn in zip(decoded.functions, program.functions):
+        for p, q in zip(decoded_fn.params, fn.params):    # field types too (tuples, not lists)
+            assert type(p) is Param
+            assert [type(v) for v in dataclasses.astuple(p)] == \
+                [type(v) for v in dataclasses.astuple(q)]
     cache.store("roundtrip", program)
     assert cache.load("roundtrip") == program
 
@@ -277,10 +281,9 @@ def test_pywave_cache_0_disables_the_disk_cache(value, monkeypatch):
     mod.close()
 
 
-def fake_program(size: int) -> cache.Program:
-    return cache.Program("sm_90", "nvvm", (cache.Binary("k", "ptx", b"p" * size, "sm_90"),),
-                         (("main", (cache.Param("n", "scalar", "i32", scalar="i32"),)),),
-                         ("slot",), b"o")
+def fake_program(size: int) -> Program:
+    return Program(Target("nvvm", "sm_90"), (Binary("k", "ptx", b"p" * size, "sm_90"),),
+                   (HostSignature("main", (Param("n", "scalar", "i32", scalar="i32"),)),), b"o")
 
 
 def test_eviction_drops_least_recently_used(monkeypatch):

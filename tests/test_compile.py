@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import pywave
-from pywave import api
+from pywave import api, pipeline
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).parent.parent
@@ -19,12 +19,12 @@ ELF_MAGIC = b"\x7fELF"
 # Kernels that must be isolated in a child process: compiling them aborted the interpreter
 # (an MLIR assertion) at the time of writing.
 ISOLATE = {"bool_i1.mlir"}
-# F03: the third launch waits on two tokens; either it runs exactly (GPU test) or the compile
+# The third launch waits on two tokens; either it runs exactly (GPU test) or the compile
 # error names the op and "async dependencies".
 ASYNC_TWO_DEPS = "async_deps.mlir"
 
 
-def build(text: str, **kwargs) -> api.Artifacts:
+def build(text: str, **kwargs) -> pipeline.Artifacts:
     kwargs.setdefault("target", "sm_90")
     return api.build(text, **kwargs)
 
@@ -39,8 +39,8 @@ def check_binary(binary) -> None:
 
 
 @pytest.mark.parametrize("name", [k for k in KERNELS if k not in ISOLATE | {ASYNC_TWO_DEPS}])
-def test_kernel_compiles_for_sm_90(name):
-    art = build((DATA / name).read_text())
+def test_kernel_compiles_for_sm_90(mlir, name):
+    art = build(mlir(name))
     assert art.target.chip == "sm_90" and art.target.backend == "nvvm"
     assert art.binaries
     for binary in art.binaries:
@@ -50,32 +50,32 @@ def test_kernel_compiles_for_sm_90(name):
 
 
 @pytest.mark.parametrize("name", sorted(ISOLATE))
-def test_isolated_kernel_compiles(name, isolated_build):
-    assert isolated_build((DATA / name).read_text()) == "OK"
+def test_isolated_kernel_compiles(mlir, name, isolated_build):
+    assert isolated_build(mlir(name)) == "OK"
 
 
-def test_async_two_dependencies_compiles_or_names_them(isolated_build):
-    out = isolated_build((DATA / ASYNC_TWO_DEPS).read_text())
+def test_async_two_dependencies_compiles_or_names_them(mlir, isolated_build):
+    out = isolated_build(mlir(ASYNC_TWO_DEPS))
     if out != "OK":
         assert "gpu.launch_func" in out and "async dependencies" in out, out
 
 
-def test_ptx_format_is_nul_terminated_ptx():
-    art = build((DATA / "k0_scale.mlir").read_text(), format="ptx")
+def test_ptx_format_is_nul_terminated_ptx(mlir):
+    art = build(mlir("scale_in_place.mlir"), format="ptx")
     [binary] = art.binaries
     assert binary.format == "ptx"
     check_binary(binary)
 
 
-def test_keep_stages_dumps_each_stage():
-    art = build((DATA / "k0_scale.mlir").read_text(), keep_stages=True)
+def test_keep_stages_dumps_each_stage(mlir):
+    art = build(mlir("scale_in_place.mlir"), keep_stages=True)
     assert {"parse", "prepare", "kernels", "llvm"} <= set(art.stages)
     assert "gpu.binary" in art.stages["kernels"]
     assert set(art.seconds) >= {"parse", "prepare", "kernels", "host", "llvm-codegen"}
 
 
-def test_host_signature_names_and_written_flags():
-    art = build((DATA / "vector_add.mlir").read_text())
+def test_host_signature_names_and_written_flags(mlir):
+    art = build(mlir("vector_add.mlir"))
     [main] = art.host.functions
     assert main.name == "main"
     assert [(p.name, p.kind, p.type, p.written) for p in main.params] == [
@@ -85,8 +85,8 @@ def test_host_signature_names_and_written_flags():
     ]
 
 
-def test_scalar_parameters_keep_their_types():
-    art = build((DATA / "scalars_mixed.mlir").read_text())
+def test_scalar_parameters_keep_their_types(mlir):
+    art = build(mlir("scalars_mixed.mlir"))
     [main] = art.host.functions
     assert [(p.name, p.kind, p.type) for p in main.params] == [
         ("x", "memref", "memref<?xf32>"), ("y", "memref", "memref<?xf64>"),
@@ -94,42 +94,51 @@ def test_scalar_parameters_keep_their_types():
         ("m", "scalar", "i16"), ("flag", "scalar", "i1")]
 
 
-def test_private_host_functions_are_not_exported():
-    art = build((DATA / "named_functions.mlir").read_text())
+def test_private_host_functions_are_not_exported(mlir):
+    art = build(mlir("named_functions.mlir"))
     assert [f.name for f in art.host.functions] == ["double_it", "negate"]
 
 
-def test_launch_region_is_outlined():
-    art = build((DATA / "launch_outline.mlir").read_text(), keep_stages=True)
+def test_launch_region_is_outlined(mlir):
+    art = build(mlir("launch_outline.mlir"), keep_stages=True)
     assert "gpu.launch_func" in art.stages["prepare"]
     assert "gpu.launch " not in art.stages["prepare"]
 
 
-def test_one_binary_per_gpu_module_not_per_launch_site():
-    art = build((DATA / "multi_kernel.mlir").read_text())
+def test_one_binary_per_gpu_module_not_per_launch_site(mlir):
+    art = build(mlir("multi_kernel.mlir"))
     assert [b.name for b in art.binaries] == ["kernels"]
 
 
+def test_host_code_releases_every_kernel_it_launches(mlir):
+    art = build(mlir("multi_kernel.mlir"))     # three kernels, one slot each
+    head = "define void @_pywave_release_kernels()"
+    assert art.host.llvm_ir.count(head) == 1
+    release = art.host.llvm_ir.split(head)[1].split("\n}\n")[0]
+    assert release.count("call void @wavert_kernel_release(") == 3
+    assert release.count("store ptr null, ptr @__pywave_slot_") == 3
+
+
 # ----------------------------------------------------------------------------------------
-# F01: targets
+# Targets
 # ----------------------------------------------------------------------------------------
-def test_f01_module_without_target_takes_requested_chip():
-    text = (DATA / "k0_scale.mlir").read_text()
+def test_module_without_target_takes_requested_chip(mlir):
+    text = mlir("scale_in_place.mlir")
     assert "#nvvm.target" not in text
     art = build(text, target="sm_80")
     assert art.target.chip == "sm_80"
     assert all(b.chip == "sm_80" for b in art.binaries)
 
 
-def test_f01_empty_gpu_module_is_ignored():
-    art = build((DATA / "k0_empty_module.mlir").read_text(), keep_stages=True)
+def test_empty_gpu_module_is_ignored(mlir):
+    art = build(mlir("scale_with_empty_gpu_module.mlir"), keep_stages=True)
     assert [b.name for b in art.binaries] == ["kernels"]
     assert "@empty" not in art.stages["kernels"]
 
 
-def test_f01_rocdl_module_for_nvidia_target_names_module_and_backends():
+def test_rocdl_module_for_nvidia_target_names_module_and_backends(mlir):
     with pytest.raises(pywave.CompileError) as info:
-        build((DATA / "bad" / "k0_rocdl_target.mlir").read_text())
+        build(mlir("bad/scale_with_rocdl_target.mlir"))
     msg = str(info.value)
     assert "@kernels" in msg
     assert "rocdl" in msg and "gfx942" in msg
@@ -139,15 +148,15 @@ def test_f01_rocdl_module_for_nvidia_target_names_module_and_backends():
 # ----------------------------------------------------------------------------------------
 # Compile errors
 # ----------------------------------------------------------------------------------------
-def test_f02_unranked_kernel_argument():
+def test_unranked_kernel_argument(mlir):
     with pytest.raises(pywave.CompileError) as info:
-        build((DATA / "bad" / "unranked_kernel_arg.mlir").read_text())
+        build(mlir("bad/unranked_kernel_arg.mlir"))
     msg = str(info.value)
     assert "@touch" in msg and "argument #0" in msg and "unranked" in msg
 
 
-def test_malformed_text_reports_line_column_and_source_line():
-    text = (DATA / "bad" / "malformed.mlir").read_text()
+def test_malformed_text_reports_line_column_and_source_line(mlir):
+    text = mlir("bad/malformed.mlir")
     with pytest.raises(pywave.CompileError) as info:
         build(text)
     err = info.value
@@ -158,9 +167,9 @@ def test_malformed_text_reports_line_column_and_source_line():
     assert "%missing" in msg  # the offending source line is shown
 
 
-def test_filename_appears_in_location():
+def test_filename_appears_in_location(mlir):
     with pytest.raises(pywave.CompileError) as info:
-        build((DATA / "bad" / "malformed.mlir").read_text(), filename="prog.mlir")
+        build(mlir("bad/malformed.mlir"), filename="prog.mlir")
     assert info.value.filename == "prog.mlir"
     assert "prog.mlir:5:27" in str(info.value)
 
@@ -173,28 +182,28 @@ def test_unknown_dialect_names_upstream_dialects():
     assert "upstream dialects" in str(info.value)
 
 
-def test_unknown_target():
+def test_unknown_target(mlir):
     with pytest.raises(pywave.CompileError) as info:
-        build((DATA / "k0_scale.mlir").read_text(), target="foo")
+        build(mlir("scale_in_place.mlir"), target="foo")
     msg = str(info.value)
     assert "'foo'" in msg and "sm_90" in msg
 
 
-def test_unknown_binary_format():
+def test_unknown_binary_format(mlir):
     with pytest.raises(pywave.CompileError) as info:
-        build((DATA / "k0_scale.mlir").read_text(), format="sass")
+        build(mlir("scale_in_place.mlir"), format="sass")
     assert "'sass'" in str(info.value) and "cubin" in str(info.value)
 
 
-def test_module_without_host_function():
+def test_module_without_host_function(mlir):
     with pytest.raises(pywave.CompileError) as info:
-        build((DATA / "bad" / "no_host_function.mlir").read_text())
+        build(mlir("bad/no_host_function.mlir"))
     assert "host" in str(info.value) and "func.func" in str(info.value)
 
 
-def test_host_function_with_result():
+def test_host_function_with_result(mlir):
     with pytest.raises(pywave.CompileError) as info:
-        build((DATA / "bad" / "host_with_result.mlir").read_text())
+        build(mlir("bad/host_with_result.mlir"))
     msg = str(info.value)
     assert "@main" in msg and "index" in msg and "return" in msg
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pywave import api, dump
+from pywave import api, dump, pipeline
 
 DATA = Path(__file__).parent / "data"
 
@@ -20,8 +20,8 @@ def only_folder(root: Path) -> Path:
     return folder
 
 
-def test_build_dumps_every_stage_and_manifest(tmp_path):
-    text = (DATA / "vector_add.mlir").read_text()
+def test_build_dumps_every_stage_and_manifest(mlir, tmp_path):
+    text = mlir("vector_add.mlir")
     art = api.build(text, target="sm_90", dump_dir=str(tmp_path))
     folder = only_folder(tmp_path)
     assert art.dump_path == str(folder)
@@ -51,7 +51,7 @@ def test_build_dumps_every_stage_and_manifest(tmp_path):
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["complete"] is True
     assert manifest["target"] == {"backend": "nvvm", "chip": "sm_90"}
-    assert manifest["tool_versions"] == api.tool_versions()
+    assert manifest["tool_versions"] == pipeline.tool_versions()
     assert manifest["options"]["target"] == "sm_90" and manifest["options"]["opt_level"] == 2
     from pywave import host, kernels
     assert manifest["pipelines"]["prepare"] == kernels.PREPARE_PIPELINE
@@ -63,8 +63,8 @@ def test_build_dumps_every_stage_and_manifest(tmp_path):
     assert manifest["binaries"][0]["name"] == "kernels"
 
 
-def test_each_compile_gets_the_next_number(tmp_path):
-    text = (DATA / "k0_scale.mlir").read_text()
+def test_each_compile_gets_the_next_number(mlir, tmp_path):
+    text = mlir("scale_in_place.mlir")
     (tmp_path / "0007-unrelated").mkdir()
     (tmp_path / "notes.txt").write_text("not a dump")
     api.build(text, target="sm_90", dump_dir=tmp_path)
@@ -76,20 +76,20 @@ def test_each_compile_gets_the_next_number(tmp_path):
     assert len(ptx) == 2                              # the kernel PTX and the binary itself
 
 
-def test_env_variable_dumps(tmp_path, monkeypatch):
+def test_env_variable_dumps(mlir, tmp_path, monkeypatch):
     monkeypatch.setenv(dump.ENV, str(tmp_path / "env"))
-    api.build((DATA / "k0_scale.mlir").read_text(), target="sm_90")
+    api.build(mlir("scale_in_place.mlir"), target="sm_90")
     assert (only_folder(tmp_path / "env") / "manifest.json").exists()
 
 
-def test_no_dump_without_dir(tmp_path, monkeypatch):
+def test_no_dump_without_dir(mlir, tmp_path, monkeypatch):
     monkeypatch.delenv(dump.ENV, raising=False)
-    art = api.build((DATA / "k0_scale.mlir").read_text(), target="sm_90")
+    art = api.build(mlir("scale_in_place.mlir"), target="sm_90")
     assert art.dump_path is None
 
 
-def test_failed_compile_leaves_incomplete_manifest(tmp_path):
-    bad = (DATA / "bad" / "no_host_function.mlir").read_text()
+def test_failed_compile_leaves_incomplete_manifest(mlir, tmp_path):
+    bad = mlir("bad/no_host_function.mlir")
     with pytest.raises(api.CompileError):
         api.build(bad, target="sm_90", dump_dir=tmp_path)
     folder = only_folder(tmp_path)
@@ -113,11 +113,11 @@ def test_cli_dump_dir(tmp_path):
     assert json.loads((folder / "manifest.json").read_text())["complete"] is True
 
 
-def test_compile_with_dump_dir_skips_the_caches(tmp_path, monkeypatch):
+def test_compile_with_dump_dir_skips_the_caches(mlir, tmp_path, monkeypatch):
     pytest.importorskip("pywave._native")
     import pywave
     monkeypatch.setenv("PYWAVE_CACHE_DIR", str(tmp_path / "cache"))
-    text = (DATA / "k0_scale.mlir").read_text()
+    text = mlir("scale_in_place.mlir")
     first = pywave.compile(text, target="sm_90", dump_dir=str(tmp_path / "d"))
     second = pywave.compile(text, target="sm_90", dump_dir=str(tmp_path / "d"))
     try:

@@ -13,6 +13,7 @@ import pytest
 
 import pywave
 from pywave import runtime
+from pywave.program import BACKENDS
 
 ROOT = Path(__file__).parent.parent
 DATA = Path(__file__).parent / "data"
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None
 
 def cuda_devices() -> int:
     try:
-        return runtime.device_count(runtime.KDLCUDA)
+        return runtime.device_count(BACKENDS["nvvm"].device_type)
     except pywave.Error:
         return 0
 
@@ -68,9 +69,25 @@ def test_export_writes_library_header_and_pkgconfig(saxpy):
     assert ("int32_t aot_saxpy_saxpy(float alpha, const DLTensor *x, const DLTensor *y, "
             "void *stream);") in header
     assert "void aot_saxpy_unload(void);" in header
+    wrapper = (saxpy / "aot_saxpy_wrapper.c").read_text()
+    assert "void aot_saxpy_unload(void) { _pywave_release_kernels(); }" in wrapper
     assert "y: memref<?xf32> (written)" in header
     pc = (saxpy / "aot_saxpy.pc").read_text()
     assert f"prefix={saxpy}" in pc and "-laot_saxpy -lwavert" in pc
+
+
+def test_export_generates_the_host_code_once(tmp_path, monkeypatch):
+    from pywave import jit
+    calls = []
+    real = jit.compile_object
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs.get("library"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(jit, "compile_object", counting)
+    pywave.export((EXAMPLE / "saxpy.mlir").read_text(), tmp_path, "once", target="sm_90")
+    assert calls == [True]
 
 
 def test_library_exports_only_the_entry_points(saxpy):
@@ -141,8 +158,8 @@ def test_entry_point_errors_without_a_gpu(saxpy, tmp_path):
     assert lines["driver"].startswith("4 ") and "CUDA driver" in lines["driver"]
 
 
-def test_export_scalar_types(tmp_path):
-    done = pywave.export((DATA / "scalars_mixed.mlir").read_text(), tmp_path, "mixed",
+def test_export_scalar_types(mlir, tmp_path):
+    done = pywave.export(mlir("scalars_mixed.mlir"), tmp_path, "mixed",
                          target="sm_90")
     header = Path(done.header).read_text()
     assert ("int32_t mixed_main(const DLTensor *x, const DLTensor *y, float a, double b, "

@@ -38,7 +38,7 @@ else:
 
 
 @pytest.mark.gpu
-def test_kernel_fault_is_a_device_error_at_synchronize(torch_cuda, compile_gpu):
+def test_kernel_fault_is_a_device_error_at_synchronize(mlir, torch_cuda, compile_gpu):
     torch = torch_cuda
     env = dict(os.environ)
     here = str(Path(pywave.__file__).resolve().parent.parent)  # the pywave this run imported
@@ -52,7 +52,7 @@ def test_kernel_fault_is_a_device_error_at_synchronize(torch_cuda, compile_gpu):
     assert "CUDA_ERROR_ILLEGAL_ADDRESS" in out or "illegal" in out.lower(), out
     assert "next: DeviceError" in out, out
     # This process (another CUDA context) is unaffected.
-    mod = compile_gpu((DATA / "k0_scale.mlir").read_text())
+    mod = compile_gpu(mlir("scale_in_place.mlir"))
     x = torch.ones(1000, device="cuda")
     mod(x, 3.0)
     pywave.synchronize(x.device.index)
@@ -60,9 +60,9 @@ def test_kernel_fault_is_a_device_error_at_synchronize(torch_cuda, compile_gpu):
 
 
 @pytest.mark.gpu
-def test_synchronize_waits_for_the_call(torch_cuda, compile_gpu):
+def test_synchronize_waits_for_the_call(mlir, torch_cuda, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu((DATA / "k0_scale.mlir").read_text())
+    mod = compile_gpu(mlir("scale_in_place.mlir"))
     n = 1 << 26
     x = torch.ones(n, device="cuda")
     torch.cuda.synchronize()

@@ -14,11 +14,7 @@ import pywave
 
 pytestmark = pytest.mark.gpu
 
-DATA = Path(__file__).parent / "data"
-
-
-def text(name: str) -> str:
-    return (DATA / name).read_text()
+ROOT = Path(__file__).parent.parent
 
 
 @pytest.fixture
@@ -33,9 +29,9 @@ def full(torch, n, value, dev, dtype=None):
 # ----------------------------------------------------------------------------------------
 # The compiled-module surface
 # ----------------------------------------------------------------------------------------
-def test_module_surface(torch_cuda, dev, compile_gpu):
+def test_module_surface(mlir, torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(text("named_functions.mlir"))
+    mod = compile_gpu(mlir("named_functions.mlir"))
     assert mod.functions == ["double_it", "negate"]
     assert re.fullmatch(r"<pywave\.CompiledModule functions=\['double_it', 'negate'\] "
                         r"target=sm_\d+a?>", repr(mod))
@@ -53,10 +49,10 @@ def test_module_surface(torch_cuda, dev, compile_gpu):
         mod.helper_not_exported
 
 
-def test_close_and_context_manager(torch_cuda, dev):
+def test_close_and_context_manager(mlir, torch_cuda, dev):
     torch = torch_cuda
     a = full(torch, 300, 1.0, dev)
-    with pywave.compile(text("k0_scale.mlir")) as mod:
+    with pywave.compile(mlir("scale_in_place.mlir")) as mod:
         mod(a, 3.0)
         fn = mod.main
     assert "closed" in repr(mod)
@@ -68,8 +64,8 @@ def test_close_and_context_manager(torch_cuda, dev):
     assert torch.equal(a, full(torch, 300, 3.0, dev))
 
 
-def test_argument_count_and_keywords(torch_cuda, dev, compile_gpu):
-    mod = compile_gpu(text("k0_scale.mlir"))
+def test_argument_count_and_keywords(mlir, torch_cuda, dev, compile_gpu):
+    mod = compile_gpu(mlir("scale_in_place.mlir"))
     a = full(torch_cuda, 10, 1.0, dev)
     with pytest.raises(pywave.ArgumentError, match="2 arguments.*got 1"):
         mod(a)
@@ -78,11 +74,11 @@ def test_argument_count_and_keywords(torch_cuda, dev, compile_gpu):
 
 
 # ----------------------------------------------------------------------------------------
-# F01: targets
+# Targets
 # ----------------------------------------------------------------------------------------
-def test_f01_no_target_takes_the_device_chip(torch_cuda, dev, compile_gpu):
+def test_no_target_takes_the_device_chip(mlir, torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(text("k0_scale.mlir"))
+    mod = compile_gpu(mlir("scale_in_place.mlir"))
     major, minor = torch.cuda.get_device_capability(dev)
     assert mod.target.startswith(f"sm_{major}{minor}")
     a = full(torch, 1000, 1.0, dev)
@@ -90,26 +86,26 @@ def test_f01_no_target_takes_the_device_chip(torch_cuda, dev, compile_gpu):
     assert torch.equal(a, full(torch, 1000, 3.0, dev))
 
 
-def test_f01_rocdl_target_on_nvidia_names_module_and_backends(torch_cuda):
+def test_rocdl_target_on_nvidia_names_module_and_backends(mlir, torch_cuda):
     with pytest.raises(pywave.CompileError) as info:
-        pywave.compile(text("bad/k0_rocdl_target.mlir"))
+        pywave.compile(mlir("bad/scale_with_rocdl_target.mlir"))
     msg = str(info.value)
     assert "@kernels" in msg
     assert "rocdl" in msg and "gfx942" in msg
     assert re.search(r"nvvm|NVIDIA|CUDA", msg), msg
 
 
-def test_f01_empty_gpu_module_is_ignored(torch_cuda, dev, compile_gpu):
+def test_empty_gpu_module_is_ignored(mlir, torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(text("k0_empty_module.mlir"))
+    mod = compile_gpu(mlir("scale_with_empty_gpu_module.mlir"))
     a = full(torch, 1000, 1.0, dev)
     mod(a, 3.0)
     assert torch.equal(a, full(torch, 1000, 3.0, dev))
 
 
-def test_ptx_binary_runs(torch_cuda, dev, compile_gpu):
+def test_ptx_binary_runs(mlir, torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(text("k0_scale.mlir"), format="ptx")
+    mod = compile_gpu(mlir("scale_in_place.mlir"), format="ptx")
     assert [b.format for b in mod.binaries] == ["ptx"]
     a = full(torch, 1000, 1.5, dev)
     mod(a, 2.0)
@@ -120,9 +116,9 @@ def test_ptx_binary_runs(torch_cuda, dev, compile_gpu):
 # Kernels
 # ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("n", [1, 255, 256, 257, 100_000])
-def test_vector_add(torch_cuda, dev, compile_gpu, n):
+def test_vector_add(mlir, torch_cuda, dev, compile_gpu, n):
     torch = torch_cuda
-    mod = compile_gpu(text("vector_add.mlir"))
+    mod = compile_gpu(mlir("vector_add.mlir"))
     a = torch.randn(n, device=dev)
     b = torch.randn(n, device=dev)
     c = torch.empty(n, device=dev)
@@ -130,9 +126,9 @@ def test_vector_add(torch_cuda, dev, compile_gpu, n):
     assert torch.equal(c, a + b)
 
 
-def test_elementwise_2d(torch_cuda, dev, compile_gpu):
+def test_elementwise_2d(mlir, torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(text("elementwise_2d.mlir"))
+    mod = compile_gpu(mlir("elementwise_2d.mlir"))
     for shape in [(1, 1), (17, 33), (300, 70)]:
         a = torch.randn(shape, device=dev)
         b = torch.randn(shape, device=dev)
@@ -143,9 +139,9 @@ def test_elementwise_2d(torch_cuda, dev, compile_gpu):
         assert torch.equal(out, (a * b + a)) or torch.equal(out, ref.float())
 
 
-def test_multi_kernel_in_order(torch_cuda, dev, compile_gpu):
+def test_multi_kernel_in_order(mlir, torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(text("multi_kernel.mlir"))
+    mod = compile_gpu(mlir("multi_kernel.mlir"))
     a = torch.arange(-500, 500, dtype=torch.float32, device=dev)
     b = torch.empty_like(a)
     c = torch.empty_like(a)
@@ -154,9 +150,9 @@ def test_multi_kernel_in_order(torch_cuda, dev, compile_gpu):
     assert torch.equal(c, 9 * a * a)
 
 
-def test_host_loop_launches_repeatedly(torch_cuda, dev, compile_gpu):
+def test_host_loop_launches_repeatedly(mlir, torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(text("host_loop.mlir"))
+    mod = compile_gpu(mlir("host_loop.mlir"))
     a = torch.zeros(1000, device=dev)
     mod(a, 10)
     assert torch.equal(a, full(torch, 1000, 10.0, dev))
@@ -164,17 +160,17 @@ def test_host_loop_launches_repeatedly(torch_cuda, dev, compile_gpu):
     assert torch.equal(a, full(torch, 1000, 10.0, dev))
 
 
-def test_gpu_launch_region_is_outlined_and_runs(torch_cuda, dev, compile_gpu):
+def test_gpu_launch_region_is_outlined_and_runs(mlir, torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(text("launch_outline.mlir"))
+    mod = compile_gpu(mlir("launch_outline.mlir"))
     a = torch.arange(777, dtype=torch.float32, device=dev)
     mod(a, 0.5)
     assert torch.equal(a, torch.arange(777, dtype=torch.float32, device=dev) + 0.5)
 
 
-def test_static_workgroup_memory_block_reverse(torch_cuda, dev, compile_gpu):
+def test_static_workgroup_memory_block_reverse(mlir, torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(text("block_reverse.mlir"))
+    mod = compile_gpu(mlir("block_reverse.mlir"))
     a = torch.arange(256 * 5, dtype=torch.float32, device=dev)
     ref = a.view(5, 256).flip(1).reshape(-1).clone()
     mod(a)
@@ -182,17 +178,17 @@ def test_static_workgroup_memory_block_reverse(torch_cuda, dev, compile_gpu):
 
 
 @pytest.mark.parametrize("n", [1000, 12288, 24576])  # 12288: exactly 48 KiB dynamic
-def test_f06_dynamic_shared_memory(torch_cuda, dev, compile_gpu, n):
+def test_dynamic_shared_memory(mlir, torch_cuda, dev, compile_gpu, n):
     torch = torch_cuda
-    mod = compile_gpu(text("dynamic_smem.mlir"))
+    mod = compile_gpu(mlir("dynamic_smem.mlir"))
     a = torch.arange(n, dtype=torch.float32, device=dev)
     mod(a)
     assert torch.equal(a, torch.arange(n, dtype=torch.float32, device=dev).flip(0))
 
 
-def test_f06_dynamic_shared_memory_over_the_device_maximum(torch_cuda, dev, compile_gpu):
+def test_dynamic_shared_memory_over_the_device_maximum(mlir, torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(text("dynamic_smem.mlir"))
+    mod = compile_gpu(mlir("dynamic_smem.mlir"))
     a = torch.arange(70000, dtype=torch.float32, device=dev)
     with pytest.raises(pywave.ArgumentError) as info:
         mod(a)
@@ -207,27 +203,27 @@ def test_f06_dynamic_shared_memory_over_the_device_maximum(torch_cuda, dev, comp
     assert torch.equal(b, torch.arange(12288, dtype=torch.float32, device=dev).flip(0))
 
 
-def test_all_reduce_block_sum(torch_cuda, dev, compile_gpu):
+def test_all_reduce_block_sum(mlir, torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(text("reduce_shuffle.mlir"))
+    mod = compile_gpu(mlir("reduce_shuffle.mlir"))
     a = torch.randint(-100, 100, (256 * 7,), device=dev).float()  # integer sums are exact
     out = torch.empty(7, device=dev)
     mod.block_sum(a, out)
     assert torch.equal(out, a.view(7, 256).sum(1))
 
 
-def test_shuffle_xor_swaps_pairs(torch_cuda, dev, compile_gpu):
+def test_shuffle_xor_swaps_pairs(mlir, torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(text("reduce_shuffle.mlir"))
+    mod = compile_gpu(mlir("reduce_shuffle.mlir"))
     a = torch.randn(512, device=dev)
     out = torch.empty_like(a)
     mod.swap_pairs(a, out)
     assert torch.equal(out, a.view(-1, 2).flip(1).reshape(-1))
 
 
-def test_math_exp(torch_cuda, dev, compile_gpu):
+def test_math_exp(mlir, torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(text("exp.mlir"))
+    mod = compile_gpu(mlir("exp.mlir"))
     a = torch.linspace(-20, 20, 4001, device=dev)
     a[0] = 0.0
     out = torch.empty_like(a)
@@ -238,7 +234,7 @@ def test_math_exp(torch_cuda, dev, compile_gpu):
 
 
 # ----------------------------------------------------------------------------------------
-# F03: async tokens
+# Async tokens
 # ----------------------------------------------------------------------------------------
 def _check_async(torch, mod, dev):
     n = 1 << 24
@@ -253,25 +249,25 @@ def _check_async(torch, mod, dev):
         assert torch.equal(b, full(torch, n, 3.0, dev))
 
 
-def test_f03_launch_after_two_async_tokens(torch_cuda, dev, compile_gpu):
+def test_launch_after_two_async_tokens(mlir, torch_cuda, dev, compile_gpu):
     try:
-        mod = compile_gpu(text("async_deps.mlir"))
+        mod = compile_gpu(mlir("async_deps.mlir"))
     except pywave.CompileError as exc:
         assert "gpu.launch_func" in str(exc) and "async dependencies" in str(exc)
         return
     _check_async(torch_cuda, mod, dev)
 
 
-def test_async_tokens_joined_by_wait(torch_cuda, dev, compile_gpu):
-    _check_async(torch_cuda, compile_gpu(text("async_join.mlir")), dev)
+def test_async_tokens_joined_by_wait(mlir, torch_cuda, dev, compile_gpu):
+    _check_async(torch_cuda, compile_gpu(mlir("async_join.mlir")), dev)
 
 
 # ----------------------------------------------------------------------------------------
-# F04: printf
+# Printf
 # ----------------------------------------------------------------------------------------
-def test_f04_printf(torch_cuda, compile_gpu, capfd):
+def test_printf(mlir, torch_cuda, compile_gpu, capfd):
     torch = torch_cuda
-    mod = compile_gpu(text("printf.mlir"))
+    mod = compile_gpu(mlir("printf.mlir"))
     capfd.readouterr()
     mod(1.5, 7)
     torch.cuda.synchronize()  # device printf is flushed at synchronisation
@@ -280,16 +276,16 @@ def test_f04_printf(torch_cuda, compile_gpu, capfd):
 
 
 # ----------------------------------------------------------------------------------------
-# F09: launch limits
+# Launch limits
 # ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("grid_x, grid_z, block_x, dim, limit", [
     (1, 70000, 256, "grid z", 65535),
     (2 ** 31, 1, 1, "grid x", 2 ** 31 - 1),
     (1, 1, 2048, "block x", 1024),
 ])
-def test_f09_launch_limits(torch_cuda, dev, compile_gpu, grid_x, grid_z, block_x, dim, limit):
+def test_launch_limits(mlir, torch_cuda, dev, compile_gpu, grid_x, grid_z, block_x, dim, limit):
     torch = torch_cuda
-    mod = compile_gpu(text("launch_limits.mlir"))
+    mod = compile_gpu(mlir("launch_limits.mlir"))
     a = torch.zeros(256, device=dev)
     with pytest.raises(pywave.ArgumentError) as info:
         mod(a, grid_x, grid_z, block_x)
@@ -301,9 +297,9 @@ def test_f09_launch_limits(torch_cuda, dev, compile_gpu, grid_x, grid_z, block_x
     assert torch.equal(a, torch.ones(256, device=dev))
 
 
-def test_empty_grid_is_a_no_op(torch_cuda, dev, compile_gpu):
+def test_empty_grid_is_a_no_op(mlir, torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(text("launch_limits.mlir"))
+    mod = compile_gpu(mlir("launch_limits.mlir"))
     a = torch.zeros(256, device=dev)
     mod(a, 0, 1, 256)
     mod(a, 1, 0, 256)
@@ -311,17 +307,17 @@ def test_empty_grid_is_a_no_op(torch_cuda, dev, compile_gpu):
     assert torch.equal(a, torch.zeros(256, device=dev))
 
 
-def test_negative_grid_is_an_error(torch_cuda, dev, compile_gpu):
-    mod = compile_gpu(text("launch_limits.mlir"))
+def test_negative_grid_is_an_error(mlir, torch_cuda, dev, compile_gpu):
+    mod = compile_gpu(mlir("launch_limits.mlir"))
     a = torch_cuda.zeros(256, device=dev)
     with pytest.raises(pywave.ArgumentError, match=r"grid x.*-1"):
         mod(a, -1, 1, 256)
 
 
 # ----------------------------------------------------------------------------------------
-# F11 and other scalars
+# Scalars
 # ----------------------------------------------------------------------------------------
-def _f11_inputs(torch, dev):
+def _scalar_inputs(torch, dev):
     x = torch.tensor([0.0, 1.0, -2.5, 3.25, 1e6, -7.0], dtype=torch.float32, device=dev)
     # powers of two: y * 0.1 is exact, so a fused multiply-add gives the same result
     y = torch.tensor([0.0, 1.0, 2.0, -4.0, 0.5, 1024.0], dtype=torch.float64, device=dev)
@@ -329,10 +325,10 @@ def _f11_inputs(torch, dev):
 
 
 @pytest.mark.parametrize("numpy_scalars", [False, True])
-def test_f11_mixed_scalars(torch_cuda, dev, compile_gpu, numpy_scalars):
+def test_mixed_scalars(mlir, torch_cuda, dev, compile_gpu, numpy_scalars):
     torch = torch_cuda
-    mod = compile_gpu(text("scalars_mixed.mlir"))
-    x, y = _f11_inputs(torch, dev)
+    mod = compile_gpu(mlir("scalars_mixed.mlir"))
+    x, y = _scalar_inputs(torch, dev)
     x0, y0 = x.cpu().numpy(), y.cpu().numpy()
     args = (2.0, 0.1, -3, 300, True)
     if numpy_scalars:
@@ -347,10 +343,10 @@ def test_f11_mixed_scalars(torch_cuda, dev, compile_gpu, numpy_scalars):
 @pytest.mark.parametrize("index, name, value, kind", [
     (4, "k", 200, "i8"), (4, "k", -129, "i8"), (5, "m", 40000, "i16"),
 ])
-def test_f11_out_of_range_scalar(torch_cuda, dev, compile_gpu, index, name, value, kind):
+def test_out_of_range_scalar(mlir, torch_cuda, dev, compile_gpu, index, name, value, kind):
     torch = torch_cuda
-    mod = compile_gpu(text("scalars_mixed.mlir"))
-    x, y = _f11_inputs(torch, dev)
+    mod = compile_gpu(mlir("scalars_mixed.mlir"))
+    x, y = _scalar_inputs(torch, dev)
     args = [x, y, 2.0, 0.1, -3, 300, True]
     args[index] = value
     with pytest.raises(pywave.ArgumentError) as info:
@@ -359,23 +355,23 @@ def test_f11_out_of_range_scalar(torch_cuda, dev, compile_gpu, index, name, valu
     assert f"'{name}'" in msg and str(value) in msg and kind in msg, msg
     lo, hi = {"i8": (-128, 127), "i16": (-32768, 32767)}[kind]
     assert str(lo) in msg and str(hi) in msg
-    x1, y1 = _f11_inputs(torch, dev)
+    x1, y1 = _scalar_inputs(torch, dev)
     assert torch.equal(x, x1) and torch.equal(y, y1)
 
 
-def test_scalar_of_wrong_python_type(torch_cuda, dev, compile_gpu):
+def test_scalar_of_wrong_python_type(mlir, torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(text("scalars_mixed.mlir"))
-    x, y = _f11_inputs(torch, dev)
+    mod = compile_gpu(mlir("scalars_mixed.mlir"))
+    x, y = _scalar_inputs(torch, dev)
     with pytest.raises(pywave.ArgumentError, match=r"'k'.*i8.*str|'k'.*str.*i8"):
         mod(x, y, 2.0, 0.1, "3", 300, True)
     with pytest.raises(pywave.ArgumentError, match=r"'k'"):
         mod(x, y, 2.0, 0.1, 1.5, 300, True)  # a float for an integer
 
 
-def test_more_scalar_types(torch_cuda, dev, compile_gpu):
+def test_more_scalar_types(mlir, torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(text("scalars_more.mlir"))
+    mod = compile_gpu(mlir("scalars_more.mlir"))
     ints = torch.zeros(3, dtype=torch.int64, device=dev)
     floats = torch.zeros(2, dtype=torch.float32, device=dev)
     mod(ints, floats, -2 ** 31, 2 ** 63 - 1, 2 ** 40, 1.5, -2.0)
@@ -389,10 +385,10 @@ def test_more_scalar_types(torch_cuda, dev, compile_gpu):
 @pytest.mark.parametrize("position, name, value, kind", [
     (2, "p", 2 ** 31, "i32"), (3, "q", 2 ** 63, "i64"), (5, "h", 1e6, "f16"),
 ])
-def test_more_scalar_types_out_of_range(torch_cuda, dev, compile_gpu, position, name, value,
+def test_more_scalar_types_out_of_range(mlir, torch_cuda, dev, compile_gpu, position, name, value,
                                         kind):
     torch = torch_cuda
-    mod = compile_gpu(text("scalars_more.mlir"))
+    mod = compile_gpu(mlir("scalars_more.mlir"))
     args = [torch.zeros(3, dtype=torch.int64, device=dev),
             torch.zeros(2, dtype=torch.float32, device=dev), 1, 2, 3, 1.0, 1.0]
     args[position] = value
@@ -403,17 +399,17 @@ def test_more_scalar_types_out_of_range(torch_cuda, dev, compile_gpu, position, 
 
 
 # ----------------------------------------------------------------------------------------
-# F12: i1 memrefs
+# I1 memrefs
 # ----------------------------------------------------------------------------------------
 @pytest.fixture
-def bool_module(compile_gpu, isolated_build):
+def bool_module(mlir, compile_gpu, isolated_build):
     # compiling i1 memrefs once aborted the interpreter (MLIR assertion): check in a child first
-    out = isolated_build(text("bool_i1.mlir"))
+    out = isolated_build(mlir("bool_i1.mlir"))
     assert out == "OK", out
-    return compile_gpu(text("bool_i1.mlir"))
+    return compile_gpu(mlir("bool_i1.mlir"))
 
 
-def test_f12_bool_torch(torch_cuda, dev, bool_module):
+def test_bool_torch(torch_cuda, dev, bool_module):
     torch = torch_cuda
     flags = torch.tensor([True, False, True, True], device=dev)
     out = torch.zeros(4, dtype=torch.int32, device=dev)
@@ -423,7 +419,7 @@ def test_f12_bool_torch(torch_cuda, dev, bool_module):
     assert out.tolist() == [-1, 0, -1, -1]
 
 
-def test_f12_bool_cupy(cupy_mod, bool_module):
+def test_bool_cupy(cupy_mod, bool_module):
     cp = cupy_mod
     flags = cp.asarray([True, False, True, True])
     out = cp.zeros(4, dtype=cp.int32)
@@ -433,7 +429,7 @@ def test_f12_bool_cupy(cupy_mod, bool_module):
     assert out.tolist() == [-1, 0, -1, -1]
 
 
-def test_f12_uint8_for_i1_is_a_dtype_error(torch_cuda, dev, bool_module):
+def test_uint8_for_i1_is_a_dtype_error(torch_cuda, dev, bool_module):
     torch = torch_cuda
     flags = torch.tensor([1, 0, 1, 1], dtype=torch.uint8, device=dev)
     out = torch.zeros(4, dtype=torch.int32, device=dev)
@@ -444,28 +440,28 @@ def test_f12_uint8_for_i1_is_a_dtype_error(torch_cuda, dev, bool_module):
 
 
 # ----------------------------------------------------------------------------------------
-# F15 and zero-size inputs
+# Zero-size inputs
 # ----------------------------------------------------------------------------------------
-def test_f15_dims_of_empty_torch_tensor(torch_cuda, dev, compile_gpu):
+def test_dims_of_empty_torch_tensor(mlir, torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(text("dims_2d.mlir"))
+    mod = compile_gpu(mlir("dims_2d.mlir"))
     out = torch.full((2,), -1, dtype=torch.int64, device=dev)
     for a in (torch.empty((0, 3), device=dev), torch.empty((4, 3), device=dev)[4:]):
         mod(a, out)
         assert out.tolist() == [0, 3]
 
 
-def test_f15_dims_of_empty_cupy_array(cupy_mod, compile_gpu):
+def test_dims_of_empty_cupy_array(mlir, cupy_mod, compile_gpu):
     cp = cupy_mod
-    mod = compile_gpu(text("dims_2d.mlir"))
+    mod = compile_gpu(mlir("dims_2d.mlir"))
     out = cp.full((2,), -1, dtype=cp.int64)
     mod(cp.empty((0, 3), dtype=cp.float32), out)
     assert out.tolist() == [0, 3]
 
 
-def test_zero_size_vector_add_is_a_no_op(torch_cuda, dev, compile_gpu):
+def test_zero_size_vector_add_is_a_no_op(mlir, torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(text("vector_add.mlir"))
+    mod = compile_gpu(mlir("vector_add.mlir"))
     e = torch.empty(0, device=dev)
     mod(e, e, e)
     torch.cuda.synchronize()
@@ -474,9 +470,9 @@ def test_zero_size_vector_add_is_a_no_op(torch_cuda, dev, compile_gpu):
 # ----------------------------------------------------------------------------------------
 # Strided views
 # ----------------------------------------------------------------------------------------
-def test_strided_transposed_and_sliced_torch(torch_cuda, dev, compile_gpu):
+def test_strided_transposed_and_sliced_torch(mlir, torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(text("strided.mlir"))
+    mod = compile_gpu(mlir("strided.mlir"))
     base = torch.arange(48, dtype=torch.float32, device=dev).reshape(6, 8)
     for view in (base.t(), base[1:5, ::2], base[2:, 3:].t(), base[::2, ::3]):
         out = torch.full(view.shape, -1.0, device=dev)
@@ -489,9 +485,9 @@ def test_strided_transposed_and_sliced_torch(torch_cuda, dev, compile_gpu):
     assert torch.equal(out, view.contiguous())
 
 
-def test_negative_strides_cupy(cupy_mod, compile_gpu):
+def test_negative_strides_cupy(mlir, cupy_mod, compile_gpu):
     cp = cupy_mod
-    mod = compile_gpu(text("strided.mlir"))
+    mod = compile_gpu(mlir("strided.mlir"))
     a = cp.arange(10, dtype=cp.float32)[::-1]
     out = cp.empty(10, dtype=cp.float32)
     mod.copy1d(a, out)
@@ -502,9 +498,9 @@ def test_negative_strides_cupy(cupy_mod, compile_gpu):
     assert out2.tolist() == b.tolist()
 
 
-def test_identity_layout_rejects_non_contiguous(torch_cuda, dev, compile_gpu):
+def test_identity_layout_rejects_non_contiguous(mlir, torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(text("strided.mlir"))
+    mod = compile_gpu(mlir("strided.mlir"))
     a = torch.arange(12, dtype=torch.float32, device=dev).reshape(3, 4).t()
     out = torch.empty((4, 3), device=dev)
     with pytest.raises(pywave.ArgumentError) as info:
@@ -516,14 +512,14 @@ def test_identity_layout_rejects_non_contiguous(torch_cuda, dev, compile_gpu):
 
 
 # ----------------------------------------------------------------------------------------
-# F18: compact producers
+# Compact producers
 # ----------------------------------------------------------------------------------------
-def test_f18_compact_2d(torch_cuda, dev, compile_gpu):
+def test_compact_2d(mlir, torch_cuda, dev, compile_gpu):
     # A producer with strides == NULL cannot be built from Python alone (torch always fills
     # strides); libwavert's NULL-strides path is covered by its C tests. Here: a compact
     # torch tensor and a wrapper object that only forwards the DLPack protocol.
     torch = torch_cuda
-    mod = compile_gpu(text("compact_2d.mlir"))
+    mod = compile_gpu(mlir("compact_2d.mlir"))
     a = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], device=dev)
     ref = torch.tensor([[1.0, 2.0, 3.0], [14.0, 15.0, 16.0]], device=dev)
 
@@ -543,9 +539,9 @@ def test_f18_compact_2d(torch_cuda, dev, compile_gpu):
         assert torch.equal(out, ref)
 
 
-def test_static_shape_mismatch(torch_cuda, dev, compile_gpu):
+def test_static_shape_mismatch(mlir, torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(text("compact_2d.mlir"))
+    mod = compile_gpu(mlir("compact_2d.mlir"))
     with pytest.raises(pywave.ArgumentError) as info:
         mod(torch.zeros((3, 2), device=dev), torch.zeros((2, 3), device=dev))
     msg = str(info.value)
@@ -553,14 +549,14 @@ def test_static_shape_mismatch(torch_cuda, dev, compile_gpu):
 
 
 # ----------------------------------------------------------------------------------------
-# F19: bf16 and dtype errors
+# Bf16 and dtype errors
 # ----------------------------------------------------------------------------------------
 BF16_VALUES = [1.5, -2.0, 3.0, 0.0078125]
 
 
-def test_f19_bf16(torch_cuda, dev, compile_gpu):
+def test_bf16(mlir, torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(text("bf16.mlir"))
+    mod = compile_gpu(mlir("bf16.mlir"))
     x = torch.tensor(BF16_VALUES, dtype=torch.bfloat16, device=dev)
     out = torch.zeros(4, device=dev)
     mod.widen_bf16(x, out)
@@ -570,9 +566,9 @@ def test_f19_bf16(torch_cuda, dev, compile_gpu):
     assert out.tolist() == BF16_VALUES
 
 
-def test_f19_bf16_for_f16_is_a_dtype_error(torch_cuda, dev, compile_gpu):
+def test_bf16_for_f16_is_a_dtype_error(mlir, torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(text("bf16.mlir"))
+    mod = compile_gpu(mlir("bf16.mlir"))
     x = torch.tensor(BF16_VALUES, dtype=torch.bfloat16, device=dev)
     with pytest.raises(pywave.ArgumentError) as info:
         mod.widen_f16(x, torch.zeros(4, device=dev))
@@ -582,12 +578,12 @@ def test_f19_bf16_for_f16_is_a_dtype_error(torch_cuda, dev, compile_gpu):
 
 
 @pytest.mark.parametrize("dtype_name", ["float8_e8m0fnu", "complex32"])
-def test_f19_unmapped_dtype(torch_cuda, dev, compile_gpu, dtype_name):
+def test_unmapped_dtype(mlir, torch_cuda, dev, compile_gpu, dtype_name):
     torch = torch_cuda
     dtype = getattr(torch, dtype_name, None)
     if dtype is None:
         pytest.skip(f"torch has no {dtype_name}")
-    mod = compile_gpu(text("bf16.mlir"))
+    mod = compile_gpu(mlir("bf16.mlir"))
     x = torch.zeros(4, dtype=dtype, device=dev)
     with pytest.raises(pywave.ArgumentError) as info:
         mod.widen_bf16(x, torch.zeros(4, device=dev))
@@ -600,9 +596,9 @@ def test_f19_unmapped_dtype(torch_cuda, dev, compile_gpu, dtype_name):
 # ----------------------------------------------------------------------------------------
 # Argument errors
 # ----------------------------------------------------------------------------------------
-def test_wrong_dtype(torch_cuda, dev, compile_gpu):
+def test_wrong_dtype(mlir, torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(text("vector_add.mlir"))
+    mod = compile_gpu(mlir("vector_add.mlir"))
     a = torch.zeros(8, device=dev)
     with pytest.raises(pywave.ArgumentError) as info:
         mod(a, torch.zeros(8, dtype=torch.float64, device=dev), a)
@@ -610,9 +606,9 @@ def test_wrong_dtype(torch_cuda, dev, compile_gpu):
     assert "'b'" in msg and "float32" in msg and "float64" in msg, msg
 
 
-def test_wrong_rank(torch_cuda, dev, compile_gpu):
+def test_wrong_rank(mlir, torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(text("vector_add.mlir"))
+    mod = compile_gpu(mlir("vector_add.mlir"))
     a = torch.zeros(8, device=dev)
     with pytest.raises(pywave.ArgumentError) as info:
         mod(a, a, torch.zeros((2, 4), device=dev))
@@ -620,9 +616,9 @@ def test_wrong_rank(torch_cuda, dev, compile_gpu):
     assert "'c'" in msg and "rank" in msg and "1" in msg and "2" in msg, msg
 
 
-def test_cpu_tensor(torch_cuda, dev, compile_gpu):
+def test_cpu_tensor(mlir, torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(text("vector_add.mlir"))
+    mod = compile_gpu(mlir("vector_add.mlir"))
     a = torch.zeros(8, device=dev)
     with pytest.raises(pywave.ArgumentError) as info:
         mod(a, torch.zeros(8), a)
@@ -630,24 +626,24 @@ def test_cpu_tensor(torch_cuda, dev, compile_gpu):
     assert "'b'" in msg and "CPU" in msg, msg
 
 
-def test_numpy_array_for_gpu_memref(torch_cuda, dev, compile_gpu):
-    mod = compile_gpu(text("k0_scale.mlir"))
+def test_numpy_array_for_gpu_memref(mlir, torch_cuda, dev, compile_gpu):
+    mod = compile_gpu(mlir("scale_in_place.mlir"))
     with pytest.raises(pywave.ArgumentError, match=r"'a'.*CPU"):
         mod(np.zeros(8, dtype=np.float32), 1.0)
 
 
-def test_not_a_tensor(torch_cuda, dev, compile_gpu):
-    mod = compile_gpu(text("k0_scale.mlir"))
+def test_not_a_tensor(mlir, torch_cuda, dev, compile_gpu):
+    mod = compile_gpu(mlir("scale_in_place.mlir"))
     with pytest.raises(pywave.ArgumentError, match=r"'a'.*list"):
         mod([1.0, 2.0], 1.0)
 
 
 # ----------------------------------------------------------------------------------------
-# F21: immutable producers
+# Immutable producers
 # ----------------------------------------------------------------------------------------
-def test_f21_jax_array_read_input_works(torch_cuda, jax_gpu, dev, compile_gpu):
+def test_jax_array_read_input_works(mlir, torch_cuda, jax_gpu, dev, compile_gpu):
     torch, jnp = torch_cuda, jax_gpu.numpy
-    mod = compile_gpu(text("vector_add.mlir"))
+    mod = compile_gpu(mlir("vector_add.mlir"))
     a = jnp.arange(1000, dtype=jnp.float32)
     b = jnp.full((1000,), 0.5, dtype=jnp.float32)
     c = torch.empty(1000, device=dev)
@@ -655,9 +651,9 @@ def test_f21_jax_array_read_input_works(torch_cuda, jax_gpu, dev, compile_gpu):
     assert torch.equal(c.cpu(), torch.arange(1000, dtype=torch.float32) + 0.5)
 
 
-def test_f21_jax_array_as_written_output_is_an_error(torch_cuda, jax_gpu, dev, compile_gpu):
+def test_jax_array_as_written_output_is_an_error(mlir, torch_cuda, jax_gpu, dev, compile_gpu):
     torch, jnp = torch_cuda, jax_gpu.numpy
-    mod = compile_gpu(text("vector_add.mlir"))
+    mod = compile_gpu(mlir("vector_add.mlir"))
     a = torch.ones(1000, device=dev)
     c = jnp.zeros(1000, dtype=jnp.float32)
     with pytest.raises(pywave.ArgumentError) as info:
@@ -671,7 +667,7 @@ def test_f21_jax_array_as_written_output_is_an_error(torch_cuda, jax_gpu, dev, c
 def test_vectorized_add_with_tail(torch_cuda, dev, compile_gpu, n):
     """bench/vector_add_v4.mlir: 16-byte vector loads/stores plus a scalar tail."""
     torch = torch_cuda
-    mod = compile_gpu((DATA.parent.parent / "bench" / "vector_add_v4.mlir").read_text())
+    mod = compile_gpu((ROOT / "bench" / "vector_add_v4.mlir").read_text())
     a = torch.rand(n, device=dev)
     b = torch.rand(n, device=dev)
     c = torch.full((n,), -1.0, device=dev)

@@ -1,22 +1,14 @@
-"""F08 and friends: tensors on a second GPU, tensors on two GPUs, CPU tensors among GPU ones.
+"""Devices: tensors on a second GPU, tensors on two GPUs, CPU tensors among GPU ones.
 
 Every test here needs two CUDA GPUs and skips with "needs two CUDA GPUs" otherwise."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
 import pywave
 
 pytestmark = pytest.mark.gpu
-
-DATA = Path(__file__).parent / "data"
-
-
-def text(name: str) -> str:
-    return (DATA / name).read_text()
 
 
 @pytest.fixture
@@ -27,9 +19,9 @@ def two_gpus(torch_cuda):
     return torch_cuda
 
 
-def test_f08_runs_on_the_tensors_device(two_gpus, compile_gpu):
+def test_runs_on_the_tensors_device(mlir, two_gpus, compile_gpu):
     torch = two_gpus
-    mod = compile_gpu(text("vector_add.mlir"))
+    mod = compile_gpu(mlir("vector_add.mlir"))
     a = torch.arange(1000, dtype=torch.float32, device="cuda:1")
     b = torch.ones(1000, device="cuda:1")
     c = torch.empty(1000, device="cuda:1")
@@ -38,10 +30,10 @@ def test_f08_runs_on_the_tensors_device(two_gpus, compile_gpu):
     assert torch.equal(c, a + b)
 
 
-def test_f08_async_host_code_on_the_second_gpu(two_gpus, compile_gpu):
+def test_async_host_code_on_the_second_gpu(mlir, two_gpus, compile_gpu):
     # Streams and events that async host code creates belong to the tensors' device.
     torch = two_gpus
-    mod = compile_gpu(text("async_accumulate.mlir"))
+    mod = compile_gpu(mlir("async_accumulate.mlir"))
     n = 1 << 20
     x = torch.full((n,), 1.0, device="cuda:1")
     y = torch.full((n,), 3.0, device="cuda:1")
@@ -51,9 +43,9 @@ def test_f08_async_host_code_on_the_second_gpu(two_gpus, compile_gpu):
     assert torch.equal(y, torch.full((n,), 5.0, device="cuda:1"))
 
 
-def test_f08_cupy_arrays_on_the_second_gpu(two_gpus, cupy_mod, compile_gpu):
+def test_cupy_arrays_on_the_second_gpu(mlir, two_gpus, cupy_mod, compile_gpu):
     cp = cupy_mod
-    mod = compile_gpu(text("vector_add.mlir"))
+    mod = compile_gpu(mlir("vector_add.mlir"))
     with cp.cuda.Device(1):
         a = cp.arange(1000, dtype=cp.float32)
         b = cp.full(1000, 0.5, dtype=cp.float32)
@@ -66,9 +58,9 @@ def test_f08_cupy_arrays_on_the_second_gpu(two_gpus, cupy_mod, compile_gpu):
         assert bool(cp.array_equal(c, a + b))
 
 
-def test_f08_mixed_devices(two_gpus, compile_gpu):
+def test_mixed_devices(mlir, two_gpus, compile_gpu):
     torch = two_gpus
-    mod = compile_gpu(text("vector_add.mlir"))
+    mod = compile_gpu(mlir("vector_add.mlir"))
     a = torch.ones(8, device="cuda:0")
     b = torch.ones(8, device="cuda:1")
     with pytest.raises(pywave.ArgumentError) as info:
@@ -78,9 +70,9 @@ def test_f08_mixed_devices(two_gpus, compile_gpu):
     assert torch.equal(a, torch.ones(8, device="cuda:0"))
 
 
-def test_f08_cpu_tensor_with_gpu_tensors(two_gpus, compile_gpu):
+def test_cpu_tensor_with_gpu_tensors(mlir, two_gpus, compile_gpu):
     torch = two_gpus
-    mod = compile_gpu(text("vector_add.mlir"))
+    mod = compile_gpu(mlir("vector_add.mlir"))
     b = torch.ones(8, device="cuda:1")
     with pytest.raises(pywave.ArgumentError) as info:
         mod(b, torch.ones(8), b)

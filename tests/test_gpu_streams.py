@@ -13,7 +13,7 @@ import pywave
 pytestmark = pytest.mark.gpu
 
 DATA = Path(__file__).parent / "data"
-K0 = (DATA / "k0_scale.mlir").read_text()
+SCALE = (DATA / "scale_in_place.mlir").read_text()
 
 
 @pytest.fixture
@@ -22,11 +22,11 @@ def dev(torch_cuda):
 
 
 # ----------------------------------------------------------------------------------------
-# F13: the launch follows the producer's current stream without user synchronisation
+# The launch follows the producer's current stream without user synchronisation
 # ----------------------------------------------------------------------------------------
-def test_f13_torch_current_stream(torch_cuda, dev, compile_gpu):
+def test_torch_current_stream(torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(K0)
+    mod = compile_gpu(SCALE)
     n = 1 << 26
     x = torch.empty(n, device=dev)
     six = torch.full((n,), 6.0, device=dev)
@@ -41,9 +41,9 @@ def test_f13_torch_current_stream(torch_cuda, dev, compile_gpu):
             assert torch.equal(y, six)
 
 
-def test_f13_cupy_current_stream(cupy_mod, compile_gpu):
+def test_cupy_current_stream(cupy_mod, compile_gpu):
     cp = cupy_mod
-    mod = compile_gpu(K0)
+    mod = compile_gpu(SCALE)
     n = 1 << 26
     x = cp.empty(n, dtype=cp.float32)
     cp.cuda.Device().synchronize()
@@ -58,7 +58,7 @@ def test_f13_cupy_current_stream(cupy_mod, compile_gpu):
 
 def test_explicit_stream_argument(torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(K0)
+    mod = compile_gpu(SCALE)
     n = 1 << 20
     s = torch.cuda.Stream(device=dev)
     for stream in (s, s.cuda_stream, 0):
@@ -74,7 +74,7 @@ def test_explicit_stream_argument(torch_cuda, dev, compile_gpu):
 
 def test_explicit_cupy_stream_argument(cupy_mod, compile_gpu):
     cp = cupy_mod
-    mod = compile_gpu(K0)
+    mod = compile_gpu(SCALE)
     s = cp.cuda.Stream(non_blocking=True)
     x = cp.ones(1 << 20, dtype=cp.float32)
     cp.cuda.Device().synchronize()
@@ -84,7 +84,7 @@ def test_explicit_cupy_stream_argument(cupy_mod, compile_gpu):
 
 
 def test_bad_stream_argument(torch_cuda, dev, compile_gpu):
-    mod = compile_gpu(K0)
+    mod = compile_gpu(SCALE)
     x = torch_cuda.ones(16, device=dev)
     for bad in ("s", -1, 1.5):
         with pytest.raises(pywave.ArgumentError, match="'stream'"):
@@ -95,9 +95,9 @@ def test_bad_stream_argument(torch_cuda, dev, compile_gpu):
 # ----------------------------------------------------------------------------------------
 # Threads
 # ----------------------------------------------------------------------------------------
-def test_eight_threads_thousand_calls_each(torch_cuda, dev, compile_gpu):
+def test_eight_threads_thousand_calls_each(mlir, torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu((DATA / "launch_outline.mlir").read_text())  # a += s
+    mod = compile_gpu(mlir("launch_outline.mlir"))  # a += s
     tensors = [torch.zeros(4096, device=dev) for _ in range(8)]
     torch.cuda.synchronize()
     errors = []
@@ -123,7 +123,7 @@ def test_eight_threads_thousand_calls_each(torch_cuda, dev, compile_gpu):
 
 def test_first_call_from_a_fresh_thread(torch_cuda, dev):
     torch = torch_cuda
-    mod = pywave.compile(K0)
+    mod = pywave.compile(SCALE)
     x = torch.ones(1000, device=dev)
     torch.cuda.synchronize()
     errors = []
@@ -144,11 +144,11 @@ def test_first_call_from_a_fresh_thread(torch_cuda, dev):
 
 
 # ----------------------------------------------------------------------------------------
-# F20: capsules and memory
+# Capsules and memory
 # ----------------------------------------------------------------------------------------
-def test_f20_capsule_is_consumed_once(torch_cuda, dev, compile_gpu):
+def test_capsule_is_consumed_once(torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(K0)
+    mod = compile_gpu(SCALE)
     x = torch.ones(1000, device=dev)
     cap = torch.utils.dlpack.to_dlpack(x)
     try:
@@ -163,9 +163,9 @@ def test_f20_capsule_is_consumed_once(torch_cuda, dev, compile_gpu):
     assert "'a'" in str(info.value) and "already consumed" in str(info.value)
 
 
-def test_f20_no_leak_over_2000_calls(torch_cuda, dev, compile_gpu):
+def test_no_leak_over_2000_calls(torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(K0)
+    mod = compile_gpu(SCALE)
     n = 1 << 24  # 64 MiB
     mod(torch.ones(n, device=dev), 2.0)  # warm up caches
     torch.cuda.synchronize()
@@ -179,16 +179,16 @@ def test_f20_no_leak_over_2000_calls(torch_cuda, dev, compile_gpu):
 
 
 # ----------------------------------------------------------------------------------------
-# F14: module lifetime
+# Module lifetime
 # ----------------------------------------------------------------------------------------
 def _rss_bytes() -> int:
     with open("/proc/self/statm") as fh:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def test_f14_many_compiles_are_released(torch_cuda, dev):
+def test_many_compiles_are_released(torch_cuda, dev):
     torch = torch_cuda
-    head, tail = K0.split("func.func @main(%a: memref<?xf32>, %s: f32) {")
+    head, tail = SCALE.split("func.func @main(%a: memref<?xf32>, %s: f32) {")
     a = torch.ones(256, device=dev)
     torch.cuda.synchronize()
     free_start = torch.cuda.mem_get_info(dev)[0]
@@ -196,7 +196,7 @@ def test_f14_many_compiles_are_released(torch_cuda, dev):
     for i in range(3000):
         src = (head + "func.func @main(%a: memref<?xf32>) {\n"
                f"    %s = arith.constant {i}.0 : f32\n" + tail)
-        f = pywave.compile(src, disk_cache=False)   # F14 is about releasing, not caching
+        f = pywave.compile(src, disk_cache=False)   # about releasing, not caching
         a.fill_(1.0)
         f(a)
         assert a[0].item() == float(i)
@@ -208,16 +208,16 @@ def test_f14_many_compiles_are_released(torch_cuda, dev):
     assert _rss_bytes() - rss_mid <= 256 << 20  # host memory bounded after warm-up
 
 
-def test_f14_drop_module_while_kernel_may_run(torch_cuda, dev):
+def test_drop_module_while_kernel_may_run(torch_cuda, dev):
     torch = torch_cuda
     a = torch.ones(1 << 24, device=dev)
     torch.cuda.synchronize()
-    f = pywave.compile(K0)
+    f = pywave.compile(SCALE)
     f(a, 2.0)
     del f  # no unload under a running kernel
     torch.cuda.synchronize()
     assert torch.equal(a, torch.full((1 << 24,), 2.0, device=dev))
-    g = pywave.compile(K0)
+    g = pywave.compile(SCALE)
     g(a, 2.0)
     g.close()
     torch.cuda.synchronize()
@@ -225,13 +225,13 @@ def test_f14_drop_module_while_kernel_may_run(torch_cuda, dev):
 
 
 # ----------------------------------------------------------------------------------------
-# stream= with a cupy stream; producers without the exchange API (cupy, jax)
+# Stream= with a cupy stream; producers without the exchange API (cupy, jax)
 # ----------------------------------------------------------------------------------------
 def test_cupy_stream_argument_orders_after_work_on_that_stream(cupy_mod, compile_gpu):
     # The work is on a non-blocking stream s while the current stream is the default one:
     # only a launch on s (after the fill and the multiply) gives 6 everywhere.
     cp = cupy_mod
-    mod = compile_gpu(K0)
+    mod = compile_gpu(SCALE)
     n = 1 << 26
     x = cp.empty(n, dtype=cp.float32)
     s = cp.cuda.Stream(non_blocking=True)
@@ -247,9 +247,9 @@ def test_cupy_stream_argument_orders_after_work_on_that_stream(cupy_mod, compile
         assert bool((y == 6.0).all())
 
 
-def test_cupy_inputs_and_outputs(cupy_mod, compile_gpu):
+def test_cupy_inputs_and_outputs(mlir, cupy_mod, compile_gpu):
     cp = cupy_mod
-    mod = compile_gpu((DATA / "vector_add.mlir").read_text())
+    mod = compile_gpu(mlir("vector_add.mlir"))
     a = cp.arange(100_000, dtype=cp.float32)
     b = cp.full(100_000, 0.5, dtype=cp.float32)
     c = cp.empty(100_000, dtype=cp.float32)
@@ -259,7 +259,7 @@ def test_cupy_inputs_and_outputs(cupy_mod, compile_gpu):
 
 def test_cupy_no_leak_over_2000_calls(cupy_mod, compile_gpu):
     cp = cupy_mod
-    mod = compile_gpu(K0)
+    mod = compile_gpu(SCALE)
     pool = cp.get_default_memory_pool()
     n = 1 << 24  # 64 MiB
     mod(cp.ones(n, dtype=cp.float32), 2.0)  # warm up caches
@@ -273,11 +273,11 @@ def test_cupy_no_leak_over_2000_calls(cupy_mod, compile_gpu):
     assert pool.used_bytes() == start
 
 
-def test_jax_pending_result_as_input_is_exact(torch_cuda, jax_gpu, compile_gpu):
+def test_jax_pending_result_as_input_is_exact(mlir, torch_cuda, jax_gpu, compile_gpu):
     # JAX has no exchange API: pywave asks __dlpack__(stream=...) and JAX's pending
     # computation of `a` must be complete before the kernel reads it.
     torch, jnp = torch_cuda, jax_gpu.numpy
-    mod = compile_gpu((DATA / "vector_add.mlir").read_text())
+    mod = compile_gpu(mlir("vector_add.mlir"))
     n = 1 << 22
     for _ in range(5):
         a = jnp.arange(n, dtype=jnp.float32) * 2.0  # dispatched asynchronously
@@ -289,9 +289,9 @@ def test_jax_pending_result_as_input_is_exact(torch_cuda, jax_gpu, compile_gpu):
         assert torch.equal(c, expected)
 
 
-def test_torch_jax_and_cupy_arguments_in_one_call(torch_cuda, cupy_mod, jax_gpu, compile_gpu):
+def test_torch_jax_and_cupy_arguments_in_one_call(mlir, torch_cuda, cupy_mod, jax_gpu, compile_gpu):
     torch, cp, jnp = torch_cuda, cupy_mod, jax_gpu.numpy
-    mod = compile_gpu((DATA / "vector_add.mlir").read_text())
+    mod = compile_gpu(mlir("vector_add.mlir"))
     b = jnp.full((1000,), 0.5, dtype=jnp.float32)
     dev_id = next(iter(b.devices())).id
     a = torch.arange(1000, dtype=torch.float32, device=torch.device("cuda", dev_id))
@@ -304,11 +304,11 @@ def test_torch_jax_and_cupy_arguments_in_one_call(torch_cuda, cupy_mod, jax_gpu,
 # ----------------------------------------------------------------------------------------
 # Async host code: ordering and independent chains
 # ----------------------------------------------------------------------------------------
-def test_async_host_code_follows_the_torch_stream(torch_cuda, dev, compile_gpu):
+def test_async_host_code_follows_the_torch_stream(mlir, torch_cuda, dev, compile_gpu):
     # x.fill_/y.fill_ are still pending on s when the call creates its streams (after a
     # sleep kernel): only streams ordered after s at entry give x = 7, y = 5.
     torch = torch_cuda
-    mod = compile_gpu((DATA / "async_accumulate.mlir").read_text())
+    mod = compile_gpu(mlir("async_accumulate.mlir"))
     n = 1 << 24
     x = torch.empty(n, device=dev)
     y = torch.empty(n, device=dev)
@@ -328,12 +328,12 @@ def test_async_host_code_follows_the_torch_stream(torch_cuda, dev, compile_gpu):
             assert torch.equal(x2, seven) and torch.equal(y2, five)
 
 
-def test_independent_async_chains_run_concurrently(torch_cuda, dev, compile_gpu):
+def test_independent_async_chains_run_concurrently(mlir, torch_cuda, dev, compile_gpu):
     # Each kernel sets its flag, then spins until it sees the other's: both see each other only
     # if the two `gpu.wait async` chains run at the same time. A serial run ends (bounded spin)
     # with seen == [0, 1] instead of hanging.
     torch = torch_cuda
-    mod = compile_gpu((DATA / "async_concurrent.mlir").read_text())
+    mod = compile_gpu(mlir("async_concurrent.mlir"))
     flags = torch.zeros(2, dtype=torch.int32, device=dev)
     seen = torch.zeros(2, dtype=torch.int32, device=dev)
     mod(flags, seen, 0)  # loads the kernel: no module load while a kernel spins
@@ -370,7 +370,7 @@ def test_compile_on_one_thread_call_on_another(torch_cuda, dev):
     torch = torch_cuda
     made = {}
     # A text of its own and no disk cache: the worker thread really compiles.
-    source = K0 + "\n// compiled on a worker thread (test_gpu_streams)\n"
+    source = SCALE + "\n// compiled on a worker thread (test_gpu_streams)\n"
     _in_thread(lambda: made.setdefault("mod", pywave.compile(source, disk_cache=False)))
     mod = made["mod"]
     try:
@@ -386,7 +386,7 @@ def test_compile_on_one_thread_call_on_another(torch_cuda, dev):
 
 def test_thread_that_never_touched_cuda_only_calls(torch_cuda, dev, compile_gpu):
     torch = torch_cuda
-    mod = compile_gpu(K0)
+    mod = compile_gpu(SCALE)
     x = torch.ones(1000, device=dev)
     torch.cuda.synchronize(dev)
     _in_thread(lambda: mod(x, 3.0))  # no torch/CUDA call on that thread but pywave's

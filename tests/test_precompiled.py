@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import pywave
-from pywave import api, binfile
+from pywave import api, images
 
 DATA = Path(__file__).parent / "data"
 VECTOR_ADD = (DATA / "vector_add.mlir").read_text()
@@ -94,20 +94,20 @@ def elf(machine: int) -> bytes:
 
 
 def test_format_detection():
-    assert binfile.detect(elf(binfile.EM_CUDA)) == "cubin"
-    assert binfile.detect(elf(binfile.EM_AMDGPU)) == "hsaco"
-    assert binfile.detect(struct.pack("<I", binfile.FATBIN_MAGIC) + b"\0" * 12) == "fatbin"
-    assert binfile.detect(b"//\n.version 8.0\n.target sm_90\n") == "ptx"
-    assert binfile.detect(b"// nothing but a comment\n", "k.ptx") == "ptx"
+    assert images.detect(elf(images.EM_CUDA)) == "cubin"
+    assert images.detect(elf(images.EM_AMDGPU)) == "hsaco"
+    assert images.detect(struct.pack("<I", images.FATBIN_MAGIC) + b"\0" * 12) == "fatbin"
+    assert images.detect(b"//\n.version 8.0\n.target sm_90\n") == "ptx"
+    assert images.detect(b"// nothing but a comment\n", "k.ptx") == "ptx"
     with pytest.raises(pywave.CompileError, match="machine 62"):
-        binfile.detect(elf(62))
+        images.detect(elf(62))
     with pytest.raises(pywave.CompileError, match="cannot tell"):
-        binfile.detect(b"hello", "k.bin")
+        images.detect(b"hello", "k.bin")
 
 
 def test_replace_with_hsaco_on_nvidia_is_an_error():
     with pytest.raises(pywave.CompileError, match="hsaco image"):
-        api.build(VECTOR_ADD, target="sm_90", binaries={"kernels": elf(binfile.EM_AMDGPU)})
+        api.build(VECTOR_ADD, target="sm_90", binaries={"kernels": elf(images.EM_AMDGPU)})
 
 
 def test_replace_binary_changes_the_cache_key(tmp_path, ptx, monkeypatch):

@@ -1,4 +1,4 @@
-// F03: a = 2 and b = 3 filled by async launches on separate tokens, then c = a + b launched
+// a = 2 and b = 3 filled by async launches on separate tokens, then c = a + b launched
 // depending on both tokens, then gpu.wait. Either exact or a CompileError naming the op and
 // "async dependencies".
 module attributes {gpu.container_module} {

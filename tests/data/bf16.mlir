@@ -1,4 +1,4 @@
-// F19: @widen_bf16 widens memref<?xbf16> to f32 with arith.extf; @widen_f16 the same for f16.
+// @widen_bf16 widens memref<?xbf16> to f32 with arith.extf; @widen_f16 the same for f16.
 module attributes {gpu.container_module} {
   gpu.module @kernels {
     gpu.func @widen_bf16(%in: memref<?xbf16>, %out: memref<?xf32>, %n: index) kernel {

@@ -1,4 +1,4 @@
-// F12: memref<?xi1> input widened to i32 with arith.extui (@widen_ui: true -> 1) or
+// memref<?xi1> input widened to i32 with arith.extui (@widen_ui: true -> 1) or
 // arith.extsi (@widen_si: true -> -1, MLIR semantics).
 module attributes {gpu.container_module} {
   gpu.module @kernels {

@@ -1,4 +1,4 @@
-// F18: out[i, j] = a[i, j] + 10 * i on static 2x3 shapes (one block of 3x2 threads).
+// out[i, j] = a[i, j] + 10 * i on static 2x3 shapes (one block of 3x2 threads).
 module attributes {gpu.container_module} {
   gpu.module @kernels {
     gpu.func @rows(%a: memref<2x3xf32>, %out: memref<2x3xf32>) kernel {

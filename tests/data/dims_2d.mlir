@@ -1,4 +1,4 @@
-// F15: out = [dim(a, 0), dim(a, 1)] written by one thread; a is never read (may be empty).
+// out = [dim(a, 0), dim(a, 1)] written by one thread; a is never read (may be empty).
 module attributes {gpu.container_module} {
   gpu.module @kernels {
     gpu.func @dims(%a: memref<?x?xf32>, %out: memref<2xi64>) kernel {

@@ -1,4 +1,4 @@
-// F06: 16 B static workgroup memory plus n floats of dynamic shared memory; one block of 1024
+// 16 B static workgroup memory plus n floats of dynamic shared memory; one block of 1024
 // threads reverses all n elements of a. The host asks for n * 4 bytes of dynamic memory.
 module attributes {gpu.container_module} {
   gpu.module @kernels {

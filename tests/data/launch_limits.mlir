@@ -1,4 +1,4 @@
-// F09: grid x, grid z and block x come from the caller, so one module serves every limit test.
+// grid x, grid z and block x come from the caller, so one module serves every limit test.
 // Block (bx, 0, 0) adds 1 to a[bx * block_x + tid] (blocks with z > 0 do nothing).
 module attributes {gpu.container_module} {
   gpu.module @kernels {

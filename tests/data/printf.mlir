@@ -1,4 +1,4 @@
-// F04: gpu.printf "begin\n" directly followed by other ops, then a printf of an f32 and an index.
+// gpu.printf "begin\n" directly followed by other ops, then a printf of an f32 and an index.
 module attributes {gpu.container_module} {
   gpu.module @kernels {
     gpu.func @say(%x: f32, %n: index) kernel {

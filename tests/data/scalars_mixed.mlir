@@ -1,4 +1,4 @@
-// F11: every scalar of mixed sizes into one kernel (forces parameter padding):
+// every scalar of mixed sizes into one kernel (forces parameter padding):
 // x = x * a + k;  y = y * b + (flag ? m : 0).  x and y have the same length.
 module attributes {gpu.container_module} {
   gpu.module @kernels {

@@ -1,4 +1,4 @@
-// F02: a kernel taking an unranked memref; the host casts a ranked memref to it.
+// a kernel taking an unranked memref; the host casts a ranked memref to it.
 module attributes {gpu.container_module} {
   gpu.module @kernels {
     gpu.func @touch(%a: memref<*xf32>) kernel {

@@ -1,5 +1,7 @@
 """Ahead-of-time export for C: ``pywave.export(text, out_dir, name, target="sm_90")``.
 
+(This module is ``c_export``, not ``export``, so that ``pywave.export`` stays the function.)
+
 Writes into ``out_dir``:
 
 - ``lib<name>.so``: the host code (object code from the same pipeline as ``compile``, built
@@ -9,11 +11,13 @@ Writes into ``out_dir``:
       int32_t <name>_<func>(const DLTensor *a, ..., <scalar C types>, void *stream);
 
   returning a ``wavert_status``; ``<name>_last_error()`` (the message of the last failure on
-  this thread) and ``<name>_unload()`` (releases the loaded kernels);
+  this thread) and ``<name>_unload()`` (releases the loaded kernels through the host code's
+  own ``_pywave_release_kernels``, as ``CompiledModule.close`` does);
 - ``<name>.h`` (the declarations, with each argument's MLIR type), ``wavert.h`` (DLTensor,
   status codes, device memory helpers), ``wavert_jit.h`` (the call bracket the wrapper
   uses), ``<name>.pc`` (pkg-config, absolute paths), ``<name>_wrapper.c`` and
-  ``<name>_host.o`` (the inputs of the link);
+  ``<name>_host.o`` (the inputs of the link; the host object comes from one run of the
+  :class:`pywave.pipeline.Pipeline` with ``library=True``);
 - ``libwavert.so``: a copy of pywave's runtime, found through ``$ORIGIN``, so the folder is
   self-contained and survives changes to the Python installation (``runtime="link"``
   instead links the pywave package's copy by absolute rpath).
@@ -33,8 +37,10 @@ import shlex
 import shutil
 import subprocess
 
-from . import api, jit, runtime
+from . import pipeline, runtime
+from ._version import __version__
 from .errors import CompileError
+from .program import DYNAMIC, PACKED_PREFIX, RELEASE_KERNELS, HostSignature, Target
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _C_KEYWORDS = {
@@ -56,8 +62,6 @@ SCALAR_C = {
     "f32": ("float", "{0}", "float"),
     "f64": ("double", "{0}", "double"),
 }
-
-DEVICE_TYPES = {"nvvm": ("kDLCUDA", "CUDA"), "rocdl": ("kDLROCM", "ROCm")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,28 +117,24 @@ def export(text: str, out_dir: str | os.PathLike, name: str, *, target: str | No
         raise CompileError(f"libwavert.so is missing from the pywave package "
                            f"({runtime.LIBRARY}); install pywave (pip install . or meson "
                            "install) before exporting")
-    art = api.build(text, target=target, opt_level=opt_level, format=format,
-                    filename=filename, binaries=binaries)
+    art = pipeline.Pipeline(text, target=target, opt_level=opt_level, format=format,
+                            filename=filename, replacements=binaries, library=True).run()
     for fn in art.host.functions:
         if not _IDENT.match(fn.name):
             raise CompileError(f"host function @{fn.name} is not a C identifier; rename it "
                                "to export it")
-    obj, _ = jit.compile_object(art.host.llvm_ir, opt_level=opt_level, library=True,
-                                shared=art.host.kernel_slots)
     out = os.fspath(out_dir)
     os.makedirs(out, exist_ok=True)
-    backend = art.target.backend
     files = {
-        f"{name}.h": header(name, art.host.functions, art.target.chip, backend),
-        f"{name}_wrapper.c": wrapper(name, art.host.functions, art.host.kernel_slots,
-                                     backend),
+        f"{name}.h": header(name, art.host.functions, art.target),
+        f"{name}_wrapper.c": wrapper(name, art.host.functions, art.target),
     }
     for fname, content in files.items():
         with open(os.path.join(out, fname), "w", encoding="utf-8") as fh:
             fh.write(content)
     host_o = os.path.join(out, f"{name}_host.o")
     with open(host_o, "wb") as fh:
-        fh.write(obj)
+        fh.write(art.object_code)
     for runtime_header in ("wavert.h", "wavert_jit.h"):
         shutil.copyfile(_wavert_header(runtime_header), os.path.join(out, runtime_header))
     pywave_dir = os.path.dirname(runtime.LIBRARY)
@@ -173,7 +173,7 @@ def _wavert_header(filename: str) -> str:
     raise CompileError(f"{filename} is missing from the pywave package; reinstall pywave")
 
 
-def _c_names(fn) -> list[str]:
+def _c_names(fn: HostSignature) -> list[str]:
     names, seen = [], set()
     for i, p in enumerate(fn.params):
         n = p.name if _IDENT.match(p.name) and p.name not in _C_KEYWORDS and \
@@ -185,7 +185,7 @@ def _c_names(fn) -> list[str]:
     return names
 
 
-def _prototype(name: str, fn) -> str:
+def _prototype(name: str, fn: HostSignature) -> str:
     args = []
     for p, n in zip(fn.params, _c_names(fn)):
         args.append(f"const DLTensor *{n}" if p.kind == "memref"
@@ -193,10 +193,10 @@ def _prototype(name: str, fn) -> str:
     return f"int32_t {name}_{fn.name}({', '.join(args + ['void *stream'])})"
 
 
-def header(name: str, functions, chip: str, backend: str) -> str:
+def header(name: str, functions: tuple[HostSignature, ...], target: Target) -> str:
     """The text of ``<name>.h``."""
     guard = f"{name.upper()}_H"
-    dev = DEVICE_TYPES[backend][0]
+    chip, dev = target.chip, target.device_enum
     lines = [
         f"/* {name}.h: ahead-of-time export of pywave (target {chip}). Generated; do not edit.",
         " *",
@@ -230,19 +230,19 @@ def header(name: str, functions, chip: str, backend: str) -> str:
 
 
 def _i64(v: int) -> str:
-    return "WAVERT_DYNAMIC" if v == -(2 ** 63) else f"INT64_C({v})"
+    return "WAVERT_DYNAMIC" if v == DYNAMIC else f"INT64_C({v})"
 
 
-def wrapper(name: str, functions, slots: tuple[str, ...], backend: str) -> str:
+def wrapper(name: str, functions: tuple[HostSignature, ...], target: Target) -> str:
     """The C source of the entry points (DLTensor -> memref words, call bracket)."""
-    dev_type, dev_name = DEVICE_TYPES[backend]
+    dev_type, dev_name = target.device_enum, target.platform
     out = [
         f"/* {name}_wrapper.c: entry points of lib{name}.so. Generated by pywave.export. */",
         "#include <stdarg.h>", "#include <stdio.h>", "#include <string.h>", "",
         f'#include "{name}.h"', '#include "wavert_jit.h"', "",
         "#define PW_HIDDEN __attribute__((visibility(\"hidden\")))", ""]
-    out += [f"extern PW_HIDDEN wavert_kernel *{s};" for s in slots]
-    out += [f"PW_HIDDEN void _pywave_packed_{fn.name}(uint64_t *slots);" for fn in functions]
+    out += [f"PW_HIDDEN void {PACKED_PREFIX}{fn.name}(uint64_t *slots);" for fn in functions]
+    out += [f"PW_HIDDEN void {RELEASE_KERNELS}(void);"]
     out += ["", r"""static _Thread_local char pw_message[1024];
 static _Thread_local int pw_own;
 
@@ -284,15 +284,12 @@ static int32_t pw_memref(const char *fn, const char *arg, const DLTensor *t,
 
 const char *{name}_last_error(void) {{ return pw_own ? pw_message : wavert_last_error(); }}
 
-void {name}_unload(void) {{"""]
-    for s in slots:
-        out.append(f"  wavert_kernel_release({s});")
-        out.append(f"  {s} = NULL;")
-    out += ["}", ""]
+void {name}_unload(void) {{ {RELEASE_KERNELS}(); }}
+"""]
     for fn in functions:
         names = _c_names(fn)
         qual = f"{name}_{fn.name}"
-        words = sum(p.words for p in fn.params)
+        words = fn.words
         memrefs = [(i, p, n) for i, (p, n) in enumerate(zip(fn.params, names))
                    if p.kind == "memref"]
         body = [f"{_prototype(name, fn)} {{", f'  static const char pw_fn[] = "{qual}";',
@@ -333,7 +330,7 @@ void {name}_unload(void) {{"""]
                  "  wavert_call_state pw_state;",
                  "  pw_status = wavert_call_begin(pw_dev, stream, &pw_state);",
                  "  if (pw_status != WAVERT_OK) return pw_status;",
-                 f"  _pywave_packed_{fn.name}(pw_slots);",
+                 f"  {PACKED_PREFIX}{fn.name}(pw_slots);",
                  "  return wavert_call_end(&pw_state);", "}", ""]
         out += body
     return "\n".join(out)
@@ -342,7 +339,6 @@ void {name}_unload(void) {{"""]
 def pkgconfig(name: str, out_dir: str, chip: str, source: str, pywave_dir: str | None) -> str:
     """The text of ``<name>.pc``. Paths are absolute (``${pcfiledir}`` would give programs
     a relative rpath when PKG_CONFIG_PATH is relative): re-export after moving the folder."""
-    from . import __version__
     libs = "-L${libdir} -l" + name + " -lwavert -Wl,-rpath,${libdir}"
     if pywave_dir:
         libs += f" -L{pywave_dir} -Wl,-rpath,{pywave_dir}"

@@ -1,8 +1,6 @@
-// F01: K0 plus an empty gpu.module (ignored), a[i] = a[i] * s, over ceildiv(n, 256) blocks of 256 threads.
+// scale_in_place.mlir whose gpu.module carries an AMD (rocdl) target.
 module attributes {gpu.container_module} {
-  gpu.module @empty {
-  }
-  gpu.module @kernels {
+  gpu.module @kernels [#rocdl.target<chip = "gfx942">] {
     gpu.func @scale(%a: memref<?xf32>, %s: f32, %n: index) kernel {
       %bid = gpu.block_id x
       %bdim = gpu.block_dim x

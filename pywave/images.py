@@ -14,8 +14,8 @@ import os
 import struct
 from typing import Mapping, Union
 
-from .cache import Binary
 from .errors import CompileError
+from .program import Binary, Target, format_of_extension
 
 #: What a replacement may be: a path (str or PathLike) or the image bytes themselves.
 Source = Union[str, "os.PathLike[str]", bytes, bytearray]
@@ -23,9 +23,6 @@ Source = Union[str, "os.PathLike[str]", bytes, bytearray]
 EM_CUDA = 190
 EM_AMDGPU = 224
 FATBIN_MAGIC = 0xBA55ED50
-EXTENSIONS = {".ptx": "ptx", ".cubin": "cubin", ".fatbin": "fatbin", ".hsaco": "hsaco"}
-#: The formats each backend loads.
-BACKEND_FORMATS = {"nvvm": ("ptx", "cubin", "fatbin"), "rocdl": ("hsaco",)}
 
 
 def detect(data: bytes, hint: str = "") -> str:
@@ -45,8 +42,7 @@ def detect(data: bytes, hint: str = "") -> str:
     head = data[:65536]
     if b".target" in head or b".version" in head:
         return "ptx"
-    ext = os.path.splitext(hint)[1].lower()
-    if EXTENSIONS.get(ext) == "ptx":
+    if format_of_extension(hint) == "ptx":
         return "ptx"
     raise CompileError(f"{hint or 'binary'}: cannot tell the format: not an ELF cubin/hsaco, "
                        "not a fatbin, and no PTX '.version'/'.target' directive")
@@ -75,14 +71,14 @@ def load(name: str, source: Source) -> tuple[str, bytes]:
     return fmt, data
 
 
-def load_all(sources: Mapping[str, Source] | None) -> dict[str, tuple[str, bytes]]:
+def load_all(replacements: Mapping[str, Source] | None) -> dict[str, tuple[str, bytes]]:
     """:func:`load` each entry (an empty dict for None)."""
-    if not sources:
+    if not replacements:
         return {}
-    if not isinstance(sources, Mapping):
+    if not isinstance(replacements, Mapping):
         raise TypeError("binaries must map gpu.module names to paths or bytes, e.g. "
                         "{'kernels': 'k.ptx'}")
-    return {str(name): load(str(name), src) for name, src in sources.items()}
+    return {str(name): load(str(name), src) for name, src in replacements.items()}
 
 
 def digest(loaded: Mapping[str, tuple[str, bytes]]) -> dict[str, str]:
@@ -91,9 +87,10 @@ def digest(loaded: Mapping[str, tuple[str, bytes]]) -> dict[str, str]:
     return {n: hashlib.sha256(d).hexdigest() for n, (_, d) in sorted(loaded.items())}
 
 
-def replace(binaries: list[Binary], sources: Mapping[str, Source] | None,
-            backend: str) -> list[Binary]:
-    """``binaries`` with the images named in ``sources`` swapped for their files' bytes.
+def replace(binaries: list[Binary], replacements: Mapping[str, tuple[str, bytes]],
+            target: Target) -> list[Binary]:
+    """``binaries`` with the images named in ``replacements`` (as :func:`load_all` returns
+    them) swapped in.
 
     Raises
     ------
@@ -101,23 +98,22 @@ def replace(binaries: list[Binary], sources: Mapping[str, Source] | None,
         A name that is not a ``gpu.module``/``gpu.binary`` of the module, an unreadable file,
         an unknown format, or a format the backend cannot load.
     """
-    loaded = load_all(sources)
-    if not loaded:
+    if not replacements:
         return binaries
     names = [b.name for b in binaries]
-    for name in loaded:
+    for name in replacements:
         if name not in names:
             raise CompileError(f"binaries: the module has no gpu.module or gpu.binary @{name}; "
                                f"it has: {', '.join('@' + n for n in names) or 'none'}")
     out = []
     for b in binaries:
-        if b.name not in loaded:
+        if b.name not in replacements:
             out.append(b)
             continue
-        fmt, data = loaded[b.name]
-        if fmt not in BACKEND_FORMATS.get(backend, ()):
+        fmt, data = replacements[b.name]
+        if fmt not in target.formats:
             raise CompileError(f"binaries[{b.name!r}] is a {fmt} image but the module targets "
-                               f"{b.chip} ({backend}), which loads "
-                               f"{', '.join(BACKEND_FORMATS.get(backend, ()))}")
+                               f"{b.chip} ({target.backend}), which loads "
+                               f"{', '.join(target.formats)}")
         out.append(Binary(b.name, fmt, data, b.chip))
     return out

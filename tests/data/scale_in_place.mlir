@@ -1,6 +1,6 @@
-// F01: K0 whose gpu.module carries an AMD (rocdl) target.
+// In-place scale, a[i] = a[i] * s, over ceildiv(n, 256) blocks of 256 threads.
 module attributes {gpu.container_module} {
-  gpu.module @kernels [#rocdl.target<chip = "gfx942">] {
+  gpu.module @kernels {
     gpu.func @scale(%a: memref<?xf32>, %s: f32, %n: index) kernel {
       %bid = gpu.block_id x
       %bdim = gpu.block_dim x

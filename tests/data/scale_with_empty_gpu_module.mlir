@@ -1,5 +1,7 @@
-// K0: in-place scale, a[i] = a[i] * s, over ceildiv(n, 256) blocks of 256 threads.
+// scale_in_place.mlir plus an empty gpu.module (ignored), a[i] = a[i] * s, over ceildiv(n, 256) blocks of 256 threads.
 module attributes {gpu.container_module} {
+  gpu.module @empty {
+  }
   gpu.module @kernels {
     gpu.func @scale(%a: memref<?xf32>, %s: f32, %n: index) kernel {
       %bid = gpu.block_id x

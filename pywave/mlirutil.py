@@ -1,0 +1,67 @@
+"""MLIR helpers every stage shares: symbol names, source locations, pass pipelines, and MLIR
+diagnostics turned into :class:`pywave.CompileError` (file:line:column, the source line and
+a caret)."""
+
+from __future__ import annotations
+
+import re
+
+from mlir import ir, passmanager
+
+from .errors import CompileError
+
+_UPSTREAM_DIALECTS_NOTE = ("pywave accepts upstream dialects only (gpu, func, arith, scf, cf, "
+                           "memref, math, vector, affine, index, llvm, nvvm, rocdl)")
+
+#: A file location in printed MLIR: ``loc("file":line:column``.
+_LOC_RE = re.compile(r'loc\("[^"]*":(\d+):(\d+)')
+
+
+def sym_name(op: ir.Operation) -> str:
+    """The ``sym_name`` of a symbol op (``gpu.module``, ``func.func``, ``llvm.func``, ...)."""
+    return ir.StringAttr(op.attributes["sym_name"]).value
+
+
+def file_location(loc: ir.Location) -> tuple[int, int] | None:
+    """(line, column) of a file location, looking through fused/call-site locations."""
+    match = _LOC_RE.search(str(loc))
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def run_pipeline(module: ir.Module, pipeline: str, what: str, text: str | None = None) -> None:
+    """Run a textual pass pipeline; MLIR failures become CompileError."""
+    try:
+        passmanager.PassManager.parse(pipeline, module.context).run(module.operation)
+    except ir.MLIRError as exc:
+        raise diagnostic_error(f"{what} failed", exc, text) from None
+
+
+def diagnostic_error(what: str, exc: ir.MLIRError, text: str | None,
+                     filename: str = "<input>") -> CompileError:
+    """Build a CompileError from an MLIRError's diagnostics (first one located)."""
+    diags = list(getattr(exc, "error_diagnostics", []) or [])
+    lines = [f"{what}:"]
+    where: tuple[int, int] | None = None
+    for diag in diags:
+        loc = file_location(diag.location)
+        prefix = f"{filename}:{loc[0]}:{loc[1]}: " if loc else ""
+        lines.append(f"  {prefix}{diag.message}")
+        for note in diag.notes:
+            lines.append(f"    note: {note.message}")
+        if where is None and loc:
+            where = loc
+    if not diags:
+        lines.append(f"  {exc}")
+    source_line = None
+    if where and text is not None:
+        src = text.splitlines()
+        if 1 <= where[0] <= len(src):
+            source_line = src[where[0] - 1]
+            lines.append(f"  {where[0]:5d} | {source_line}")
+            lines.append("        | " + " " * max(where[1] - 1, 0) + "^")
+    message = "\n".join(lines)
+    if "unregistered" in message or "dialect" in message and "not" in message:
+        message += f"\n  ({_UPSTREAM_DIALECTS_NOTE})"
+    return CompileError(message, filename=filename if where else None,
+                        line=where[0] if where else None, column=where[1] if where else None,
+                        source_line=source_line)

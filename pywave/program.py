@@ -1,0 +1,209 @@
+"""The program model: the plain data that flows between the compile stages, that the disk
+cache stores and that the call path reads. No MLIR import (a warm start loads a cached
+:class:`Program` without MLIR).
+
+- :class:`Target`: backend and chip; the one converter from a backend to its DLPack device
+  type.
+- :data:`FORMATS`: the kernel image formats (name, file extension, backend that loads it).
+- :class:`Binary`: one kernel image, as the host code embeds it.
+- :class:`Param`, :class:`HostSignature`: a host function's arguments, as the native call
+  path checks them (``pywave._native.HostFunction`` reads a Param's fields by name).
+- :class:`HostModule`: the host stage's output (LLVM IR and signatures).
+- :class:`Program`: what a ``CompiledModule`` runs (and the disk cache stores).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, NamedTuple
+
+from .errors import CompileError
+from .runtime import DYNAMIC, SIGNLESS, STRIDED
+
+# --------------------------------------------------------------------------------------------
+# Targets
+# --------------------------------------------------------------------------------------------
+
+
+class Backend(NamedTuple):
+    """A kernel backend and the DLPack device its kernels run on."""
+
+    name: str            # "nvvm" or "rocdl"
+    device_type: int     # DLPack DLDeviceType
+    device_enum: str     # its name in dlpack.h
+    platform: str        # the driver's name, for messages
+
+
+#: Backends, in the order a default target is looked for (CUDA first, then HIP).
+BACKENDS = {
+    "nvvm": Backend("nvvm", 2, "kDLCUDA", "CUDA"),
+    "rocdl": Backend("rocdl", 10, "kDLROCM", "ROCm"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A GPU target: ``backend`` is ``"nvvm"`` or ``"rocdl"``, ``chip`` e.g. ``"sm_90"``."""
+
+    backend: str
+    chip: str
+
+    @classmethod
+    def parse(cls, name: str) -> "Target":
+        """The target of a chip name: ``"sm_90"`` (NVIDIA) or ``"gfx942"`` (AMD)."""
+        name = name.strip()
+        if name.startswith("sm_"):
+            return cls("nvvm", name)
+        if name.startswith("gfx"):
+            return cls("rocdl", name)
+        raise CompileError(f"unknown target {name!r}: expected an NVIDIA chip such as 'sm_90' "
+                           "or an AMD chip such as 'gfx942'")
+
+    @property
+    def device_type(self) -> int:
+        """DLPack device type the kernels run on (kDLCUDA = 2, kDLROCM = 10)."""
+        return BACKENDS[self.backend].device_type
+
+    @property
+    def device_enum(self) -> str:
+        """The DLPack device type's name in dlpack.h (``"kDLCUDA"``)."""
+        return BACKENDS[self.backend].device_enum
+
+    @property
+    def platform(self) -> str:
+        """The driver platform, for messages (``"CUDA"``, ``"ROCm"``)."""
+        return BACKENDS[self.backend].platform
+
+    @property
+    def formats(self) -> tuple[str, ...]:
+        """The image formats this target's driver loads."""
+        return tuple(f.name for f in FORMATS.values() if f.backend == self.backend)
+
+
+# --------------------------------------------------------------------------------------------
+# Kernel images
+# --------------------------------------------------------------------------------------------
+
+
+class ImageFormat(NamedTuple):
+    """A kernel image format: pywave's name, file extension, the backend that loads it, and
+    the ``gpu-module-to-binary`` format that produces it (None: not produced by that pass)."""
+
+    name: str
+    extension: str
+    backend: str
+    serialised_as: str | None
+
+
+#: The kernel image formats, by name.
+FORMATS = {f.name: f for f in (
+    ImageFormat("ptx", ".ptx", "nvvm", "isa"),
+    ImageFormat("cubin", ".cubin", "nvvm", "bin"),
+    ImageFormat("fatbin", ".fatbin", "nvvm", "fatbin"),
+    ImageFormat("hsaco", ".hsaco", "rocdl", None),
+)}
+
+
+def format_of_extension(path: str) -> str | None:
+    """The format a file name's extension names (``"k.ptx"`` -> ``"ptx"``), or None."""
+    lowered = path.lower()
+    return next((f.name for f in FORMATS.values() if lowered.endswith(f.extension)), None)
+
+
+class Binary(NamedTuple):
+    """One kernel image: ``name`` is the ``gpu.binary`` symbol launches refer to, ``format`` a
+    key of :data:`FORMATS`, ``chip`` the target it was built for."""
+
+    name: str
+    format: str
+    data: bytes
+    chip: str
+
+
+# --------------------------------------------------------------------------------------------
+# Host signatures
+# --------------------------------------------------------------------------------------------
+
+# The Param encodings are libwavert's (wavert.h): DYNAMIC is ``?`` in sizes, strides and offset;
+# ``flags`` holds SIGNLESS (signless integer elements accept signed and unsigned tensors) and
+# STRIDED (a ``strided<...>`` layout, held in ``strides``/``offset``).
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    """One host-function argument, as the call path checks and packs it.
+
+    A memref: ``dtype`` is the DLPack (code, bits, lanes), ``sizes`` the static sizes
+    (:data:`DYNAMIC` for ``?``), ``strides``/``offset`` the strided layout (None: identity),
+    ``flags`` :data:`SIGNLESS` | :data:`STRIDED`, ``written`` whether the host code or a kernel
+    may write it. A scalar: ``scalar`` is its MLIR type (``"f32"``, ``"index"``, ...).
+    """
+
+    name: str
+    kind: str                     # "memref" or "scalar"
+    type: str                     # MLIR type text
+    scalar: str = ""
+    dtype: tuple[int, int, int] = (0, 0, 0)
+    flags: int = 0
+    sizes: tuple[int, ...] = ()
+    strides: tuple[int, ...] | None = None
+    offset: int = 0
+    written: bool = False
+
+    @property
+    def words(self) -> int:
+        """Slots of the packed entry this argument fills (a rank-r memref: 3 + 2r)."""
+        return 3 + 2 * len(self.sizes) if self.kind == "memref" else 1
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, Any]) -> "Param":
+        """The Param of ``dataclasses.asdict(param)`` after a JSON round trip (lists back to
+        tuples)."""
+        strides = fields.get("strides")
+        return cls(**{**fields, "dtype": tuple(fields["dtype"]), "sizes": tuple(fields["sizes"]),
+                      "strides": tuple(strides) if strides is not None else None})
+
+
+@dataclasses.dataclass(frozen=True)
+class HostSignature:
+    """A public host ``func.func``: its name and arguments. (The callable built from it is
+    ``pywave._native.HostFunction``.)"""
+
+    name: str
+    params: tuple[Param, ...]
+
+    @property
+    def words(self) -> int:
+        """Slots of its packed entry ``_pywave_packed_<name>(uint64_t *slots)``."""
+        return sum(p.words for p in self.params)
+
+
+# --------------------------------------------------------------------------------------------
+# Stage outputs
+# --------------------------------------------------------------------------------------------
+
+#: Packed entry of host function ``f``: ``void _pywave_packed_f(uint64_t *slots)``.
+PACKED_PREFIX = "_pywave_packed_"
+#: ``void _pywave_release_kernels(void)``: releases every kernel the host code loaded and
+#: clears its slot (later calls load them again). Not safe while a call runs.
+RELEASE_KERNELS = "_pywave_release_kernels"
+
+
+@dataclasses.dataclass(frozen=True)
+class HostModule:
+    """Output of the host stage: LLVM IR text defining each host function, its packed entry
+    and :data:`RELEASE_KERNELS`, plus the signatures."""
+
+    llvm_ir: str
+    functions: tuple[HostSignature, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """What a compiled module is made of (and the disk cache stores): kernel images, host
+    object code and the host signatures; plain data, no MLIR objects."""
+
+    target: Target
+    binaries: tuple[Binary, ...]
+    functions: tuple[HostSignature, ...]
+    object_code: bytes

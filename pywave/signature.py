@@ -1,0 +1,189 @@
+"""Stage ``signatures`` (:mod:`pywave.pipeline`): the public host ``func.func``s' arguments
+as :class:`pywave.program.Param` records, read once after the prepare pipeline, while the kernel bodies still exist.
+
+Whether a memref argument may be written decides whether read-only tensors are refused. One
+analysis serves kernels and host code: a memref is written unless every use only reads it
+(loads, ``memref.dim``...), following view-like ops; in host code, passing it to a kernel
+counts as the kernel's own verdict for that argument and a ``gpu.memcpy`` writes only its
+destination.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Callable
+
+from mlir import ir
+
+from .errors import CompileError
+from .kernels import check_element_width
+from .mlirutil import file_location, sym_name
+from .program import SIGNLESS, STRIDED, HostSignature, Param
+
+#: Scalar MLIR types accepted as host arguments.
+SCALAR_KINDS = {"i1", "i8", "i16", "i32", "i64", "index", "f16", "bf16", "f32", "f64"}
+
+#: MLIR element type -> (DLPack code, bits, signless).
+ELEMENT_DTYPES = {
+    "i8": (0, 8, True), "i16": (0, 16, True), "i32": (0, 32, True),
+    "i64": (0, 64, True), "index": (0, 64, True),
+    "si8": (0, 8, False), "si16": (0, 16, False), "si32": (0, 32, False), "si64": (0, 64, False),
+    "ui8": (1, 8, False), "ui16": (1, 16, False), "ui32": (1, 32, False), "ui64": (1, 64, False),
+    "f16": (2, 16, False), "bf16": (4, 16, False), "f32": (2, 32, False), "f64": (2, 64, False),
+}
+
+# Ops through which a memref argument is only read; view-like ops are followed.
+_READ_OPS = {"memref.load", "vector.load", "vector.transfer_read", "memref.dim",
+             "vector.gather", "vector.maskedload", "vector.expandload", "memref.rank"}
+_VIEW_OPS = {"memref.subview", "memref.cast", "memref.reinterpret_cast", "memref.view",
+             "memref.collapse_shape", "memref.expand_shape", "memref.transpose"}
+
+
+def read_signatures(module: ir.Module, text: str | None,
+                    bool_args: set[tuple[str, int]] = frozenset()) -> list[HostSignature]:
+    """Signatures of the public host ``func.func``s. Call after the prepare pipeline and
+    before the kernels are serialised (the write analysis reads the kernel bodies);
+    ``bool_args`` lists the (function, index) of memrefs that were ``i1`` before widening to
+    i8."""
+    written = _kernel_written_args(module)
+    out = []
+    for op in module.body.operations:
+        op = op.operation
+        if op.name != "func.func" or not op.regions[0].blocks:
+            continue
+        if "sym_visibility" in op.attributes and \
+                ir.StringAttr(op.attributes["sym_visibility"]).value != "public":
+            continue
+        name = sym_name(op)
+        ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+        if len(ftype.results):
+            raise CompileError(f"host function @{name} returns {list(map(str, ftype.results))}; "
+                               "host functions must return nothing (write results into "
+                               "memref arguments)")
+        block = op.regions[0].blocks[0]
+        params = []
+        for i, arg in enumerate(block.arguments):
+            pname = _arg_name(arg, text) or f"arg{i}"
+            param = _param(name, i, pname, arg.type, _host_arg_written(arg, written))
+            if (name, i) in bool_args:
+                param = dataclasses.replace(param, type=param.type.replace("xi8", "xi1"),
+                                            dtype=(6, 8, 1), flags=param.flags & ~SIGNLESS)
+            params.append(param)
+        out.append(HostSignature(name, tuple(params)))
+    return out
+
+
+def _param(fname: str, index: int, name: str, t: ir.Type, written: bool) -> Param:
+    where = f"host function @{fname} argument #{index} ('{name}')"
+    text = str(t)
+    if isinstance(t, ir.MemRefType):
+        check_element_width(t, where)
+        mt = ir.MemRefType(t)
+        elem = str(mt.element_type)
+        if elem not in ELEMENT_DTYPES:
+            raise CompileError(f"{where} has element type {elem}; supported element types: "
+                               + ", ".join(sorted(ELEMENT_DTYPES)))
+        code, bits, signless = ELEMENT_DTYPES[elem]
+        flags = SIGNLESS if signless else 0
+        strides: tuple[int, ...] | None = None
+        offset = 0
+        layout = mt.layout
+        if isinstance(layout, ir.StridedLayoutAttr):
+            strides, offset, flags = tuple(layout.strides), layout.offset, flags | STRIDED
+        elif not (isinstance(layout, ir.AffineMapAttr)
+                  and layout.value == ir.AffineMap.get_identity(mt.rank)):
+            raise CompileError(f"{where} has the layout {layout}; pywave passes identity "
+                               "and strided<...> layouts")
+        return Param(name, "memref", text, dtype=(code, bits, 1), flags=flags,
+                     sizes=tuple(mt.shape), strides=strides, offset=offset, written=written)
+    if isinstance(t, ir.UnrankedMemRefType):
+        raise CompileError(f"{where} has the unranked type {text}; pass a ranked memref")
+    if text in SCALAR_KINDS:
+        return Param(name, "scalar", text, scalar=text)
+    raise CompileError(f"{where} has the type {text}; host arguments may be ranked memrefs or "
+                       "scalars (" + ", ".join(sorted(SCALAR_KINDS)) + ")")
+
+
+#: An SSA value name at the start of a block argument: ``%a``.
+_ARG_RE = re.compile(r"%([A-Za-z_$.\-][\w$.\-]*)")
+
+
+def _arg_name(arg: ir.BlockArgument, text: str | None) -> str | None:
+    """The source name (``%a``) of a block argument, read back at its location."""
+    if text is None:
+        return None
+    where = file_location(arg.location)
+    if where is None:
+        return None
+    lines = text.splitlines()
+    line, col = where
+    if not 1 <= line <= len(lines):
+        return None
+    found = _ARG_RE.match(lines[line - 1], col - 1)
+    return found.group(1) if found else None
+
+
+def _kernel_written_args(module: ir.Module) -> dict[str, set[int]]:
+    """``"mod::kernel"`` -> indices of memref kernel arguments that may be written."""
+    out: dict[str, set[int]] = {}
+    for gop in module.body.operations:
+        if gop.operation.name != "gpu.module":
+            continue
+        mname = sym_name(gop.operation)
+        for kop in gop.operation.regions[0].blocks[0].operations:
+            kop = kop.operation
+            if kop.name != "gpu.func" or not kop.regions[0].blocks:
+                continue
+            kname = sym_name(kop)
+            args = kop.regions[0].blocks[0].arguments
+            out[f"{mname}::{kname}"] = {i for i, a in enumerate(args)
+                                        if isinstance(a.type, ir.MemRefType) and _may_write(a)}
+    return out
+
+
+def _may_write(value: ir.Value, writes: Callable[[ir.OpOperand], bool] = lambda use: True
+               ) -> bool:
+    """Whether a memref value may be written: reads are skipped, view-like ops followed, and
+    any other use is a write unless ``writes(use)`` says otherwise."""
+    for use in value.uses:
+        name = use.owner.name
+        if name in _READ_OPS:
+            continue
+        if name in _VIEW_OPS:
+            if any(_may_write(r, writes) for r in use.owner.results):
+                return True
+            continue
+        if writes(use):
+            return True
+    return False
+
+
+def _host_arg_written(arg: ir.Value, kernels: dict[str, set[int]]) -> bool:
+    """Whether a host memref argument may be written: by a kernel it is passed to (per
+    ``kernels``, from _kernel_written_args), as a gpu.memcpy destination, or by any op not
+    known to only read it."""
+    if not isinstance(arg.type, ir.MemRefType):
+        return False
+
+    def writes(use: ir.OpOperand) -> bool:
+        owner = use.owner
+        if owner.name == "gpu.launch_func":
+            written = kernels.get(str(owner.attributes["kernel"]).replace("@", ""))
+            if written is None:
+                return True
+            value = owner.operands[use.operand_number]
+            return any(i in written and v == value
+                       for i, v in enumerate(owner.opview.kernelOperands))
+        if owner.name == "gpu.memcpy":
+            return use.operand_number == _first_memref_operand(owner)
+        return True
+
+    return _may_write(arg, writes)
+
+
+def _first_memref_operand(op: ir.Operation) -> int:
+    for i, v in enumerate(op.operands):
+        if isinstance(v.type, ir.MemRefType):
+            return i
+    return -1
