@@ -373,7 +373,8 @@ def lit_config(test: Path, root: Path, flags: dict[str, object]) -> tuple[bool, 
             exec(compile(cfg.read_text(), str(cfg), "exec"), {"config": config, "sys": sys})  # noqa: S102
             if config.unsupported and not before:
                 why = str(cfg.relative_to(root)) if cfg.is_relative_to(root) else str(cfg)
-    subs = {k: v for k, v in config.substitutions}
+    # A substitution of an unset flag (False) keeps the harness default.
+    subs = {k: str(v) for k, v in config.substitutions if v is not False}
     return bool(config.unsupported), subs, why
 
 
