@@ -947,3 +947,17 @@ def test_error_paths_do_not_leak():
     tracemalloc.stop()
     assert after - before < 64 * 1024, after - before
     assert t.deleted == 5200  # one export per round reaches the read-only check
+
+
+def test_cupy_unsigned_negative_stride_is_read_as_cupy_means_it():
+    # CuPy exports stride -1 of a float32 view as (2^64 - 4) // 4 (unsigned division).
+    wrapped = (2 ** 64 - 4) // 4
+    strided = memref("a", sizes=(D,), flags=_native.MEMREF_STRIDED, strides=(D,), offset=D)
+    f, entry = make((strided,))
+    other = Producer(shape=(10,), strides=(wrapped,))
+    with pytest.raises(ArgumentError, match=r"argument 'a' \(#0\).*byte extent overflows"):
+        f(other)
+    Cupy = type("ndarray", (Producer,), {"__module__": "cupy._core.core"})
+    _call(f, Cupy(shape=(10,), strides=(wrapped,)))
+    if entry.calls:   # a device (or the driver stand-in) answered: stride word is -1
+        assert entry.calls[-1][4] == 2 ** 64 - 1

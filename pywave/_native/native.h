@@ -115,6 +115,7 @@ typedef struct {
   uint8_t route;
   uint8_t read_only;
   uint8_t deferred; /* protocol tensor whose device is read from its DLTensor in pass 2 */
+  uint8_t cupy;     /* produced by CuPy (see repair_cupy_strides) */
 } tensor_state;
 
 typedef struct {

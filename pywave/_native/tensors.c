@@ -280,6 +280,7 @@ static int classify_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyOb
   t->versioned = 0;
   t->read_only = 0;
   t->deferred = 0;
+  t->cupy = 0;
   c->nstate = p->tensor_index + 1;
   int32_t type, id;
   if (PyCapsule_CheckExact(v)) {
@@ -314,7 +315,7 @@ static int classify_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyOb
     if ((ti.flags & TYPE_JAX) && p->written)
       return read_only_error(p, i, "JAX arrays are immutable");
     if (ti.flags & TYPE_CUPY)
-      c->any_cupy = 1;
+      c->any_cupy = t->cupy = 1;
     if (c->dev_arg >= 0) {
       t->deferred = 1;
       return 0;
@@ -397,6 +398,26 @@ static int consume_capsule(param_t *p, Py_ssize_t i, PyObject *cap, tensor_state
   return 0;
 }
 
+/* CuPy (14 and earlier) exports a negative stride as its byte stride divided by the item size
+ * in unsigned arithmetic: a float32 view with stride -1 arrives as (2^64 - 4) / 4 = 2^62 - 1.
+ * Multiplied back by the item size in 64-bit address arithmetic that wraps to the true byte
+ * stride, which is what CuPy means; libwavert (rightly) rejects the literal value, whose
+ * extent overflows int64. Such a stride is restored to its signed value in the capsule, which
+ * is ours alone once consumed. Strides that are not of this form are left for libwavert. */
+static void repair_cupy_strides(DLTensor *t) {
+  uint64_t itemsize = ((uint64_t)t->dtype.bits * t->dtype.lanes) / 8;
+  if (t->strides == NULL || itemsize < 2)
+    return;
+  for (int32_t d = 0; d < t->ndim; ++d) {
+    int64_t s = t->strides[d];
+    if (s <= 0 || (uint64_t)s <= (uint64_t)INT64_MAX / itemsize)
+      continue;
+    int64_t bytes = (int64_t)((uint64_t)s * itemsize); /* the wrapped byte stride, negative */
+    if (bytes < 0 && bytes % (int64_t)itemsize == 0)
+      t->strides[d] = bytes / (int64_t)itemsize;
+  }
+}
+
 /* Phase 3 for tensor argument `i`: take capsule and protocol tensors (their deleters are now
  * ours), check device and writability, and fill the memref descriptor in the slots. */
 static int take_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v) {
@@ -410,6 +431,8 @@ static int take_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject
       return -1;
     if (t->read_only && p->written)
       return read_only_error(p, i, "its DLPack producer marks it READ_ONLY");
+    if (t->cupy)
+      repair_cupy_strides((DLTensor *)t->t);
   }
   if (wavert_memref_from_dltensor(t->t, &p->mtype, (int64_t *)&c->slots[p->slot]) != WAVERT_OK) {
     PyErr_Format(ArgumentError, "argument '%U' (#%zd): %s", p->name, i, wavert_last_error());
