@@ -9,7 +9,9 @@ compile-cache hit needs llvmlite and libwavert alone.
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 import weakref
 from typing import Mapping
 
@@ -17,6 +19,8 @@ from . import cache, jit, pipeline, runtime
 from .errors import ArgumentError, CompileError, DeviceError, Error
 from .pipeline import Artifacts
 from .program import BACKENDS, PACKED_PREFIX, RELEASE_KERNELS, Binary, Param, Program
+
+log = logging.getLogger("pywave")
 
 _memory: "weakref.WeakValueDictionary[str, CompiledModule]" = weakref.WeakValueDictionary()
 _memory_lock = threading.Lock()
@@ -110,16 +114,23 @@ def compile(text: str, *, target: str | None = None, opt_level: int = 2,
                                  replacements=binaries, dump_dir=dump_dir)
     dumping = compiler.dump_root is not None
     cache_key = cache.key(text, compiler.options(), pipeline.tool_versions())
+    started = time.perf_counter()
     with _memory_lock:
         hit = _memory.get(cache_key) if not dumping else None
     if hit is not None and not hit.closed:
+        log.info("compile %s: in-memory cache hit", cache_key[:16])
         return hit
     program = cache.load(cache_key) if disk_cache and not dumping else None
     if program is None:
         program = compiler.run().program()
         if disk_cache:
             cache.store(cache_key, program)
+        how = "compiled (cache miss)" if disk_cache and not dumping else "compiled (cache off)"
+    else:
+        how = "disk cache hit"
     module = CompiledModule(program)
+    log.info("compile %s: %s for %s in %.1f ms", cache_key[:16], how, program.target.chip,
+             (time.perf_counter() - started) * 1e3)
     with _memory_lock:
         _memory[cache_key] = module
     return module
