@@ -10,6 +10,7 @@ compile-cache hit needs llvmlite and libwavert alone.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import weakref
@@ -69,16 +70,18 @@ def build(text: str, *, target: str | None = None, opt_level: int = 2, format: s
                              keep_stages=keep_stages, dump_dir=dump_dir).run()
 
 
-def compile(text: str, *, target: str | None = None, opt_level: int = 2,
-            format: str = "auto", disk_cache: bool = True, dump_dir: str | None = None,
-            binaries: dict | None = None) -> "CompiledModule":
+def compile(text: "str | os.PathLike[str]", *, target: str | None = None,
+            opt_level: int = 2, format: str = "auto", disk_cache: bool = True,
+            dump_dir: str | None = None, binaries: dict | None = None) -> "CompiledModule":
     """Compile an MLIR module of ``gpu.module`` kernels and host ``func.func``s.
 
     Parameters
     ----------
-    text : str
+    text : str or os.PathLike
         MLIR in upstream dialects (gpu, func, arith, scf, cf, memref, math, vector, affine,
-        index, llvm, nvvm).
+        index, llvm, nvvm). A ``str`` is always MLIR text; a path object
+        (``pathlib.Path("kernels.mlir")``, any ``os.PathLike``) names a UTF-8 file to read,
+        whose name then appears in diagnostics.
     target : str, optional
         Chip for ``gpu.module``s without a target, e.g. ``"sm_90"`` (NVIDIA) or
         ``"gfx942"`` (AMD). Default: the chip of GPU 0; required when no GPU is present.
@@ -110,8 +113,9 @@ def compile(text: str, *, target: str | None = None, opt_level: int = 2,
     CompileError
         Malformed or unsupported MLIR, a failing pass, a missing tool or library.
     """
+    text, filename = _source(text)
     compiler = pipeline.Pipeline(text, target=target, opt_level=opt_level, format=format,
-                                 replacements=binaries, dump_dir=dump_dir)
+                                 filename=filename, replacements=binaries, dump_dir=dump_dir)
     dumping = compiler.dump_root is not None
     cache_key = cache.key(text, compiler.options(), pipeline.tool_versions())
     started = time.perf_counter()
@@ -134,6 +138,21 @@ def compile(text: str, *, target: str | None = None, opt_level: int = 2,
     with _memory_lock:
         _memory[cache_key] = module
     return module
+
+
+def _source(text: "str | os.PathLike[str]") -> tuple[str, str]:
+    """(MLIR text, name for diagnostics) of compile()'s first argument."""
+    if isinstance(text, os.PathLike):
+        path = os.fspath(text)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                return fh.read(), str(path)
+        except UnicodeDecodeError as exc:
+            raise CompileError(f"{path} is not UTF-8 text (byte offset {exc.start}); MLIR "
+                               "files are UTF-8") from None
+        except OSError as exc:
+            raise CompileError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return text, "<input>"
 
 
 class CompiledModule:
