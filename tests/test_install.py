@@ -60,7 +60,9 @@ def test_source_tree_without_built_parts_is_a_pywave_error(tmp_path):
     tree.mkdir()
     for path in Path(layout.__file__).parent.glob("*.py"):
         shutil.copy(path, tree / path.name)
-    proc = subprocess.run([sys.executable, "-c", "import pywave"], cwd=tmp_path,
+    # -S: no site-packages, so no installed pywave (nor an editable install's import hook)
+    # can be found before the unbuilt tree in the current directory.
+    proc = subprocess.run([sys.executable, "-S", "-c", "import pywave"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
