@@ -9,24 +9,41 @@ from __future__ import annotations
 import logging
 
 from ._version import __version__
-from .api import CompiledModule, compile, synchronize
-from .c_export import export
-from .errors import ArgumentError, CompileError, DeviceError, Error
+from .errors import ArgumentError, CompileError, DeviceError, Error, NotBuiltError
+
+
+def _check_built() -> None:
+    """Raise NotBuiltError, saying how to fix it, when the C extensions are missing: pywave
+    imported from a source tree that was never built (running Python in the repository root
+    imports ``./pywave`` before an installed copy)."""
+    from . import layout
+    try:
+        from . import _libwavert, _native  # noqa: F401
+    except ImportError:
+        import os
+        here = os.path.dirname(os.path.abspath(__file__))
+        raise NotBuiltError(
+            f"pywave at {here} has no built C extensions (pywave._libwavert, pywave._native)"
+            ". If pywave is installed, "
+            "Python found this source tree first (the current directory is the repository "
+            f"root): run from another folder. Otherwise {layout.REBUILD_HINT}") from None
+
+
+_check_built()
+
+from .api import CompiledModule, compile, synchronize  # noqa: E402
+from .c_export import export  # noqa: E402
 
 __all__ = ["compile", "export", "synchronize", "CompiledModule", "Error", "CompileError",
-           "ArgumentError", "DeviceError", "__version__"]
+           "ArgumentError", "DeviceError", "NotBuiltError", "__version__"]
 
 logging.getLogger("pywave").addHandler(logging.NullHandler())
 
 
 def _bind_exceptions() -> None:
     """Give the native call path pywave's classes and the status table of pywave.runtime."""
-    try:
-        from ._native import set_exceptions
-        from .runtime import STATUS_ERRORS
-    except ImportError:  # a source checkout without the built extensions: compile-only use
-        logging.getLogger("pywave").debug("pywave._native is not built; calls are unavailable")
-        return
+    from ._native import set_exceptions
+    from .runtime import STATUS_ERRORS
     set_exceptions(ArgumentError, DeviceError, STATUS_ERRORS)
 
 

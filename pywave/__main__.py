@@ -1,23 +1,64 @@
-"""Command line: ``python -m pywave compile FILE.mlir [--target sm_90] [--format cubin]
-[--dump-dir DIR] [--binary NAME=PATH]`` and ``python -m pywave export FILE.mlir --target sm_90
---name NAME -o DIR``.
+"""Command line: ``pywave`` / ``python -m pywave``.
 
-Compiles without a GPU when ``--target`` is given and prints what each stage produced;
-``export`` writes a shared library, header and pkg-config file for C (:mod:`pywave.c_export`).
-Both run one :class:`pywave.pipeline.Pipeline`.
+- ``compile FILE.mlir [--target sm_90] [--format cubin] [--dump-dir DIR] [--binary NAME=PATH]``
+  compiles (no GPU needed when ``--target`` is given) and prints what each stage produced;
+- ``export FILE.mlir --target sm_90 --name NAME -o DIR`` writes a shared library, header and
+  pkg-config file for C (:mod:`pywave.c_export`);
+- ``info [--json]``: versions, the built runtime, the toolkit and tools found, driver, GPUs,
+  cache (:mod:`pywave.info`);
+- ``cache info|list|clear``: the disk compile cache (:mod:`pywave.cache_admin`);
+- ``config --cflags --libs --pkg-config-path``: how a C program builds against this
+  installation's libwavert (in the style of ``python3-config``);
+- ``--version``.
+
+Each subcommand is a function adding its parser to the subparsers and setting
+``handler=function(args) -> exit status`` (:data:`COMMANDS`); :func:`parser` gives each ``-v``. Exit status: 0 on success, 1 for
+a pywave error or an unreadable file (one ``error:`` line on stderr, no traceback), 2 for a
+usage error, 141 when stdout is closed early (``| head``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import os
 import sys
+import time
+from typing import Callable
 
-from . import pipeline
+from ._version import __version__
 from .errors import Error
 
+log = logging.getLogger("pywave")
 
-def _summary(artifacts: pipeline.Artifacts, show_ir: bool) -> str:
+
+class InputError(Error):
+    """An input file that cannot be read as MLIR text (missing, unreadable, not UTF-8)."""
+
+
+def read_mlir(path: str) -> str:
+    """The text of an MLIR file; InputError naming the file, the offending byte and its offset
+    when it is not UTF-8 (MLIR source is UTF-8)."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise InputError(f"{path} is not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset "
+                         f"{exc.start} (line {line}) cannot be decoded; MLIR files are "
+                         "UTF-8") from None
+
+
+# ----------------------------------------------------------------------------------------------
+# compile, export
+# ----------------------------------------------------------------------------------------------
+
+def _summary(artifacts, show_ir: bool) -> str:
     lines = [f"target: {artifacts.target.chip} ({artifacts.target.backend})"]
     for stage, secs in artifacts.seconds.items():
         lines.append(f"stage {stage:13s} {secs * 1e3:8.1f} ms")
@@ -47,49 +88,204 @@ def _binaries(specs: list[str]) -> dict[str, str]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pywave")
-    sub = parser.add_subparsers(dest="command", required=True)
-    comp = sub.add_parser("compile", help="compile an MLIR file and print its stages")
-    exp = sub.add_parser("export", help="compile an MLIR file into a shared library for C")
-    for p in (comp, exp):
-        p.add_argument("file")
-        p.add_argument("--target", help="chip, e.g. sm_90 (default: the GPU's)")
-        p.add_argument("--format", default="auto", choices=["auto", "cubin", "ptx", "fatbin"])
-        p.add_argument("-O", dest="opt_level", type=int, default=2)
-        p.add_argument("--binary", action="append", default=[], metavar="NAME=PATH",
-                       help="use this PTX/cubin/fatbin/hsaco for gpu.module NAME")
-        p.add_argument("-v", "--verbose", action="store_true")
-    comp.add_argument("--print-ir", action="store_true", help="print the IR after each stage")
-    comp.add_argument("--dump-dir", metavar="DIR",
-                      help="write every intermediate into a numbered folder under DIR")
-    exp.add_argument("--name", required=True, help="C name: lib<NAME>.so, <NAME>_<func>()")
-    exp.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
-    exp.add_argument("--runtime", default="copy", choices=["copy", "link"],
-                     help="copy libwavert.so into DIR (default) or link pywave's by rpath")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING)
-    try:
-        with open(args.file, encoding="utf-8") as fh:
-            text = fh.read()
-        if args.command == "export":
-            from . import c_export
-            done = c_export.export(text, args.output, args.name, target=args.target,
-                              opt_level=args.opt_level, format=args.format,
-                              binaries=_binaries(args.binary), runtime_mode=args.runtime,
-                              filename=args.file)
-            print(f"target: {done.target}\nlibrary: {done.library}\nheader: {done.header}\n"
-                  f"pkg-config: {done.pkgconfig}\nentry points: {', '.join(done.functions)}")
-            return 0
-        artifacts = pipeline.Pipeline(
-            text, target=args.target, opt_level=args.opt_level, format=args.format,
-            filename=args.file, replacements=_binaries(args.binary),
-            keep_stages=args.print_ir, dump_dir=args.dump_dir).run()
-    except (Error, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+def _add_compile_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file")
+    p.add_argument("--target", help="chip, e.g. sm_90 (default: the GPU's)")
+    p.add_argument("--format", default="auto", choices=["auto", "cubin", "ptx", "fatbin"])
+    p.add_argument("-O", dest="opt_level", type=int, default=2,
+                   help="LLVM optimisation level of the host code (0-3)")
+    p.add_argument("--binary", action="append", default=[], metavar="NAME=PATH",
+                   help="use this PTX/cubin/fatbin/hsaco for gpu.module NAME")
+
+
+def _run_compile(args: argparse.Namespace) -> int:
+    from . import pipeline
+    text = read_mlir(args.file)
+    started = time.perf_counter()
+    artifacts = pipeline.Pipeline(
+        text, target=args.target, opt_level=args.opt_level, format=args.format,
+        filename=args.file, replacements=_binaries(args.binary),
+        keep_stages=args.print_ir, dump_dir=args.dump_dir).run()
+    log.info("compiled %s for %s in %.1f ms", args.file, artifacts.target.chip,
+             (time.perf_counter() - started) * 1e3)
     print(_summary(artifacts, args.print_ir))
     return 0
+
+
+def register_compile(sub) -> None:
+    p = sub.add_parser("compile", help="compile an MLIR file and print its stages")
+    _add_compile_options(p)
+    p.add_argument("--print-ir", action="store_true", help="print the IR after each stage")
+    p.add_argument("--dump-dir", metavar="DIR",
+                   help="write every intermediate into a numbered folder under DIR")
+    p.set_defaults(handler=_run_compile)
+
+
+def _run_export(args: argparse.Namespace) -> int:
+    from . import c_export
+    text = read_mlir(args.file)
+    done = c_export.export(text, args.output, args.name, target=args.target,
+                           opt_level=args.opt_level, format=args.format,
+                           binaries=_binaries(args.binary), runtime_mode=args.runtime,
+                           filename=args.file)
+    print(f"target: {done.target}\nlibrary: {done.library}\nheader: {done.header}\n"
+          f"pkg-config: {done.pkgconfig}\nentry points: {', '.join(done.functions)}")
+    return 0
+
+
+def register_export(sub) -> None:
+    p = sub.add_parser("export", help="compile an MLIR file into a shared library for C")
+    _add_compile_options(p)
+    p.add_argument("--name", required=True, help="C name: lib<NAME>.so, <NAME>_<func>()")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
+    p.add_argument("--runtime", default="copy", choices=["copy", "link"],
+                   help="copy libwavert.so into DIR (default) or link pywave's by rpath")
+    p.set_defaults(handler=_run_export)
+
+
+# ----------------------------------------------------------------------------------------------
+# info, cache, config
+# ----------------------------------------------------------------------------------------------
+
+def _size(n: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def _run_info(args: argparse.Namespace) -> int:
+    from . import info
+    data = info.collect()
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    for topic, values in data.items():
+        print(f"{topic}:")
+        if isinstance(values, list):
+            for item in values:
+                print("  " + ", ".join(f"{k} {v}" for k, v in item.items()))
+            if not values:
+                print("  (none found)")
+            continue
+        for key, value in values.items():
+            shown = _size(value) if key in ("bytes", "max bytes") else \
+                "-" if value is None else value
+            print(f"  {key}: {shown}")
+    return 0
+
+
+def register_info(sub) -> None:
+    p = sub.add_parser("info", help="versions, toolkit, driver, GPUs and cache of this install")
+    p.add_argument("--json", action="store_true", help="print the same as JSON")
+    p.set_defaults(handler=_run_info)
+
+
+def _run_cache(args: argparse.Namespace) -> int:
+    from . import cache_admin
+    summary = cache_admin.summary()
+    if summary.directory is None:
+        print("the disk compile cache is off (PYWAVE_CACHE) or its folder is unusable "
+              "(run with -v for the reason)")
+        return 0
+    if args.action == "info":
+        print(f"directory: {summary.directory}\nentries: {summary.entries}\n"
+              f"size: {_size(summary.total_bytes)} of {_size(summary.max_bytes)}")
+    elif args.action == "list":
+        for e in cache_admin.entries():
+            used = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.last_used))
+            what = "unreadable" if e.chip is None else \
+                f"{e.chip} {','.join(e.functions or ())}"
+            print(f"{e.key}  {_size(e.size):>10}  {used}  {what}")
+    else:
+        removed, freed = cache_admin.clear()
+        print(f"removed {removed} files ({_size(freed)}) from {summary.directory}")
+    return 0
+
+
+def register_cache(sub) -> None:
+    p = sub.add_parser("cache", help="show or clear the disk compile cache")
+    p.add_argument("action", choices=["info", "list", "clear"],
+                   help="info: folder, count, size; list: one line per entry (least recently "
+                        "used first); clear: remove every entry")
+    p.set_defaults(handler=_run_cache)
+
+
+def _run_config(args: argparse.Namespace) -> int:
+    from . import layout
+    lines = []
+    if args.cflags:
+        lines.append(" ".join(layout.cflags()))
+    if args.libs:
+        lines.append(" ".join(layout.libs()))
+    if args.pkg_config_path:
+        lines.append(layout.pkgconfig_dir())
+    if not lines:
+        raise Error("config: give --cflags, --libs and/or --pkg-config-path")
+    print("\n".join(lines))
+    return 0
+
+
+def register_config(sub) -> None:
+    p = sub.add_parser("config", help="C compiler and linker flags for libwavert",
+                       description="cc app.c $(python -m pywave config --cflags --libs), or "
+                       "PKG_CONFIG_PATH=$(python -m pywave config --pkg-config-path) "
+                       "pkg-config --cflags --libs libwavert. The flags carry a run path: the "
+                       "program starts without LD_LIBRARY_PATH.")
+    p.add_argument("--cflags", action="store_true", help="-I of wavert.h")
+    p.add_argument("--libs", action="store_true", help="-L, run path and -lwavert")
+    p.add_argument("--pkg-config-path", action="store_true",
+                   help="the folder holding libwavert.pc")
+    p.set_defaults(handler=_run_config)
+
+
+#: The subcommands, in help order: each adds its parser to the subparsers and sets ``handler``.
+COMMANDS: list[Callable] = [register_compile, register_export, register_info, register_cache,
+                            register_config]
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line: the subcommands of :data:`COMMANDS`, each given ``-v``."""
+    top = argparse.ArgumentParser(prog="pywave", description="Run GPU programs written in "
+                                  "upstream MLIR: compile, export for C, inspect.")
+    top.add_argument("--version", action="version", version=f"pywave {__version__}")
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for register in COMMANDS:
+        register(sub)
+    for command in sub.choices.values():
+        command.add_argument("-v", "--verbose", action="count", default=0,
+                             help="-v: compile times and cache hits (INFO); -vv: every stage "
+                                  "and tool found (DEBUG)")
+    return top
+
+
+def _configure_logging(verbosity: int) -> None:
+    """pywave's loggers at INFO (-v) or DEBUG (-vv) on stderr; other libraries stay quiet."""
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format="%(name)s: %(message)s")
+    if verbosity:
+        logging.getLogger("pywave").setLevel(logging.DEBUG if verbosity > 1 else logging.INFO)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    _configure_logging(args.verbose)
+    try:
+        status = args.handler(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader left (`| head`): stop quietly, and keep the exit-time flush of the
+        # remaining buffer from raising again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except Error as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return status
 
 
 if __name__ == "__main__":

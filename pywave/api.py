@@ -9,7 +9,10 @@ compile-cache hit needs llvmlite and libwavert alone.
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
+import time
 import weakref
 from typing import Mapping
 
@@ -17,6 +20,8 @@ from . import cache, jit, pipeline, runtime
 from .errors import ArgumentError, CompileError, DeviceError, Error
 from .pipeline import Artifacts
 from .program import BACKENDS, PACKED_PREFIX, RELEASE_KERNELS, Binary, Param, Program
+
+log = logging.getLogger("pywave")
 
 _memory: "weakref.WeakValueDictionary[str, CompiledModule]" = weakref.WeakValueDictionary()
 _memory_lock = threading.Lock()
@@ -65,16 +70,18 @@ def build(text: str, *, target: str | None = None, opt_level: int = 2, format: s
                              keep_stages=keep_stages, dump_dir=dump_dir).run()
 
 
-def compile(text: str, *, target: str | None = None, opt_level: int = 2,
-            format: str = "auto", disk_cache: bool = True, dump_dir: str | None = None,
-            binaries: dict | None = None) -> "CompiledModule":
+def compile(text: "str | os.PathLike[str]", *, target: str | None = None,
+            opt_level: int = 2, format: str = "auto", disk_cache: bool = True,
+            dump_dir: str | None = None, binaries: dict | None = None) -> "CompiledModule":
     """Compile an MLIR module of ``gpu.module`` kernels and host ``func.func``s.
 
     Parameters
     ----------
-    text : str
+    text : str or os.PathLike
         MLIR in upstream dialects (gpu, func, arith, scf, cf, memref, math, vector, affine,
-        index, llvm, nvvm).
+        index, llvm, nvvm). A ``str`` is always MLIR text; a path object
+        (``pathlib.Path("kernels.mlir")``, any ``os.PathLike``) names a UTF-8 file to read,
+        whose name then appears in diagnostics.
     target : str, optional
         Chip for ``gpu.module``s without a target, e.g. ``"sm_90"`` (NVIDIA) or
         ``"gfx942"`` (AMD). Default: the chip of GPU 0; required when no GPU is present.
@@ -106,23 +113,46 @@ def compile(text: str, *, target: str | None = None, opt_level: int = 2,
     CompileError
         Malformed or unsupported MLIR, a failing pass, a missing tool or library.
     """
+    text, filename = _source(text)
     compiler = pipeline.Pipeline(text, target=target, opt_level=opt_level, format=format,
-                                 replacements=binaries, dump_dir=dump_dir)
+                                 filename=filename, replacements=binaries, dump_dir=dump_dir)
     dumping = compiler.dump_root is not None
     cache_key = cache.key(text, compiler.options(), pipeline.tool_versions())
+    started = time.perf_counter()
     with _memory_lock:
         hit = _memory.get(cache_key) if not dumping else None
     if hit is not None and not hit.closed:
+        log.info("compile %s: in-memory cache hit", cache_key[:16])
         return hit
     program = cache.load(cache_key) if disk_cache and not dumping else None
     if program is None:
         program = compiler.run().program()
         if disk_cache:
             cache.store(cache_key, program)
+        how = "compiled (cache miss)" if disk_cache and not dumping else "compiled (cache off)"
+    else:
+        how = "disk cache hit"
     module = CompiledModule(program)
+    log.info("compile %s: %s for %s in %.1f ms", cache_key[:16], how, program.target.chip,
+             (time.perf_counter() - started) * 1e3)
     with _memory_lock:
         _memory[cache_key] = module
     return module
+
+
+def _source(text: "str | os.PathLike[str]") -> tuple[str, str]:
+    """(MLIR text, name for diagnostics) of compile()'s first argument."""
+    if isinstance(text, os.PathLike):
+        path = os.fspath(text)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                return fh.read(), str(path)
+        except UnicodeDecodeError as exc:
+            raise CompileError(f"{path} is not UTF-8 text (byte offset {exc.start}); MLIR "
+                               "files are UTF-8") from None
+        except OSError as exc:
+            raise CompileError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return text, "<input>"
 
 
 class CompiledModule:

@@ -37,7 +37,7 @@ import shlex
 import shutil
 import subprocess
 
-from . import pipeline, runtime
+from . import layout, pipeline, runtime
 from ._version import __version__
 from .errors import CompileError
 from .program import DYNAMIC, PACKED_PREFIX, RELEASE_KERNELS, HostSignature, Target
@@ -165,12 +165,7 @@ def export(text: str, out_dir: str | os.PathLike, name: str, *, target: str | No
 
 
 def _wavert_header(filename: str) -> str:
-    here = os.path.dirname(os.path.abspath(__file__))
-    for path in (os.path.join(here, "include", filename),                       # installed
-                 os.path.join(here, "..", "libwavert", "include", filename)):   # checkout
-        if os.path.exists(path):
-            return path
-    raise CompileError(f"{filename} is missing from the pywave package; reinstall pywave")
+    return os.path.join(layout.include_dir(), filename)
 
 
 def _c_names(fn: HostSignature) -> list[str]:

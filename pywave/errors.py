@@ -39,3 +39,9 @@ class ArgumentError(Error, ValueError):
 class DeviceError(Error, RuntimeError):
     """The GPU driver failed (module load, launch, kernel fault, missing driver or device).
     The message carries the driver call and its error name and text."""
+
+
+class NotBuiltError(Error, ImportError):
+    """pywave's built parts (its C extensions, ``libwavert.so``) are missing: the package was
+    imported from a source tree that was never built, or a build output was removed. The
+    message says how to build or install it."""

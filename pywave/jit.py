@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import struct
 import threading
 
 import llvmlite.binding as llvm
 
+from . import layout
 from .errors import CompileError
 
 log = logging.getLogger("pywave.jit")
@@ -82,9 +82,9 @@ def initialise(runtime_library: str | None = None) -> None:
             _initialised = True
         if runtime_library and not _runtime_loaded:
             llvm.load_library_permanently(runtime_library)
-            # MLIR's runner utilities (printMemref*, vector.print's print*), shipped next to it.
-            runner = os.path.join(os.path.dirname(runtime_library), "libwavert_runner.so")
-            if os.path.exists(runner):
+            # MLIR's runner utilities (printMemref*, vector.print's print*), shipped with it.
+            runner = layout.runner_library()
+            if runner is not None:
                 llvm.load_library_permanently(runner)
             _runtime_loaded = True
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 from typing import Callable
 
 from mlir import ir
@@ -18,6 +17,7 @@ from mlir.dialects import arith, gpu
 from .errors import CompileError
 from .mlirutil import run_pipeline, sym_name
 from .program import FORMATS, Binary, Target
+from .toolkit import cuda_toolkit
 
 log = logging.getLogger("pywave.kernels")
 
@@ -33,21 +33,6 @@ NVVM_PIPELINE = ("builtin.module(gpu.module(convert-gpu-to-nvvm{index-bitwidth=6
 #: pywave format -> ``gpu-module-to-binary`` format, for the formats that pass produces.
 NVVM_FORMATS = {f.name: f.serialised_as for f in FORMATS.values()
                 if f.backend == "nvvm" and f.serialised_as}
-
-
-def cuda_toolkit() -> str | None:
-    """Root of a CUDA toolkit holding ``nvvm/libdevice`` (for ``math.*``) and, optionally,
-    ``bin/ptxas``: ``PYWAVE_CUDA_PATH``, ``CUDA_HOME``, ``CUDA_PATH``, the ``ptxas`` on PATH,
-    then ``/usr/local/cuda``."""
-    candidates = [os.environ.get(v) for v in ("PYWAVE_CUDA_PATH", "CUDA_HOME", "CUDA_PATH")]
-    ptxas = shutil.which("ptxas")
-    if ptxas:
-        candidates.append(os.path.dirname(os.path.dirname(os.path.realpath(ptxas))))
-    candidates.append("/usr/local/cuda")
-    for root in candidates:
-        if root and os.path.isfile(os.path.join(root, "nvvm", "libdevice", "libdevice.10.bc")):
-            return root
-    return None
 
 
 def has_ptxas(toolkit: str | None) -> bool:

@@ -26,7 +26,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Mapping
 
-from . import cache, dump, images, jit, runtime
+from . import cache, dump, images, jit, runtime, toolkit
 from ._version import __version__
 from .errors import CompileError, Error
 from .program import BACKENDS, Binary, HostModule, Program, Target
@@ -118,6 +118,7 @@ class Recorder:
         """``stage`` has finished; ``module`` is the IR it left (None: it left no IR)."""
         elapsed = time.perf_counter() - self._clock
         self.seconds[stage] = elapsed - (self.dump.take_elapsed() if self.dump else 0.0)
+        log.debug("stage %s: %.1f ms", stage, self.seconds[stage] * 1e3)
         if module is not None:
             self.keep(stage, module)
             if self.dump:
@@ -190,6 +191,9 @@ class Pipeline:
                "opt_level": self.opt_level, "format": self.format}
         if self.replacements:
             out["binaries"] = images.digest(self.replacements)
+        if not self.target.chip.startswith("gfx"):     # NVIDIA or not yet known: ptxas counts
+            found = toolkit.find_toolkit()
+            out["cuda_toolkit"] = found.version if found else None
         return out
 
     def run(self) -> Artifacts:

@@ -119,6 +119,10 @@ class Binary(NamedTuple):
     data: bytes
     chip: str
 
+    def __repr__(self) -> str:   # the image's size, never its bytes
+        return f"Binary(name={self.name!r}, format={self.format!r}, size={len(self.data)}, " \
+               f"chip={self.chip!r})"
+
 
 # --------------------------------------------------------------------------------------------
 # Host signatures

@@ -12,12 +12,13 @@ Every call into libwavert goes through :func:`check`, which raises the pywave ex
 
 from __future__ import annotations
 
-import os
-
+from . import layout
 from ._libwavert import ffi, lib
 from .errors import ArgumentError, DeviceError, Error
 
-LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libwavert.so")
+#: The libwavert.so this binding links (in the package folder, or Meson's build folder for an
+#: editable install: :mod:`pywave.layout`).
+LIBRARY = layout.libwavert()
 
 # Status codes and constants of wavert.h.
 OK = lib.WAVERT_OK

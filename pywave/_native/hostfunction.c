@@ -446,6 +446,7 @@ static int intern(PyObject **slot, const char *s) {
 PyMODINIT_FUNC PyInit__native(void) {
   if (intern(&str_dlpack, "__dlpack__") || intern(&str_dlpack_device, "__dlpack_device__") ||
       intern(&str_exchange_api, "__dlpack_c_exchange_api__") ||
+      intern(&str_exchange_api_v12, "__c_dlpack_exchange_api__") ||
       intern(&str_cuda_stream_prot, "__cuda_stream__") ||
       intern(&str_cuda_stream, "cuda_stream") || intern(&str_ptr, "ptr") ||
       intern(&str_stream, "stream") || intern(&str_module, "__module__") ||

@@ -42,6 +42,7 @@ static PyObject *status_errors; /* strong dict {status code: class} from set_exc
 static PyObject *str_dlpack;           /* "__dlpack__" */
 static PyObject *str_dlpack_device;    /* "__dlpack_device__" */
 static PyObject *str_exchange_api;     /* "__dlpack_c_exchange_api__" */
+static PyObject *str_exchange_api_v12; /* "__c_dlpack_exchange_api__" (DLPack 1.2: an int) */
 static PyObject *str_cuda_stream_prot; /* "__cuda_stream__" */
 static PyObject *str_cuda_stream;      /* "cuda_stream" */
 static PyObject *str_ptr;              /* "ptr" */

@@ -65,13 +65,22 @@ static int type_info_get(PyTypeObject *tp, type_info *out) {
   }
   type_info ti = {0};
   PyObject *cap;
+  /* DLPack 1.3's capsule; else the name DLPack 1.2 published, an int holding the pointer,
+   * which some producers still use. */
+  int older = 0;
   int r = type_attr(tp, str_exchange_api, &cap);
+  if (r == 0) {
+    older = 1;
+    r = type_attr(tp, str_exchange_api_v12, &cap);
+  }
   if (r < 0)
     return -1;
   if (r > 0) {
     const DLPackExchangeAPI *api = NULL;
-    if (PyCapsule_IsValid(cap, "dlpack_exchange_api"))
+    if (!older && PyCapsule_IsValid(cap, "dlpack_exchange_api"))
       api = (const DLPackExchangeAPI *)PyCapsule_GetPointer(cap, "dlpack_exchange_api");
+    else if (older && PyLong_Check(cap))
+      api = (const DLPackExchangeAPI *)PyLong_AsVoidPtr(cap);
     if (api && api->header.version.major == DLPACK_MAJOR_VERSION &&
         api->dltensor_from_py_object_no_sync) {
       ti.route = ROUTE_EXCHANGE;

@@ -1,0 +1,109 @@
+"""Looking at and clearing the disk compile cache (:mod:`pywave.cache`): ``python -m pywave
+cache info|list|clear``. Reads entries without touching them (no recency update, nothing
+removed) except :func:`clear`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from . import cache
+
+#: Files of the cache folder: entries, and temporary files of writes in progress (or of
+#: writes that failed).
+ENTRY_SUFFIX = ".pwc"
+TEMP_PREFIX = ".tmp-"
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One cache entry: its key (the file name without ``.pwc``), size in bytes, last use
+    (seconds since the epoch), and what it holds (``None`` when it cannot be read)."""
+
+    key: str
+    size: int
+    last_used: float
+    chip: str | None
+    functions: tuple[str, ...] | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    """The cache folder (None when the cache is off or unsafe), its entries' count and total
+    bytes, and the size bound in bytes."""
+
+    directory: str | None
+    entries: int
+    total_bytes: int
+    max_bytes: int
+
+
+def _entry_files(root: str) -> list[str]:
+    return sorted(n for n in os.listdir(root)
+                  if n.endswith(ENTRY_SUFFIX) and not n.startswith(TEMP_PREFIX))
+
+
+def max_bytes() -> int:
+    """The size bound: ``$PYWAVE_CACHE_MAX_BYTES``, else the default (also for a value that
+    is not a whole number of bytes)."""
+    raw = os.environ.get("PYWAVE_CACHE_MAX_BYTES", "")
+    return int(raw) if raw.isdigit() else cache.DEFAULT_MAX_BYTES
+
+
+def entries() -> list[Entry]:
+    """Every entry, least recently used first ([] when the cache is off)."""
+    root = cache.directory()
+    if root is None:
+        return []
+    out = []
+    for name in _entry_files(root):
+        path = os.path.join(root, name)
+        try:
+            st = os.stat(path)
+            with open(path, "rb") as fh:
+                raw = fh.read()
+        except OSError:
+            continue
+        try:
+            program = cache._decode(raw)   # read only: cache.load would touch or remove it
+            chip, functions = program.target.chip, tuple(f.name for f in program.functions)
+        except Exception:   # any malformed entry: shown as unreadable, left for cache.load
+            chip = functions = None
+        out.append(Entry(name[:-len(ENTRY_SUFFIX)], st.st_size, st.st_mtime, chip, functions))
+    return sorted(out, key=lambda e: e.last_used)
+
+
+def summary() -> Summary:
+    """Location, entry count, total size and bound of the cache."""
+    root = cache.directory()
+    if root is None:
+        return Summary(None, 0, 0, max_bytes())
+    sizes = []
+    for name in _entry_files(root):
+        try:
+            sizes.append(os.stat(os.path.join(root, name)).st_size)
+        except OSError:
+            continue
+    return Summary(root, len(sizes), sum(sizes), max_bytes())
+
+
+def clear() -> tuple[int, int]:
+    """Remove every entry and leftover temporary file; returns (files removed, bytes freed).
+    Other processes may keep using the cache: a removed entry is rebuilt on its next compile."""
+    root = cache.directory()
+    if root is None:
+        return 0, 0
+    removed = freed = 0
+    for name in os.listdir(root):
+        if not (name.endswith(ENTRY_SUFFIX) or name.startswith(TEMP_PREFIX)):
+            continue
+        path = os.path.join(root, name)
+        try:
+            size = os.stat(path).st_size
+            os.unlink(path)
+        except OSError:
+            continue
+        removed += 1
+        freed += size
+    return removed, freed

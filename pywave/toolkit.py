@@ -1,0 +1,120 @@
+"""Finding the CUDA toolkit that kernel compiles use: ``ptxas`` (cubin, fatbin) and libdevice
+(``math.*``). Imports no MLIR: the compile-cache key reads :func:`find_toolkit`'s version on
+cache hits too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+log = logging.getLogger("pywave.toolkit")
+
+#: Where NVIDIA's pip wheels put a toolkit root (``bin/ptxas``, ``nvvm/libdevice``) under
+#: site-packages: ``nvidia-cuda-nvcc`` for CUDA 13 (``nvidia/cu13``) and
+#: ``nvidia-cuda-nvcc-cu12`` (``nvidia/cuda_nvcc``).
+WHEEL_ROOTS = (os.path.join("nvidia", "cu13"), os.path.join("nvidia", "cuda_nvcc"))
+
+LIBDEVICE = os.path.join("nvvm", "libdevice", "libdevice.10.bc")
+
+
+@dataclasses.dataclass(frozen=True)
+class Toolkit:
+    """A CUDA toolkit root as ``gpu-module-to-binary{toolkit=...}`` reads it: ``root`` holds
+    ``nvvm/libdevice/libdevice.10.bc`` and, optionally, ``bin/ptxas``. ``source`` says where
+    it was found (an environment variable, ``cuda-pathfinder``, ``wheel``, ``PATH``,
+    ``default``); ``version`` is ptxas's release (``"13.0.88"``), "" without ptxas."""
+
+    root: str
+    source: str
+    ptxas: str | None
+    libdevice: str
+    version: str
+
+
+def _wheel_roots() -> list[tuple[str, str]]:
+    """Toolkit roots of NVIDIA's wheels: cuda-pathfinder's answer when it is installed, then
+    the wheel folders on ``sys.path``."""
+    out = []
+    try:
+        from cuda import pathfinder
+    except ImportError:
+        pathfinder = None
+    if pathfinder is not None:
+        try:
+            ptxas = pathfinder.find_nvidia_binary_utility("ptxas")
+            if ptxas:
+                out.append((os.path.dirname(os.path.dirname(ptxas)), "cuda-pathfinder"))
+            bitcode = pathfinder.find_bitcode_lib("device")
+            out.append((os.path.dirname(os.path.dirname(os.path.dirname(bitcode))),
+                        "cuda-pathfinder"))
+        except Exception as exc:   # its own not-found errors, and anything else it may raise
+            log.debug("cuda-pathfinder found no toolkit: %s", exc)
+    for entry in sys.path:
+        for rel in WHEEL_ROOTS:
+            out.append((os.path.join(entry or ".", rel), "wheel"))
+    return out
+
+
+def _candidates() -> list[tuple[str, str]]:
+    out = [(os.environ.get(v, ""), v) for v in ("PYWAVE_CUDA_PATH", "CUDA_HOME", "CUDA_PATH")]
+    out += _wheel_roots()
+    ptxas = shutil.which("ptxas")
+    if ptxas:
+        out.append((os.path.dirname(os.path.dirname(os.path.realpath(ptxas))), "PATH"))
+    out.append(("/usr/local/cuda", "default"))
+    return out
+
+
+def ptxas_version(ptxas: str) -> str:
+    """The release of ``ptxas --version`` (``"13.0.88"`` from ``V13.0.88``); "" when it cannot
+    be run or read."""
+    try:
+        proc = subprocess.run([ptxas, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.debug("cannot run %s --version: %s", ptxas, exc)
+        return ""
+    found = re.search(r"\bV(\d+\.\d+\.\d+)", proc.stdout)
+    return found.group(1) if found else ""
+
+
+@functools.lru_cache(maxsize=8)
+def _find_toolkit(environment: tuple) -> Toolkit | None:
+    for root, source in _candidates():
+        root = os.path.realpath(root) if root else ""
+        libdevice = os.path.join(root, LIBDEVICE) if root else ""
+        if root and os.path.isfile(libdevice):
+            ptxas = os.path.join(root, "bin", "ptxas")
+            ptxas = ptxas if os.access(ptxas, os.X_OK) else None
+            found = Toolkit(root, source, ptxas, libdevice,
+                            ptxas_version(ptxas) if ptxas else "")
+            log.debug("CUDA toolkit: %s (from %s), ptxas %s, libdevice %s", found.root,
+                      source, found.ptxas and f"{found.ptxas} {found.version}", libdevice)
+            return found
+    log.debug("no CUDA toolkit found (PYWAVE_CUDA_PATH, CUDA_HOME, CUDA_PATH, NVIDIA's wheels, "
+              "ptxas on PATH, /usr/local/cuda): kernels are shipped as PTX")
+    return None
+
+
+def find_toolkit() -> Toolkit | None:
+    """The CUDA toolkit compiles use, looked for in order: ``$PYWAVE_CUDA_PATH``,
+    ``$CUDA_HOME``, ``$CUDA_PATH``, NVIDIA's pip wheels (``nvidia-cuda-nvcc``,
+    ``nvidia-cuda-nvcc-cu12``; through ``cuda-pathfinder`` when installed), the ``ptxas`` on
+    ``PATH``, ``/usr/local/cuda``. The first root holding libdevice wins. Remembered per
+    value of the variables and ``PATH`` (ptxas is run once per root for its version)."""
+    environment = tuple(os.environ.get(v) for v in
+                        ("PYWAVE_CUDA_PATH", "CUDA_HOME", "CUDA_PATH", "PATH")) + \
+        (tuple(sys.path),)
+    return _find_toolkit(environment)
+
+
+def cuda_toolkit() -> str | None:
+    """Root of :func:`find_toolkit`'s toolkit (None when none was found)."""
+    found = find_toolkit()
+    return found.root if found else None

@@ -1,0 +1,126 @@
+"""Install paths a new user takes: importing an unbuilt source tree, and a C program built
+against libwavert with `python -m pywave config` flags, the package's pkg-config file and a
+`meson install` (each started without LD_LIBRARY_PATH)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pywave import layout
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: A C program of libwavert's that needs no GPU: the run-time version and a status string.
+APP = r"""
+#include <stdio.h>
+#include <wavert.h>
+int main(void) {
+  printf("libwavert %d: %s\n", (int)wavert_version(),
+         wavert_status_string(WAVERT_ERROR_LIMIT_EXCEEDED));
+  return wavert_version() == WAVERT_VERSION_MAJOR * 10000 + WAVERT_VERSION_MINOR * 100 +
+         WAVERT_VERSION_PATCH ? 0 : 1;
+}
+"""
+
+
+def _clean_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("LD_LIBRARY_PATH", None)
+    return env
+
+
+def _pywave(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pywave", *args], capture_output=True,
+                          text=True, timeout=300, cwd="/", **kwargs)
+
+
+def _build_and_run(tmp_path: Path, flags: list[str]) -> str:
+    cc = shutil.which(os.environ.get("CC", "cc"))
+    if cc is None:
+        pytest.skip("needs a C compiler (cc)")
+    source = tmp_path / "app.c"
+    source.write_text(APP)
+    exe = tmp_path / "app"
+    subprocess.run([cc, "-std=c11", "-Wall", "-Werror", str(source), "-o", str(exe), *flags],
+                   check=True, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60,
+                          env=_clean_env())
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_source_tree_without_built_parts_is_a_pywave_error(tmp_path):
+    tree = tmp_path / "pywave"
+    tree.mkdir()
+    for path in Path(layout.__file__).parent.glob("*.py"):
+        shutil.copy(path, tree / path.name)
+    # -S: no site-packages, so no installed pywave (nor an editable install's import hook)
+    # can be found before the unbuilt tree in the current directory.
+    proc = subprocess.run([sys.executable, "-S", "-c", "import pywave"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("pywave.errors.NotBuiltError: ")
+    assert "pip install" in last and "run from another folder" in last
+
+
+def test_not_built_error_is_a_pywave_error_and_an_import_error():
+    from pywave.errors import Error, NotBuiltError
+    assert issubclass(NotBuiltError, Error) and issubclass(NotBuiltError, ImportError)
+
+
+def test_layout_finds_every_built_part():
+    for name in (layout.LIBWAVERT, layout.RUNNER, layout.HEADER, layout.PKGCONFIG):
+        assert layout.package_file(name) is not None, name
+    assert layout.package_file("no-such-file") is None
+    assert Path(layout.include_dir(), "wavert_jit.h").is_file()
+
+
+def test_c_program_with_config_flags_runs_without_library_path(tmp_path):
+    proc = _pywave("config", "--cflags", "--libs")
+    assert proc.returncode == 0, proc.stderr
+    cflags, libs = proc.stdout.splitlines()
+    assert cflags == f"-I{layout.include_dir()}"
+    assert f"-Wl,-rpath,{layout.library_dir()}" in libs.split()
+    out = _build_and_run(tmp_path, (cflags + " " + libs).split())
+    assert out.endswith(": limit exceeded\n")
+
+
+def test_c_program_with_the_package_pkg_config_file(tmp_path):
+    if shutil.which("pkg-config") is None:
+        pytest.skip("needs pkg-config")
+    proc = _pywave("config", "--pkg-config-path")
+    assert proc.returncode == 0, proc.stderr
+    env = dict(os.environ, PKG_CONFIG_PATH=proc.stdout.strip())
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "libwavert"], env=env,
+                           capture_output=True, text=True, check=True).stdout.split()
+    assert any(f.startswith("-Wl,-rpath,") for f in flags)
+    assert _build_and_run(tmp_path, flags).endswith(": limit exceeded\n")
+
+
+def test_config_without_a_flag_is_an_error():
+    proc = _pywave("config")
+    assert proc.returncode == 1
+    assert "--cflags" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_c_program_after_meson_install(tmp_path):
+    meson = shutil.which("meson")
+    if meson is None or shutil.which("pkg-config") is None:
+        pytest.skip("needs meson and pkg-config (pip install '.[test]')")
+    build, prefix = tmp_path / "build", tmp_path / "prefix"
+    subprocess.run([meson, "setup", str(build), str(ROOT), f"--prefix={prefix}",
+                    "--libdir=lib", "-Dtests=false"], check=True, capture_output=True,
+                   timeout=300)
+    subprocess.run([meson, "install", "-C", str(build)], check=True, capture_output=True,
+                   timeout=600)
+    env = dict(os.environ, PKG_CONFIG_PATH=str(prefix / "lib" / "pkgconfig"))
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "libwavert"], env=env,
+                           capture_output=True, text=True, check=True).stdout.split()
+    assert _build_and_run(tmp_path, flags).endswith(": limit exceeded\n")
