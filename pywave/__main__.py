@@ -13,7 +13,7 @@ import argparse
 import logging
 import sys
 
-from . import pipeline
+from . import pipeline, run
 from .errors import Error
 
 
@@ -60,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--binary", action="append", default=[], metavar="NAME=PATH",
                        help="use this PTX/cubin/fatbin/hsaco for gpu.module NAME")
         p.add_argument("-v", "--verbose", action="store_true")
+    run.add_arguments(sub.add_parser("run", help="compile an MLIR file and run its entry "
+                                     "function (mlir-runner for GPU programs)"))
+    run.add_lowering_options(comp)
     comp.add_argument("--print-ir", action="store_true", help="print the IR after each stage")
     comp.add_argument("--dump-dir", metavar="DIR",
                       help="write every intermediate into a numbered folder under DIR")
@@ -68,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     exp.add_argument("--runtime", default="copy", choices=["copy", "link"],
                      help="copy libwavert.so into DIR (default) or link pywave's by rpath")
     args = parser.parse_args(argv)
+    if args.command == "run":
+        return run.main(args)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING)
     try:
         with open(args.file, encoding="utf-8") as fh:
@@ -84,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         artifacts = pipeline.Pipeline(
             text, target=args.target, opt_level=args.opt_level, format=args.format,
             filename=args.file, replacements=_binaries(args.binary),
-            keep_stages=args.print_ir, dump_dir=args.dump_dir).run()
+            keep_stages=args.print_ir, dump_dir=args.dump_dir,
+            lowering=run.lowering_options(args)).run()
     except (Error, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

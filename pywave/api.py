@@ -15,6 +15,7 @@ from typing import Mapping
 
 from . import cache, jit, pipeline, runtime
 from .errors import ArgumentError, CompileError, DeviceError, Error
+from .lowering import LoweringOptions
 from .pipeline import Artifacts
 from .program import BACKENDS, PACKED_PREFIX, RELEASE_KERNELS, Binary, Param, Program
 
@@ -55,19 +56,22 @@ def synchronize(device: int = 0) -> None:
 
 def build(text: str, *, target: str | None = None, opt_level: int = 2, format: str = "auto",
           filename: str = "<input>", keep_stages: bool = False,
-          dump_dir: str | None = None, binaries: Mapping | None = None) -> Artifacts:
+          dump_dir: str | None = None, binaries: Mapping | None = None,
+          lowering: "LoweringOptions | Mapping | None" = None) -> Artifacts:
     """Run every compile stage on ``text`` and return their plain outputs (no GPU needed
     when ``target`` is given): :class:`pywave.pipeline.Pipeline` with ``compile``'s options.
     ``keep_stages``: keep each stage's IR text. ``dump_dir`` (or ``$PYWAVE_DUMP_DIR``):
     write every intermediate into a fresh numbered folder there (:mod:`pywave.dump`)."""
     return pipeline.Pipeline(text, target=target, opt_level=opt_level, format=format,
                              filename=filename, replacements=binaries,
-                             keep_stages=keep_stages, dump_dir=dump_dir).run()
+                             keep_stages=keep_stages, dump_dir=dump_dir,
+                             lowering=_lowering_options(lowering)).run()
 
 
 def compile(text: str, *, target: str | None = None, opt_level: int = 2,
             format: str = "auto", disk_cache: bool = True, dump_dir: str | None = None,
-            binaries: dict | None = None) -> "CompiledModule":
+            binaries: dict | None = None,
+            lowering: "LoweringOptions | Mapping | None" = None) -> "CompiledModule":
     """Compile an MLIR module of ``gpu.module`` kernels and host ``func.func``s.
 
     Parameters
@@ -94,6 +98,10 @@ def compile(text: str, *, target: str | None = None, opt_level: int = 2,
     binaries : dict, optional
         ``{gpu.module name: path or bytes}``: use this image (PTX, cubin, fatbin or hsaco,
         told apart by its bytes) instead of the module's compiled one, keeping the host code.
+    lowering : LoweringOptions or dict, optional
+        Options of upstream's GPU lowering pipeline: ``index_bitwidth`` (32/64),
+        ``kernel_bare_ptr``, ``features`` (``"+ptx80"``), ``kernel_opt_level`` (0-3); see
+        :class:`pywave.lowering.LoweringOptions`. Part of the cache key.
 
     Returns
     -------
@@ -107,7 +115,8 @@ def compile(text: str, *, target: str | None = None, opt_level: int = 2,
         Malformed or unsupported MLIR, a failing pass, a missing tool or library.
     """
     compiler = pipeline.Pipeline(text, target=target, opt_level=opt_level, format=format,
-                                 replacements=binaries, dump_dir=dump_dir)
+                                 replacements=binaries, dump_dir=dump_dir,
+                                 lowering=_lowering_options(lowering))
     dumping = compiler.dump_root is not None
     cache_key = cache.key(text, compiler.options(), pipeline.tool_versions())
     with _memory_lock:
@@ -123,6 +132,16 @@ def compile(text: str, *, target: str | None = None, opt_level: int = 2,
     with _memory_lock:
         _memory[cache_key] = module
     return module
+
+
+def _lowering_options(value: "LoweringOptions | Mapping | None") -> "LoweringOptions | None":
+    """``lowering=`` as LoweringOptions (a mapping gives its fields; TypeError otherwise)."""
+    if value is None or isinstance(value, LoweringOptions):
+        return value
+    if isinstance(value, Mapping):
+        return LoweringOptions(**value)
+    raise TypeError(f"lowering must be a pywave.lowering.LoweringOptions or a dict, got "
+                    f"{type(value).__name__}")
 
 
 class CompiledModule:
