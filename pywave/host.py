@@ -21,6 +21,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import gpu, llvm
 
+from .async_inline import inline_async_execute
 from .errors import CompileError
 from .mlirutil import diagnostic_error, run_pipeline, sym_name
 from .program import (PACKED_PREFIX, RELEASE_KERNELS, RUN_ENTRY, Binary, HostModule,
@@ -66,11 +67,13 @@ def lower(module: ir.Module, binaries: list[Binary], functions: list[HostSignatu
           *, text: str | None = None, kernel_bare_ptr: bool = False,
           run_entry: str | None = None) -> HostModule:
     """Lower host code and produce LLVM IR text (the module is consumed). ``run_entry``:
-    also emit :data:`pywave.program.RUN_ENTRY` calling that function."""
+    also emit :data:`pywave.program.RUN_ENTRY` calling that function, and give synchronous
+    launches upstream's meaning (see :class:`LaunchRewriter`)."""
+    inline_async_execute(module)
     _join_async_dependencies(module)
     _synchronous_ops_on_streams(module)
     run_pipeline(module, host_pipeline(kernel_bare_ptr), "lowering host code to LLVM", text)
-    rewriter = LaunchRewriter(module, binaries)
+    rewriter = LaunchRewriter(module, binaries, synchronous=run_entry is not None)
     rewriter.run()
     _add_packed_entries(module, functions)
     run_result = _add_run_entry(module, run_entry) if run_entry is not None else None
@@ -166,9 +169,15 @@ def _synchronous_ops_on_streams(module: ir.Module) -> None:
 class LaunchRewriter:
     """Rewrites the launches and ``mgpu*`` calls of a module lowered to the LLVM dialect
     (after :data:`HOST_PIPELINE`) into libwavert calls, and adds the kernel slots, their
-    helpers and the release entry. ``binaries`` give the images the launches load."""
+    helpers and the release entry. ``binaries`` give the images the launches load.
 
-    def __init__(self, module: ir.Module, binaries: list[Binary]) -> None:
+    A ``gpu.launch_func`` without ``async`` goes to the call's stream and returns at once
+    (pywave's fast path: Python callers order work by streams). With ``synchronous``, it
+    returns when the kernel has finished, as upstream's lowering does (``pywave run``: MLIR
+    programs read host memory a kernel wrote right after the launch)."""
+
+    def __init__(self, module: ir.Module, binaries: list[Binary], *,
+                 synchronous: bool = False) -> None:
         self.module = module
         self.ctx = module.context
         self.binaries = {b.name: b for b in binaries}
@@ -179,6 +188,7 @@ class LaunchRewriter:
         self.fail_blocks: list[tuple[ir.Operation, ir.Block]] = []
         self.declared: set[str] = set()
         self.counter = 0
+        self.synchronous = synchronous
 
     def run(self) -> None:
         with self.ctx, ir.Location.unknown(self.ctx):
@@ -323,8 +333,14 @@ class LaunchRewriter:
             "  %r = llvm.call @wavert_jit_launch(%slot, %image, %size, %kname, %g0, %g1, %g2, "
             "%g3, %g4, %g5, %smem, %stream, %params) : (!llvm.ptr, !llvm.ptr, i64, !llvm.ptr, "
             "i64, i64, i64, i64, i64, i64, i32, !llvm.ptr, !llvm.ptr) -> i32",
-            "  llvm.return %r : i32",
         ]
+        if self.synchronous and not has_stream:
+            self._declare("llvm.func @wavert_jit_stream_synchronize(!llvm.ptr)")
+            body += ["  llvm.call @wavert_jit_stream_synchronize(%stream) : (!llvm.ptr) -> ()",
+                     "  %failed = llvm.call @wavert_jit_failed() : () -> i32",
+                     "  llvm.return %failed : i32"]
+        else:
+            body.append("  llvm.return %r : i32")
         self._declare("llvm.func @wavert_jit_launch(!llvm.ptr, !llvm.ptr, i64, !llvm.ptr, i64, "
                       "i64, i64, i64, i64, i64, i32, !llvm.ptr, !llvm.ptr) -> i32")
         return (f"llvm.func internal @{name}({', '.join(params)}) -> i32 "
@@ -394,7 +410,13 @@ class LaunchRewriter:
         stubs = [f"llvm.mlir.global external constant @{g}() {{addr_space = 0 : i32}} "
                  f": !llvm.array<{len(self.binaries[b].data)} x i8>"
                  for b, g in self.images.items()]
-        _append_parsed(self.module, stubs, self.helpers)
+        # A declaration the module already has (an mgpu* one renamed to wavert_jit_*) is kept
+        # as it is: the helper text refers to it through a stub.
+        defined = {sym_name(op.operation) for op in self.module.body.operations
+                   if "sym_name" in op.operation.attributes}
+        redeclared = [d for d in self.declared if d.split("@")[1].split("(")[0] in defined]
+        helpers = [h for h in self.helpers if h not in redeclared]
+        _append_parsed(self.module, stubs + redeclared, helpers)
 
 
 def _result_type(func: ir.Operation) -> ir.Type | None:

@@ -258,6 +258,8 @@ class Pipeline:
             from . import amdgpu
             binaries = amdgpu.lower_rocdl(module, fmt=self.format, text=self.text)
         else:
+            from . import subgroups
+            subgroups.lower_subgroup_ops(module)
             fmt = _lowering.image_format(self.format, target.chip, kernels.cuda_toolkit())
             kernels.lower_nvvm(module, fmt=fmt, text=self.text,
                                observe=dumper.kernels_lowered if dumper else None,
