@@ -29,29 +29,9 @@ from typing import Callable
 
 from ._version import __version__
 from .errors import Error
+from .source import read_mlir
 
 log = logging.getLogger("pywave")
-
-
-class InputError(Error):
-    """An input file that cannot be read as MLIR text (missing, unreadable, not UTF-8)."""
-
-
-def read_mlir(path: str) -> str:
-    """The text of an MLIR file; InputError naming the file, the offending byte and its offset
-    when it is not UTF-8 (MLIR source is UTF-8)."""
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise InputError(f"{path} is not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset "
-                         f"{exc.start} (line {line}) cannot be decoded; MLIR files are "
-                         "UTF-8") from None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -99,13 +79,14 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
 
 
 def _run_compile(args: argparse.Namespace) -> int:
-    from . import pipeline
+    from . import pipeline, run
     text = read_mlir(args.file)
     started = time.perf_counter()
     artifacts = pipeline.Pipeline(
         text, target=args.target, opt_level=args.opt_level, format=args.format,
         filename=args.file, replacements=_binaries(args.binary),
-        keep_stages=args.print_ir, dump_dir=args.dump_dir).run()
+        keep_stages=args.print_ir, dump_dir=args.dump_dir,
+        lowering=run.lowering_options(args)).run()
     log.info("compiled %s for %s in %.1f ms", args.file, artifacts.target.chip,
              (time.perf_counter() - started) * 1e3)
     print(_summary(artifacts, args.print_ir))
@@ -113,8 +94,10 @@ def _run_compile(args: argparse.Namespace) -> int:
 
 
 def register_compile(sub) -> None:
+    from . import run
     p = sub.add_parser("compile", help="compile an MLIR file and print its stages")
     _add_compile_options(p)
+    run.add_lowering_options(p)
     p.add_argument("--print-ir", action="store_true", help="print the IR after each stage")
     p.add_argument("--dump-dir", metavar="DIR",
                    help="write every intermediate into a numbered folder under DIR")
@@ -240,9 +223,17 @@ def register_config(sub) -> None:
     p.set_defaults(handler=_run_config)
 
 
+def register_run(sub) -> None:
+    from . import run
+    p = sub.add_parser("run", help="compile an MLIR file and run its entry function "
+                       "(mlir-runner for GPU programs)")
+    run.add_arguments(p)
+    p.set_defaults(handler=run.main)
+
+
 #: The subcommands, in help order: each adds its parser to the subparsers and sets ``handler``.
-COMMANDS: list[Callable] = [register_compile, register_export, register_info, register_cache,
-                            register_config]
+COMMANDS: list[Callable] = [register_compile, register_run, register_export, register_info,
+                            register_cache, register_config]
 
 
 def parser() -> argparse.ArgumentParser:

@@ -18,7 +18,9 @@ from typing import Mapping
 
 from . import cache, jit, pipeline, runtime
 from .errors import ArgumentError, CompileError, DeviceError, Error
+from .lowering import LoweringOptions
 from .pipeline import Artifacts
+from .source import read_mlir
 from .program import BACKENDS, PACKED_PREFIX, RELEASE_KERNELS, Binary, Param, Program
 
 log = logging.getLogger("pywave")
@@ -60,19 +62,22 @@ def synchronize(device: int = 0) -> None:
 
 def build(text: str, *, target: str | None = None, opt_level: int = 2, format: str = "auto",
           filename: str = "<input>", keep_stages: bool = False,
-          dump_dir: str | None = None, binaries: Mapping | None = None) -> Artifacts:
+          dump_dir: str | None = None, binaries: Mapping | None = None,
+          lowering: "LoweringOptions | Mapping | None" = None) -> Artifacts:
     """Run every compile stage on ``text`` and return their plain outputs (no GPU needed
     when ``target`` is given): :class:`pywave.pipeline.Pipeline` with ``compile``'s options.
     ``keep_stages``: keep each stage's IR text. ``dump_dir`` (or ``$PYWAVE_DUMP_DIR``):
     write every intermediate into a fresh numbered folder there (:mod:`pywave.dump`)."""
     return pipeline.Pipeline(text, target=target, opt_level=opt_level, format=format,
                              filename=filename, replacements=binaries,
-                             keep_stages=keep_stages, dump_dir=dump_dir).run()
+                             keep_stages=keep_stages, dump_dir=dump_dir,
+                             lowering=_lowering_options(lowering)).run()
 
 
 def compile(text: "str | os.PathLike[str]", *, target: str | None = None,
             opt_level: int = 2, format: str = "auto", disk_cache: bool = True,
-            dump_dir: str | None = None, binaries: dict | None = None) -> "CompiledModule":
+            dump_dir: str | None = None, binaries: dict | None = None,
+            lowering: "LoweringOptions | Mapping | None" = None) -> "CompiledModule":
     """Compile an MLIR module of ``gpu.module`` kernels and host ``func.func``s.
 
     Parameters
@@ -101,6 +106,10 @@ def compile(text: "str | os.PathLike[str]", *, target: str | None = None,
     binaries : dict, optional
         ``{gpu.module name: path or bytes}``: use this image (PTX, cubin, fatbin or hsaco,
         told apart by its bytes) instead of the module's compiled one, keeping the host code.
+    lowering : LoweringOptions or dict, optional
+        Options of upstream's GPU lowering pipeline: ``index_bitwidth`` (32/64),
+        ``kernel_bare_ptr``, ``features`` (``"+ptx80"``), ``kernel_opt_level`` (0-3); see
+        :class:`pywave.lowering.LoweringOptions`. Part of the cache key.
 
     Returns
     -------
@@ -115,7 +124,8 @@ def compile(text: "str | os.PathLike[str]", *, target: str | None = None,
     """
     text, filename = _source(text)
     compiler = pipeline.Pipeline(text, target=target, opt_level=opt_level, format=format,
-                                 filename=filename, replacements=binaries, dump_dir=dump_dir)
+                                 filename=filename, replacements=binaries, dump_dir=dump_dir,
+                                 lowering=_lowering_options(lowering))
     dumping = compiler.dump_root is not None
     cache_key = cache.key(text, compiler.options(), pipeline.tool_versions())
     started = time.perf_counter()
@@ -143,16 +153,18 @@ def compile(text: "str | os.PathLike[str]", *, target: str | None = None,
 def _source(text: "str | os.PathLike[str]") -> tuple[str, str]:
     """(MLIR text, name for diagnostics) of compile()'s first argument."""
     if isinstance(text, os.PathLike):
-        path = os.fspath(text)
-        try:
-            with open(path, encoding="utf-8") as fh:
-                return fh.read(), str(path)
-        except UnicodeDecodeError as exc:
-            raise CompileError(f"{path} is not UTF-8 text (byte offset {exc.start}); MLIR "
-                               "files are UTF-8") from None
-        except OSError as exc:
-            raise CompileError(f"cannot read {path}: {exc.strerror or exc}") from None
+        return read_mlir(text), os.fspath(text)
     return text, "<input>"
+
+
+def _lowering_options(value: "LoweringOptions | Mapping | None") -> "LoweringOptions | None":
+    """``lowering=`` as LoweringOptions (a mapping gives its fields; TypeError otherwise)."""
+    if value is None or isinstance(value, LoweringOptions):
+        return value
+    if isinstance(value, Mapping):
+        return LoweringOptions(**value)
+    raise TypeError(f"lowering must be a pywave.lowering.LoweringOptions or a dict, got "
+                    f"{type(value).__name__}")
 
 
 class CompiledModule:

@@ -21,13 +21,27 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import gpu, llvm
 
+from .async_inline import inline_async_execute
 from .errors import CompileError
 from .mlirutil import diagnostic_error, run_pipeline, sym_name
-from .program import PACKED_PREFIX, RELEASE_KERNELS, Binary, HostModule, HostSignature
+from .program import (PACKED_PREFIX, RELEASE_KERNELS, RUN_ENTRY, Binary, HostModule,
+                      HostSignature)
 
-#: Host lowering to the LLVM dialect; gpu.launch_func survives with LLVM-typed operands.
-HOST_PIPELINE = ("builtin.module(gpu-to-llvm, convert-to-llvm, reconcile-unrealized-casts, "
-                 "canonicalize)")
+def host_pipeline(kernel_bare_ptr: bool = False) -> str:
+    """Host lowering to the LLVM dialect; gpu.launch_func survives with LLVM-typed operands
+    (bare pointers for memrefs with ``kernel_bare_ptr``, as the kernels then expect)."""
+    gpu_to_llvm = "gpu-to-llvm{use-bare-pointers-for-kernels=1}" if kernel_bare_ptr \
+        else "gpu-to-llvm"
+    return (f"builtin.module({gpu_to_llvm}, convert-to-llvm, reconcile-unrealized-casts, "
+            "canonicalize)")
+
+
+#: The host pipeline of the default options.
+HOST_PIPELINE = host_pipeline()
+
+#: GPU ops that gpu-to-llvm lowers only in their ``async`` form (except a host-shared
+#: gpu.alloc, which it lowers only in the synchronous form).
+_STREAM_OPS = ("gpu.alloc", "gpu.dealloc", "gpu.memcpy", "gpu.memset")
 
 #: MLIR runtime-wrapper functions emitted by gpu-to-llvm -> libwavert replacements.
 MGPU_FUNCTIONS = {
@@ -50,13 +64,19 @@ MGPU_FUNCTIONS = {
 # Lowering and launch rewrite
 # --------------------------------------------------------------------------------------------
 def lower(module: ir.Module, binaries: list[Binary], functions: list[HostSignature],
-          *, text: str | None = None) -> HostModule:
-    """Lower host code and produce LLVM IR text (the module is consumed)."""
+          *, text: str | None = None, kernel_bare_ptr: bool = False,
+          run_entry: str | None = None) -> HostModule:
+    """Lower host code and produce LLVM IR text (the module is consumed). ``run_entry``:
+    also emit :data:`pywave.program.RUN_ENTRY` calling that function, and give synchronous
+    launches upstream's meaning (see :class:`LaunchRewriter`)."""
+    inline_async_execute(module)
     _join_async_dependencies(module)
-    run_pipeline(module, HOST_PIPELINE, "lowering host code to LLVM", text)
-    rewriter = LaunchRewriter(module, binaries)
+    _synchronous_ops_on_streams(module)
+    run_pipeline(module, host_pipeline(kernel_bare_ptr), "lowering host code to LLVM", text)
+    rewriter = LaunchRewriter(module, binaries, synchronous=run_entry is not None)
     rewriter.run()
     _add_packed_entries(module, functions)
+    run_result = _add_run_entry(module, run_entry) if run_entry is not None else None
     for op in list(module.body.operations):
         if op.operation.name == "gpu.binary":
             op.operation.erase()
@@ -78,7 +98,7 @@ def lower(module: ir.Module, binaries: list[Binary], functions: list[HostSignatu
         ir_text = llvm.translate_module_to_llvmir(module.operation)
     except ir.MLIRError as exc:
         raise diagnostic_error("translating host code to LLVM IR", exc, None) from None
-    return HostModule(ir_text, tuple(functions))
+    return HostModule(ir_text, tuple(functions), run_result)
 
 
 def _join_async_dependencies(module: ir.Module) -> None:
@@ -109,12 +129,55 @@ def _join_async_dependencies(module: ir.Module) -> None:
         op.erase()
 
 
+def _synchronous_ops_on_streams(module: ir.Module) -> None:
+    """Give each synchronous ``gpu.alloc`` (not host-shared), ``gpu.dealloc``, ``gpu.memcpy``
+    and ``gpu.memset`` in host code a stream of its own: ``%t = gpu.wait async``, the op made
+    ``async [%t]``, then a blocking ``gpu.wait`` on its token. The op then has upstream's
+    meaning (done when it returns), and gpu-to-llvm lowers it to the mgpu* calls (a stream
+    made inside a call first waits for the call's stream, so earlier launches are seen)."""
+    ops: list[ir.Operation] = []
+
+    def collect(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "gpu.module":
+            return ir.WalkResult.SKIP
+        if op.name in _STREAM_OPS and not len(op.opview.asyncDependencies) and \
+                not any(isinstance(r.type, gpu.AsyncTokenType) for r in op.results) and \
+                not (op.name == "gpu.alloc" and "hostShared" in op.attributes):
+            ops.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(collect)
+    with module.context:
+        token_type = gpu.AsyncTokenType.get()
+        for op in ops:
+            attrs = {op.attributes[i].name: op.attributes[i].attr
+                     for i in range(len(op.attributes))}
+            if "operandSegmentSizes" in attrs:
+                sizes = list(ir.DenseI32ArrayAttr(attrs["operandSegmentSizes"]))
+                sizes[0] += 1
+                attrs["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get(sizes)
+            with ir.InsertionPoint(op), op.location:
+                start = gpu.WaitOp(token_type, []).result
+                new = ir.Operation.create(op.name, [r.type for r in op.results] + [token_type],
+                                          [start] + list(op.operands), attrs)
+                gpu.WaitOp(None, [new.results[len(op.results)]])
+            for old, replacement in zip(op.results, new.results):
+                old.replace_all_uses_with(replacement)
+            op.erase()
+
+
 class LaunchRewriter:
     """Rewrites the launches and ``mgpu*`` calls of a module lowered to the LLVM dialect
     (after :data:`HOST_PIPELINE`) into libwavert calls, and adds the kernel slots, their
-    helpers and the release entry. ``binaries`` give the images the launches load."""
+    helpers and the release entry. ``binaries`` give the images the launches load.
 
-    def __init__(self, module: ir.Module, binaries: list[Binary]) -> None:
+    A ``gpu.launch_func`` without ``async`` goes to the call's stream and returns at once
+    (pywave's fast path: Python callers order work by streams). With ``synchronous``, it
+    returns when the kernel has finished, as upstream's lowering does (``pywave run``: MLIR
+    programs read host memory a kernel wrote right after the launch)."""
+
+    def __init__(self, module: ir.Module, binaries: list[Binary], *,
+                 synchronous: bool = False) -> None:
         self.module = module
         self.ctx = module.context
         self.binaries = {b.name: b for b in binaries}
@@ -125,6 +188,7 @@ class LaunchRewriter:
         self.fail_blocks: list[tuple[ir.Operation, ir.Block]] = []
         self.declared: set[str] = set()
         self.counter = 0
+        self.synchronous = synchronous
 
     def run(self) -> None:
         with self.ctx, ir.Location.unknown(self.ctx):
@@ -269,8 +333,14 @@ class LaunchRewriter:
             "  %r = llvm.call @wavert_jit_launch(%slot, %image, %size, %kname, %g0, %g1, %g2, "
             "%g3, %g4, %g5, %smem, %stream, %params) : (!llvm.ptr, !llvm.ptr, i64, !llvm.ptr, "
             "i64, i64, i64, i64, i64, i64, i32, !llvm.ptr, !llvm.ptr) -> i32",
-            "  llvm.return %r : i32",
         ]
+        if self.synchronous and not has_stream:
+            self._declare("llvm.func @wavert_jit_stream_synchronize(!llvm.ptr)")
+            body += ["  llvm.call @wavert_jit_stream_synchronize(%stream) : (!llvm.ptr) -> ()",
+                     "  %failed = llvm.call @wavert_jit_failed() : () -> i32",
+                     "  llvm.return %failed : i32"]
+        else:
+            body.append("  llvm.return %r : i32")
         self._declare("llvm.func @wavert_jit_launch(!llvm.ptr, !llvm.ptr, i64, !llvm.ptr, i64, "
                       "i64, i64, i64, i64, i64, i32, !llvm.ptr, !llvm.ptr) -> i32")
         return (f"llvm.func internal @{name}({', '.join(params)}) -> i32 "
@@ -318,14 +388,20 @@ class LaunchRewriter:
                           branch_weights=ir.DenseI32ArrayAttr.get([1000, 1]))
 
     def _fail_block(self, block: ir.Block) -> ir.Block:
-        """The function's shared early-return block (host functions return nothing)."""
+        """The function's shared early-return block: entry points return nothing; a helper
+        returning a value returns poison. The error stays recorded: the caller returns at its
+        own next check, and the call reports the error when it ends."""
         func = block.region.owner
         for owner, fail in self.fail_blocks:
             if owner == func:
                 return fail
+        result = _result_type(func)
         fail = block.region.blocks.append()
         with ir.InsertionPoint(fail):
-            llvm.ReturnOp()
+            if result is None:
+                llvm.ReturnOp()
+            else:
+                llvm.ReturnOp(arg=llvm.PoisonOp(result).result)
         self.fail_blocks.append((func, fail))
         return fail
 
@@ -334,7 +410,27 @@ class LaunchRewriter:
         stubs = [f"llvm.mlir.global external constant @{g}() {{addr_space = 0 : i32}} "
                  f": !llvm.array<{len(self.binaries[b].data)} x i8>"
                  for b, g in self.images.items()]
-        _append_parsed(self.module, stubs, self.helpers)
+        # A declaration the module already has (an mgpu* one renamed to wavert_jit_*) is kept
+        # as it is: the helper text refers to it through a stub.
+        defined = {sym_name(op.operation) for op in self.module.body.operations
+                   if "sym_name" in op.operation.attributes}
+        redeclared = [d for d in self.declared if d.split("@")[1].split("(")[0] in defined]
+        helpers = [h for h in self.helpers if h not in redeclared]
+        _append_parsed(self.module, stubs + redeclared, helpers)
+
+
+def _result_type(func: ir.Operation) -> ir.Type | None:
+    """The type an ``llvm.func`` returns (None: void), read from its ``llvm.return`` ops."""
+    found: list[ir.Type] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "llvm.return" and len(op.operands):
+            found.append(op.operands[0].type)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    func.walk(visit)
+    return found[0] if found else None
 
 
 def _call(callee: str, operands: list[ir.Value]) -> ir.Value:
@@ -379,6 +475,34 @@ def _add_packed_entries(module: ir.Module, functions: list[HostSignature]) -> No
         texts.append(f"llvm.func @{PACKED_PREFIX}{fn.name}(%slots: !llvm.ptr) {{\n"
                      + "\n".join(body) + "\n}")
     _append_parsed(module, stubs, texts)
+
+
+def _add_run_entry(module: ir.Module, name: str) -> str:
+    """``void _pywave_run(ptr result)``: call ``name`` (no arguments) and store its result,
+    if any, at ``result`` (the caller provides room for it). Returns the result's LLVM type
+    (``"void"`` for none)."""
+    funcs = {sym_name(op.operation): op.operation
+             for op in module.body.operations if op.operation.name == "llvm.func"}
+    if name not in funcs or not funcs[name].regions[0].blocks:
+        raise CompileError(f"the entry function @{name} is not a host function of the module "
+                           f"(functions: {', '.join(sorted(funcs)) or 'none'})")
+    ftype = str(ir.TypeAttr(funcs[name].attributes["function_type"]).value)
+    result, _, params = ftype.removeprefix("!llvm.func<").removesuffix(">").partition("(")
+    result = result.strip()
+    if params.strip(") "):
+        raise CompileError(f"the entry function @{name} takes arguments ({params.rstrip(')')});"
+                           " `pywave run` calls an entry without arguments")
+    body = []
+    if result == "void":
+        body.append(f"  llvm.call @{name}() : () -> ()")
+    else:
+        body += [f"  %r = llvm.call @{name}() : () -> {result}",
+                 f"  llvm.store %r, %out : {result}, !llvm.ptr"]
+    signature = f"llvm.func @{name}() -> {result}" if result != "void" \
+        else f"llvm.func @{name}()"
+    _append_parsed(module, [signature], [f"llvm.func @{RUN_ENTRY}(%out: !llvm.ptr) {{\n"
+                                         + "\n".join(body + ["  llvm.return"]) + "\n}"])
+    return result
 
 
 def _append_parsed(module: ir.Module, stubs: list[str], texts: list[str]) -> None:

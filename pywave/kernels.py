@@ -14,6 +14,7 @@ from typing import Callable
 from mlir import ir
 from mlir.dialects import arith, gpu
 
+from . import lowering
 from .errors import CompileError
 from .mlirutil import run_pipeline, sym_name
 from .program import FORMATS, Binary, Target
@@ -23,12 +24,11 @@ log = logging.getLogger("pywave.kernels")
 
 #: Run on the whole module first: outline ``gpu.launch`` bodies into ``gpu.func`` kernels and
 #: lower the structured dialects both host and kernels may use.
-PREPARE_PIPELINE = ("builtin.module(gpu-kernel-outlining, lower-affine, convert-vector-to-scf, "
-                    "convert-scf-to-cf, expand-strided-metadata, arith-expand)")
+PREPARE_PIPELINE = ("builtin.module(canonicalize, gpu-kernel-outlining, convert-vector-to-scf, "
+                    "expand-strided-metadata, lower-affine, convert-scf-to-cf, arith-expand)")
 
 #: Kernel lowering for NVIDIA targets (64-bit index, memref descriptors as parameters).
-NVVM_PIPELINE = ("builtin.module(gpu.module(convert-gpu-to-nvvm{index-bitwidth=64}, "
-                 "convert-nvvm-to-llvm, reconcile-unrealized-casts))")
+NVVM_PIPELINE = lowering.nvvm_pipeline(lowering.LoweringOptions())
 
 #: pywave format -> ``gpu-module-to-binary`` format, for the formats that pass produces.
 NVVM_FORMATS = {f.name: f.serialised_as for f in FORMATS.values()
@@ -207,8 +207,8 @@ def binary_pipeline(mlir_format: str, toolkit: str | None) -> str:
 
 
 def lower_nvvm(module: ir.Module, *, fmt: str, text: str | None = None,
-               observe: "Callable[[ir.Module, str, Callable[[str], str]], None] | None" = None
-               ) -> None:
+               observe: "Callable[[ir.Module, str, Callable[[str], str]], None] | None" = None,
+               nvvm_pipeline: str = NVVM_PIPELINE) -> None:
     """Lower every NVVM-targeted ``gpu.module`` and serialise it into a ``gpu.binary``.
     ``observe(module, pipeline, pipeline_for)`` (for dumps) sees the module between the two,
     with the serialisation pipeline and a function giving it for another MLIR format."""
@@ -221,7 +221,7 @@ def lower_nvvm(module: ir.Module, *, fmt: str, text: str | None = None,
     if fmt != "ptx" and not has_ptxas(toolkit):
         raise CompileError(f"format={fmt!r} needs ptxas from a CUDA toolkit (none found; set "
                            "CUDA_HOME or PYWAVE_CUDA_PATH), or use format='ptx'")
-    run_pipeline(module, NVVM_PIPELINE, "lowering kernels to NVVM", text)
+    run_pipeline(module, nvvm_pipeline, "lowering kernels to NVVM", text)
     extern_dynamic_shared_memory(module)
     _check_libdevice(module, toolkit)
     pipeline = binary_pipeline(NVVM_FORMATS[fmt], toolkit)

@@ -26,10 +26,12 @@ import logging
 import time
 from typing import TYPE_CHECKING, Mapping
 
-from . import cache, dump, images, jit, runtime, toolkit
+from . import cache, dump, images, jit, lowering, runtime, toolkit
 from ._version import __version__
-from .errors import CompileError, Error
+from .errors import Error
 from .program import BACKENDS, Binary, HostModule, Program, Target
+
+_lowering = lowering      # the module; Pipeline's parameter of the same name shadows it
 
 if TYPE_CHECKING:
     from mlir import ir
@@ -158,6 +160,13 @@ class Pipeline:
         Dump root (:mod:`pywave.dump`); default ``$PYWAVE_DUMP_DIR``.
     library : bool
         Host object code for a shared library (:func:`pywave.export`) instead of the JIT.
+    lowering : LoweringOptions, optional
+        Index bitwidth, bare-pointer kernels, PTX features, kernel opt level
+        (:class:`pywave.lowering.LoweringOptions`; default: its defaults).
+    run_entry : str, optional
+        Also emit the runner entry of this host function (``pywave run``;
+        :data:`pywave.program.RUN_ENTRY`), and skip, instead of refusing, the other public
+        functions Python cannot call.
 
     Raises
     ------
@@ -170,7 +179,9 @@ class Pipeline:
     def __init__(self, text: str, *, target: str | None = None, opt_level: int = 2,
                  format: str = "auto", filename: str = "<input>",
                  replacements: Mapping | None = None, keep_stages: bool = False,
-                 dump_dir: str | None = None, library: bool = False) -> None:
+                 dump_dir: str | None = None, library: bool = False,
+                 lowering: "lowering.LoweringOptions | None" = None,
+                 run_entry: str | None = None) -> None:
         if not isinstance(text, str):
             raise TypeError(f"compile() takes MLIR text (str), got {type(text).__name__}")
         self.text = text
@@ -184,6 +195,8 @@ class Pipeline:
         self.keep_stages = keep_stages
         self.dump_root = dump.root(dump_dir)
         self.library = library
+        self.lowering = lowering or _lowering.LoweringOptions()
+        self.run_entry = run_entry
 
     def options(self) -> dict:
         """The options that decide the output (with the text: the compile-cache key)."""
@@ -194,6 +207,10 @@ class Pipeline:
         if not self.target.chip.startswith("gfx"):     # NVIDIA or not yet known: ptxas counts
             found = toolkit.find_toolkit()
             out["cuda_toolkit"] = found.version if found else None
+        if self.lowering != _lowering.LoweringOptions():
+            out["lowering"] = self.lowering.key()
+        if self.run_entry is not None:
+            out["run_entry"] = self.run_entry
         return out
 
     def run(self) -> Artifacts:
@@ -212,15 +229,16 @@ class Pipeline:
             run_pipeline(module, kernels.PREPARE_PIPELINE, "preparing the module", self.text)
             kernels.check_kernels(module)
             rec.done("prepare", module)
-            functions = signature.read_signatures(module, self.text, bool_args)
-            if not functions:
-                raise CompileError("the module has no public host func.func to call")
+            functions = signature.read_signatures(module, self.text, bool_args,
+                                                  strict=self.run_entry is None)
             rec.done("signatures")
             target, binaries = self._kernels(module, requested, rec.dump)
             rec.done("kernels", module)
             if rec.dump:
                 rec.dump.binaries(binaries)
-            lowered = host.lower(module, binaries, functions, text=self.text)
+            lowered = host.lower(module, binaries, functions, text=self.text,
+                                 kernel_bare_ptr=self.lowering.kernel_bare_ptr,
+                                 run_entry=self.run_entry)
             rec.done("host", module)
             rec.keep("llvm", lowered.llvm_ir)
         obj, asm = jit.compile_object(lowered.llvm_ir, opt_level=self.opt_level,
@@ -238,26 +256,47 @@ class Pipeline:
         """Assign targets, lower and serialise the kernels, swap in the replacements."""
         from . import kernels
 
+        self._attach_nvvm_targets(module, requested or self.target.found)
         target = kernels.assign_targets(module, requested, self.target.found)
         if target.backend == "rocdl":
             from . import amdgpu
             binaries = amdgpu.lower_rocdl(module, fmt=self.format, text=self.text)
         else:
-            kernels.lower_nvvm(module, fmt=self.format, text=self.text,
-                               observe=dumper.kernels_lowered if dumper else None)
+            from . import subgroups
+            subgroups.lower_subgroup_ops(module)
+            fmt = _lowering.image_format(self.format, target.chip, kernels.cuda_toolkit())
+            kernels.lower_nvvm(module, fmt=fmt, text=self.text,
+                               observe=dumper.kernels_lowered if dumper else None,
+                               nvvm_pipeline=_lowering.nvvm_pipeline(self.lowering))
             binaries = kernels.collect_binaries(module, target)
         binaries = images.replace(binaries, self.replacements, target)
         if dumper:
             dumper.update(target={"backend": target.backend, "chip": target.chip})
         return target, binaries
 
+    def _attach_nvvm_targets(self, module: "ir.Module", target: Target | None) -> None:
+        """Give target-less ``gpu.module``s an ``#nvvm.target`` carrying the lowering options
+        (features, kernel opt level) when the target is an NVIDIA chip; the others are left
+        to :func:`pywave.kernels.assign_targets`."""
+        from mlir import ir
+
+        from . import kernels
+        if target is None or target.backend != "nvvm":
+            return
+        attr = f"[{_lowering.nvvm_target(target.chip, self.lowering)}]"
+        for gmod in kernels.gpu_modules(module):
+            if kernels.kernels_of(gmod) and kernels.module_target(gmod) is None:
+                gmod.attributes["targets"] = ir.Attribute.parse(attr, module.context)
+
     def _start_dump(self) -> "dump.Dump | None":
         dumper = dump.Dump.start(self.dump_root, self.text, filename=self.filename, options={
             "target": self.target.name, "opt_level": self.opt_level, "format": self.format,
-            "binaries": self._described, "library": self.library})
+            "binaries": self._described, "library": self.library,
+            "lowering": self.lowering.key(), "run_entry": self.run_entry})
         if dumper:
             from . import host, kernels
             dumper.update(tool_versions=tool_versions(), pipelines={
-                "prepare": kernels.PREPARE_PIPELINE, "nvvm": kernels.NVVM_PIPELINE,
+                "prepare": kernels.PREPARE_PIPELINE,
+                "nvvm": _lowering.nvvm_pipeline(self.lowering),
                 "host": host.HOST_PIPELINE, "llvm": f"llvmlite O{self.opt_level}"})
         return dumper

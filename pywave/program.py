@@ -191,15 +191,20 @@ PACKED_PREFIX = "_pywave_packed_"
 #: ``void _pywave_release_kernels(void)``: releases every kernel the host code loaded and
 #: clears its slot (later calls load them again). Not safe while a call runs.
 RELEASE_KERNELS = "_pywave_release_kernels"
+#: ``void _pywave_run(void *result)``: calls the entry function ``pywave run`` was asked for
+#: (no arguments) and stores its scalar result, if any, at ``result`` (8 bytes).
+RUN_ENTRY = "_pywave_run"
 
 
 @dataclasses.dataclass(frozen=True)
 class HostModule:
     """Output of the host stage: LLVM IR text defining each host function, its packed entry
-    and :data:`RELEASE_KERNELS`, plus the signatures."""
+    and :data:`RELEASE_KERNELS`, plus the signatures; with a runner entry
+    (:data:`RUN_ENTRY`), the LLVM type its function returns (``"void"``, ``"i32"``...)."""
 
     llvm_ir: str
     functions: tuple[HostSignature, ...]
+    run_result: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

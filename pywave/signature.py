@@ -11,6 +11,7 @@ destination.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 from typing import Callable
 
@@ -20,6 +21,8 @@ from .errors import CompileError
 from .kernels import check_element_width
 from .mlirutil import file_location, sym_name
 from .program import SIGNLESS, STRIDED, HostSignature, Param
+
+log = logging.getLogger("pywave.signature")
 
 #: Scalar MLIR types accepted as host arguments.
 SCALAR_KINDS = {"i1", "i8", "i16", "i32", "i64", "index", "f16", "bf16", "f32", "f64"}
@@ -41,12 +44,20 @@ _VIEW_OPS = {"memref.subview", "memref.cast", "memref.reinterpret_cast", "memref
 
 
 def read_signatures(module: ir.Module, text: str | None,
-                    bool_args: set[tuple[str, int]] = frozenset()) -> list[HostSignature]:
-    """Signatures of the public host ``func.func``s. Call after the prepare pipeline and
-    before the kernels are serialised (the write analysis reads the kernel bodies);
-    ``bool_args`` lists the (function, index) of memrefs that were ``i1`` before widening to
-    i8."""
+                    bool_args: set[tuple[str, int]] = frozenset(),
+                    strict: bool = True) -> list[HostSignature]:
+    """Signatures of the entry points: the public host ``func.func``s with a body. Call after
+    the prepare pipeline and before the kernels are serialised (the write analysis reads the
+    kernel bodies); ``bool_args`` lists the (function, index) of memrefs that were ``i1``
+    before widening to i8.
+
+    A public function that Python cannot call (it returns values, or takes an argument of a
+    type pywave does not pass) is skipped when another function calls it (it is a helper, as
+    in MLIR's own test programs) or when ``strict`` is false (``pywave run``, which calls one
+    entry by name); otherwise it is refused with CompileError. A module without entry points
+    (kernels only) is valid."""
     written = _kernel_written_args(module)
+    called = _called_functions(module)
     out = []
     for op in module.body.operations:
         op = op.operation
@@ -56,21 +67,44 @@ def read_signatures(module: ir.Module, text: str | None,
                 ir.StringAttr(op.attributes["sym_visibility"]).value != "public":
             continue
         name = sym_name(op)
-        ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
-        if len(ftype.results):
-            raise CompileError(f"host function @{name} returns {list(map(str, ftype.results))}; "
-                               "host functions must return nothing (write results into "
-                               "memref arguments)")
-        block = op.regions[0].blocks[0]
-        params = []
-        for i, arg in enumerate(block.arguments):
-            pname = _arg_name(arg, text) or f"arg{i}"
-            param = _param(name, i, pname, arg.type, _host_arg_written(arg, written))
-            if (name, i) in bool_args:
-                param = dataclasses.replace(param, type=param.type.replace("xi8", "xi1"),
-                                            dtype=(6, 8, 1), flags=param.flags & ~SIGNLESS)
-            params.append(param)
-        out.append(HostSignature(name, tuple(params)))
+        try:
+            out.append(_signature(op, name, text, written, bool_args))
+        except CompileError as exc:
+            if strict and name not in called:
+                raise
+            log.debug("@%s is not an entry point: %s", name, exc)
+    return out
+
+
+def _signature(op: ir.Operation, name: str, text: str | None,
+               written: dict[str, set[int]], bool_args: set[tuple[str, int]]) -> HostSignature:
+    ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+    if len(ftype.results):
+        raise CompileError(f"host function @{name} returns {list(map(str, ftype.results))}; "
+                           "host functions called from Python must return nothing (write "
+                           "results into memref arguments)")
+    block = op.regions[0].blocks[0]
+    params = []
+    for i, arg in enumerate(block.arguments):
+        pname = _arg_name(arg, text) or f"arg{i}"
+        param = _param(name, i, pname, arg.type, _host_arg_written(arg, written))
+        if (name, i) in bool_args:
+            param = dataclasses.replace(param, type=param.type.replace("xi8", "xi1"),
+                                        dtype=(6, 8, 1), flags=param.flags & ~SIGNLESS)
+        params.append(param)
+    return HostSignature(name, tuple(params))
+
+
+def _called_functions(module: ir.Module) -> set[str]:
+    """Names of the host functions that a ``func.call`` in the module calls."""
+    out: set[str] = set()
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "func.call":
+            out.add(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
     return out
 
 

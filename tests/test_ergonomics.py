@@ -32,8 +32,8 @@ def test_compile_a_missing_or_non_utf8_path(tmp_path):
         pywave.compile(tmp_path / "none.mlir", target="sm_90")
     latin1 = tmp_path / "latin1.mlir"
     latin1.write_bytes(b"// \xe9\n")
-    with pytest.raises(pywave.CompileError, match=r"latin1\.mlir is not UTF-8 text \(byte "
-                                                  r"offset 3\)"):
+    with pytest.raises(pywave.CompileError, match=r"latin1\.mlir is not UTF-8 text: byte 0xe9 "
+                                                  r"at offset 3 \(line 1\)"):
         pywave.compile(latin1, target="sm_90")
 
 
