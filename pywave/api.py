@@ -116,11 +116,18 @@ def compile(text: str, *, target: str | None = None, opt_level: int = 2,
     if hit is not None and not hit.closed:
         return hit
     program = cache.load(cache_key) if disk_cache and not dumping else None
-    if program is None:
+    module = None
+    if program is not None:
+        try:
+            module = CompiledModule(program)
+        except (Error, TypeError, ValueError, OverflowError) as exc:
+            # decoded, yet not loadable (e.g. a parameter record the call path refuses)
+            cache.discard(cache_key, f"the module does not load: {exc}")
+    if module is None:
         program = compiler.run().program()
         if disk_cache:
             cache.store(cache_key, program)
-    module = CompiledModule(program)
+        module = CompiledModule(program)
     with _memory_lock:
         _memory[cache_key] = module
     return module
