@@ -9,6 +9,7 @@ compile-cache hit needs llvmlite and libwavert alone.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -135,14 +136,20 @@ def compile(text: "str | os.PathLike[str]", *, target: str | None = None,
         log.info("compile %s: in-memory cache hit", cache_key[:16])
         return hit
     program = cache.load(cache_key) if disk_cache and not dumping else None
-    if program is None:
+    module = None
+    if program is not None:
+        try:
+            module = CompiledModule(program)
+        except (Error, TypeError, ValueError, OverflowError) as exc:
+            # decoded, yet not loadable (e.g. a parameter record the call path refuses)
+            cache.discard(cache_key, f"the module does not load: {exc}")
+    how = "disk cache hit"
+    if module is None:
         program = compiler.run().program()
         if disk_cache:
             cache.store(cache_key, program)
         how = "compiled (cache miss)" if disk_cache and not dumping else "compiled (cache off)"
-    else:
-        how = "disk cache hit"
-    module = CompiledModule(program)
+        module = CompiledModule(program)
     log.info("compile %s: %s for %s in %.1f ms", cache_key[:16], how, program.target.chip,
              (time.perf_counter() - started) * 1e3)
     with _memory_lock:
@@ -177,8 +184,16 @@ class CompiledModule:
     tensors' device on the producer's current stream (or ``stream=``) without host
     synchronisation.
 
-    Thread-safe: any thread may call the functions concurrently. ``close()`` (or leaving a
-    ``with`` block) waits for the module's kernels and unloads them; calls after it raise.
+    Thread-safe: any thread may call the functions concurrently.
+
+    Lifetime: a host function keeps the module's code alive (``f = pywave.compile(text).main``
+    stays callable after the module object is gone); the code is released (kernels unloaded
+    after their pending work, host code freed) when ``close()`` is called or when the module
+    and all of its functions are gone. ``close()`` (or leaving a ``with`` block) never
+    waits: calls that have not launched yet raise ``ArgumentError`` ("the compiled module is
+    closed"), and when calls are in flight on other threads, or ``close()`` runs inside a
+    call (a producer's ``__dlpack__``, a scalar's ``__index__``), the release is deferred
+    until the last of them returns and is done by that call's thread.
     """
 
     def __init__(self, program: Program) -> None:
@@ -187,13 +202,16 @@ class CompiledModule:
         from . import _native
         jit.initialise(runtime.LIBRARY)
         self._program = program
-        self._jit: jit.JitModule | None = jit.JitModule(program.object_code)
-        self._release_kernels = ctypes.CFUNCTYPE(None)(self._jit.address(RELEASE_KERNELS))
+        engine = jit.JitModule(program.object_code)
+        release_kernels = ctypes.CFUNCTYPE(None)(engine.address(RELEASE_KERNELS))
+        # The release holds the engine, never the module: a function outliving its module
+        # keeps the code, and the module's death alone releases nothing.
+        self._code = _native.HostCode(functools.partial(_release, engine, release_kernels))
         device_type = program.target.device_type
         self._functions = {
-            sig.name: _native.HostFunction(self._jit.address(PACKED_PREFIX + sig.name),
+            sig.name: _native.HostFunction(engine.address(PACKED_PREFIX + sig.name),
                                            sig.name, sig.params, device_type,
-                                           owner=self._jit)
+                                           code=self._code)
             for sig in program.functions}
         # Plain instance attributes: mod.NAME is then found without __getattr__ (a Python-level
         # call that would cost a few hundred ns on every launch).
@@ -203,7 +221,8 @@ class CompiledModule:
 
     @property
     def closed(self) -> bool:
-        return self._jit is None
+        """``close()`` was called (the release may still wait for calls in flight)."""
+        return self._code.closed
 
     @property
     def functions(self) -> list[str]:
@@ -243,20 +262,18 @@ class CompiledModule:
         return next(iter(live.values()))(*args, **kwargs)
 
     def _live(self) -> dict:
-        if self._jit is None:
+        if self._code.closed:
             raise Error("the compiled module is closed")
         return self._functions
 
     def close(self) -> None:
-        """Wait for this module's kernels, unload them and free the host code."""
-        if getattr(self, "_jit", None) is None:
-            return
-        for name, fn in self._functions.items():
-            fn.invalidate()
+        """Close the module: later calls of its functions raise; its kernels are unloaded
+        (after their pending work) and its host code freed now, or, while calls are in
+        flight (other threads, or this call's own callbacks), when the last one returns.
+        Idempotent; never waits for other threads."""
+        for name in self._functions:
             self.__dict__.pop(name, None)
-        self._release_kernels()    # generated code: releases each loaded kernel, clears its slot
-        self._jit.close()
-        self._jit = None
+        self._code.close()
 
     def __enter__(self) -> "CompiledModule":
         return self
@@ -264,15 +281,17 @@ class CompiledModule:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - never raise from a finaliser
-            pass
-
     def __repr__(self) -> str:
-        state = "" if self._jit is not None else " closed"
+        state = " closed" if self._code.closed else ""
         return f"<pywave.CompiledModule functions={self.functions} target={self.target}{state}>"
+
+
+def _release(engine: jit.JitModule, release_kernels) -> None:
+    """The release of one module's code (run once by its ``_native.HostCode``, GIL held):
+    the generated ``_pywave_release_kernels`` (releases each loaded kernel, waiting for its
+    pending work), then the JIT engine holding the host code."""
+    release_kernels()
+    engine.close()
 
 
 __all__ = ["compile", "synchronize", "CompiledModule", "CompileError", "ArgumentError",

@@ -20,7 +20,18 @@ Writes into ``out_dir``:
   :class:`pywave.pipeline.Pipeline` with ``library=True``);
 - ``libwavert.so``: a copy of pywave's runtime, found through ``$ORIGIN``, so the folder is
   self-contained and survives changes to the Python installation (``runtime="link"``
-  instead links the pywave package's copy by absolute rpath).
+  instead links the pywave package's copy by absolute rpath). The run path is a DT_RPATH
+  (``--disable-new-dtags``), which the dynamic loader searches before ``LD_LIBRARY_PATH``:
+  an unrelated ``libwavert.so`` there is not picked up. The loader shares a library by
+  soname, so in one process every export (and pywave itself) uses the first
+  ``libwavert.so`` loaded: exports made by one pywave version coexist.
+
+Generated C names: the wrapper's parameters are ``pw_arg<i>`` (its helpers ``pw_*``); the
+header keeps each MLIR argument name where it is a safe C identifier (not a C/C++ keyword,
+a C library name, ``*_t``, a reserved form, or a libwavert/``pw_`` name), else ``arg<i>``
+(with the MLIR name in the comment). An export name or host function whose global names
+(``<name>_<f>``, ``<name>_last_error``, ``<name>_unload``, ``<NAME>_H``, ``<NAME>_TARGET``)
+would clash is a CompileError naming both.
 
 The shared library is linked with the system C compiler (``$CC``, else ``cc``). No GPU is
 needed to export; a program calling an entry point on a machine without one gets
@@ -30,7 +41,6 @@ needed to export; a program calling an entry point on a machine without one gets
 from __future__ import annotations
 
 import dataclasses
-import keyword
 import os
 import re
 import shlex
@@ -43,12 +53,32 @@ from .errors import CompileError
 from .program import DYNAMIC, PACKED_PREFIX, RELEASE_KERNELS, HostSignature, Target
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_C_KEYWORDS = {
-    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
-    "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
-    "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef",
-    "union", "unsigned", "void", "volatile", "while", "bool", "true", "false", "stream"}
-
+#: Keywords of C (C11 and C23) and C++ (the header is usable from both).
+_KEYWORDS = frozenset("""
+    auto break case char const continue default do double else enum extern float for goto if
+    inline int long register restrict return short signed sizeof static struct switch typedef
+    union unsigned void volatile while _Alignas _Alignof _Atomic _Bool _Complex _Generic
+    _Imaginary _Noreturn _Static_assert _Thread_local alignas alignof bool constexpr false
+    nullptr static_assert thread_local true typeof typeof_unqual and and_eq asm bitand bitor
+    catch char8_t char16_t char32_t class compl concept consteval constinit const_cast
+    co_await co_return co_yield decltype delete dynamic_cast explicit export friend mutable
+    namespace new noexcept not not_eq operator or or_eq private protected public
+    reinterpret_cast requires static_cast template this throw try typeid typename using
+    virtual wchar_t xor xor_eq""".split())
+#: Names the export's headers and the wrapper's includes (stdint, stddef, stdbool, stdarg,
+#: stdio, string) define or that the C library may define as macros: never used as a C
+#: parameter name, nor as an entry point name.
+_LIBC = frozenset("""
+    NULL EOF BUFSIZ FILE errno assert offsetof size_t ssize_t ptrdiff_t wchar_t max_align_t
+    intptr_t uintptr_t intmax_t uintmax_t va_list va_start va_end va_arg va_copy stdin stdout
+    stderr memcpy memmove memset memcmp memchr strlen strcpy strncpy strcat strncat strcmp
+    strncmp strchr strrchr strstr strtok strerror strdup strndup printf fprintf sprintf
+    snprintf vprintf vfprintf vsprintf vsnprintf puts fputs putc putchar getc getchar fgetc
+    fputc fopen fclose fread fwrite fflush malloc calloc realloc free abort exit atexit
+    quick_exit at_quick_exit aligned_alloc static_assert noreturn complex imaginary I
+    unreachable main signal raise setjmp longjmp""".split())
+#: Prefixes of libwavert (wavert.h, wavert_jit.h, dlpack.h) and of the wrapper's helpers.
+_RESERVED_PREFIXES = ("wavert_", "WAVERT_", "DL", "kDL", "pw_", "PW_", "dlpack", "DLPACK")
 #: MLIR scalar kind -> (C parameter type, C expression giving the slot's low bytes).
 SCALAR_C = {
     "i1": ("bool", "(uint8_t)({0} ? 1 : 0)", "uint8_t"),
@@ -111,6 +141,7 @@ def export(text: str, out_dir: str | os.PathLike, name: str, *, target: str | No
     """
     if not isinstance(name, str) or not _IDENT.match(name):
         raise CompileError(f"export name {name!r} is not a C identifier")
+    _check_names(name, ())
     if runtime_mode not in ("copy", "link"):
         raise CompileError(f"runtime_mode must be 'copy' or 'link', got {runtime_mode!r}")
     if not os.path.exists(runtime.LIBRARY):
@@ -123,7 +154,9 @@ def export(text: str, out_dir: str | os.PathLike, name: str, *, target: str | No
         if not _IDENT.match(fn.name):
             raise CompileError(f"host function @{fn.name} is not a C identifier; rename it "
                                "to export it")
-    out = os.fspath(out_dir)
+    _check_names(name, art.host.functions)
+    # Absolute paths: a folder named "-foo" can never read as a compiler option.
+    out = os.path.abspath(os.fspath(out_dir))
     os.makedirs(out, exist_ok=True)
     files = {
         f"{name}.h": header(name, art.host.functions, art.target),
@@ -144,18 +177,22 @@ def export(text: str, out_dir: str | os.PathLike, name: str, *, target: str | No
     else:
         libdir = rpath = pywave_dir
     library = os.path.join(out, f"lib{name}.so")
+    # libwavert by path (recorded by its soname); the run path as DT_RPATH, which the loader
+    # searches before LD_LIBRARY_PATH (DT_RUNPATH comes after it), passed to the linker
+    # verbatim (-Xlinker: a comma in the path is not split).
     command = shlex.split(cc or os.environ.get("CC") or "cc") + [
         "-shared", "-fPIC", "-O2", "-std=c11", "-fvisibility=hidden", "-I", out,
         "-o", library, os.path.join(out, f"{name}_wrapper.c"), host_o,
-        f"-L{libdir}", "-lwavert", f"-Wl,-rpath,{rpath}", "-Wl,-z,defs"]
+        os.path.join(libdir, "libwavert.so"), "-Wl,--disable-new-dtags",
+        "-Xlinker", "-rpath", "-Xlinker", rpath, "-Wl,-z,defs"]
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=300)
     except OSError as exc:
         raise CompileError(f"export needs a C compiler to link lib{name}.so: "
                            f"{command[0]}: {exc.strerror or exc} (set CC)") from None
-    if proc.returncode != 0:
+    if proc.returncode != 0 or not os.path.isfile(library) or not os.path.getsize(library):
         raise CompileError(f"linking lib{name}.so failed ({shlex.join(command)}):\n"
-                           f"{proc.stderr.strip()}")
+                           f"{proc.stderr.strip() or 'no library was written'}")
     pc = os.path.join(out, f"{name}.pc")
     with open(pc, "w", encoding="utf-8") as fh:
         fh.write(pkgconfig(name, out, art.target.chip, filename,
@@ -168,11 +205,23 @@ def _wavert_header(filename: str) -> str:
     return os.path.join(layout.include_dir(), filename)
 
 
+def _safe(ident: str) -> bool:
+    """``ident`` can be a C identifier in the export's header and wrapper without colliding
+    with a keyword, a standard or POSIX name (``*_t``, ``_X``/``__x`` reserved forms), the C
+    library's names that may be macros, or libwavert's and the wrapper's own names."""
+    return (bool(_IDENT.match(ident)) and ident not in _KEYWORDS and ident not in _LIBC
+            and ident != "stream" and not ident.endswith("_t") and "__" not in ident
+            and not (ident[0] == "_" and (len(ident) == 1 or ident[1].isupper()))
+            and not ident.startswith(_RESERVED_PREFIXES))
+
+
 def _c_names(fn: HostSignature) -> list[str]:
+    """The parameter names of ``fn`` in the header: the MLIR name where it is a safe C
+    identifier (:func:`_safe`), else ``arg<i>``. (The wrapper's definitions use ``pw_arg<i>``
+    whatever the name: a prototype's parameter names need not match.)"""
     names, seen = [], set()
     for i, p in enumerate(fn.params):
-        n = p.name if _IDENT.match(p.name) and p.name not in _C_KEYWORDS and \
-            not keyword.iskeyword(p.name) and not p.name.startswith("pw_") else f"arg{i}"
+        n = p.name if _safe(p.name) and not re.fullmatch(r"arg[0-9]+", p.name) else f"arg{i}"
         if n in seen:
             n = f"arg{i}"
         seen.add(n)
@@ -180,12 +229,45 @@ def _c_names(fn: HostSignature) -> list[str]:
     return names
 
 
-def _prototype(name: str, fn: HostSignature) -> str:
+def _c_string(text: str) -> str:
+    """``text`` as a C string literal (quotes, backslashes and non-printables escaped)."""
+    out = []
+    for byte in text.encode():
+        ch = chr(byte)
+        out.append(ch if 0x20 <= byte < 0x7F and ch not in '"\\?' else f"\\{byte:03o}")
+    return '"' + "".join(out) + '"'
+
+
+def _check_names(name: str, functions: tuple[HostSignature, ...]) -> None:
+    """Every global name the export defines (entry points, ``<name>_last_error``,
+    ``<name>_unload``, the ``<NAME>_H`` / ``<NAME>_TARGET`` macros) is unique and collides
+    with nothing of C, its library, libwavert or the wrapper (CompileError naming it)."""
+    if not _safe(name):
+        raise CompileError(f"export name {name!r} collides with a C keyword, a C library name "
+                           "or a name reserved by libwavert/the wrapper (wavert_*, pw_*, "
+                           "*_t, __*); choose another")
+    globals_: dict[str, str] = {}
+    for what, ident in ([(f"host function @{fn.name}", f"{name}_{fn.name}") for fn in functions]
+                        + [("the error function", f"{name}_last_error"),
+                           ("the unload function", f"{name}_unload"),
+                           ("the header guard", f"{name.upper()}_H"),
+                           ("the target macro", f"{name.upper()}_TARGET")]):
+        if ident in globals_:
+            raise CompileError(f"export {name!r}: {what} and {globals_[ident]} are both "
+                               f"named {ident}; rename the host function")
+        if not _safe(ident):
+            raise CompileError(f"export {name!r}: {what} would be named {ident}, which "
+                               "collides with a C or libwavert name; rename it")
+        globals_[ident] = what
+
+
+def _prototype(name: str, fn: HostSignature, names: list[str], stream: str) -> str:
+    """The entry point's prototype with parameter ``names`` and ``stream`` last."""
     args = []
-    for p, n in zip(fn.params, _c_names(fn)):
+    for p, n in zip(fn.params, names):
         args.append(f"const DLTensor *{n}" if p.kind == "memref"
                     else f"{SCALAR_C[p.scalar][0]} {n}")
-    return f"int32_t {name}_{fn.name}({', '.join(args + ['void *stream'])})"
+    return f"int32_t {name}_{fn.name}({', '.join(args + [f'void *{stream}'])})"
 
 
 def header(name: str, functions: tuple[HostSignature, ...], target: Target) -> str:
@@ -210,9 +292,10 @@ def header(name: str, functions: tuple[HostSignature, ...], target: Target) -> s
         lines.append(f"/* @{fn.name}:")
         for p, n in zip(fn.params, _c_names(fn)):
             extra = " (written)" if p.written else ""
-            lines.append(f" *   {n}: {p.type}{extra}")
+            mlir_name = "" if n == p.name else f" (%{p.name.replace('*/', '* /')})"
+            lines.append(f" *   {n}{mlir_name}: {p.type}{extra}")
         lines.append(" */")
-        lines.append(f"WAVERT_EXPORT {_prototype(name, fn)};")
+        lines.append(f"WAVERT_EXPORT {_prototype(name, fn, _c_names(fn), 'stream')};")
         lines.append("")
     lines += [
         "/* The message of the last failing entry point on this thread (\"\" if none). */",
@@ -282,40 +365,40 @@ const char *{name}_last_error(void) {{ return pw_own ? pw_message : wavert_last_
 void {name}_unload(void) {{ {RELEASE_KERNELS}(); }}
 """]
     for fn in functions:
-        names = _c_names(fn)
+        args = [f"pw_arg{i}" for i in range(len(fn.params))]
         qual = f"{name}_{fn.name}"
         words = fn.words
-        memrefs = [(i, p, n) for i, (p, n) in enumerate(zip(fn.params, names))
-                   if p.kind == "memref"]
-        body = [f"{_prototype(name, fn)} {{", f'  static const char pw_fn[] = "{qual}";',
+        memrefs = [(i, p) for i, p in enumerate(fn.params) if p.kind == "memref"]
+        body = [f"{_prototype(name, fn, args, 'pw_stream')} {{", f'  static const char pw_fn[] = "{qual}";',
                 f"  uint64_t pw_slots[{max(words, 1)}];", "  int32_t pw_status;",
                 "  pw_own = 0;"]
         pos = 0
-        for p, n in zip(fn.params, names):
+        for i, p in enumerate(fn.params):
+            a = args[i]
             if p.kind == "memref":
                 rank = len(p.sizes)
-                sizes = f"pw_sizes_{n}" if rank else "NULL"
-                strides = f"pw_strides_{n}" if rank and p.strides is not None else "NULL"
+                sizes = f"pw_sizes_{i}" if rank else "NULL"
+                strides = f"pw_strides_{i}" if rank and p.strides is not None else "NULL"
                 if rank:
-                    body.append(f"  static const int64_t pw_sizes_{n}[] = "
+                    body.append(f"  static const int64_t pw_sizes_{i}[] = "
                                 f"{{{', '.join(_i64(v) for v in p.sizes)}}};")
                 if strides != "NULL":
-                    body.append(f"  static const int64_t pw_strides_{n}[] = "
+                    body.append(f"  static const int64_t pw_strides_{i}[] = "
                                 f"{{{', '.join(_i64(v) for v in p.strides)}}};")
                 code, bits, lanes = p.dtype
-                body.append(f"  static const wavert_memref_type pw_type_{n} = "
+                body.append(f"  static const wavert_memref_type pw_type_{i} = "
                             f"{{{{{code}, {bits}, {lanes}}}, {p.flags}u, {rank}, {sizes}, "
                             f"{strides}, {_i64(p.offset)}}};")
-                body.append(f'  pw_status = pw_memref(pw_fn, "{n}", {n}, &pw_type_{n}, '
-                            f"&pw_slots[{pos}]);")
+                body.append(f"  pw_status = pw_memref(pw_fn, {_c_string(p.name)}, {a}, "
+                            f"&pw_type_{i}, &pw_slots[{pos}]);")
                 body.append("  if (pw_status != WAVERT_OK) return pw_status;")
             else:
                 _, expr, ctype = SCALAR_C[p.scalar]
-                body.append(f"  {{ {ctype} pw_v = {expr.format(n)}; pw_slots[{pos}] = 0; "
+                body.append(f"  {{ {ctype} pw_v = {expr.format(a)}; pw_slots[{pos}] = 0; "
                             f"memcpy(&pw_slots[{pos}], &pw_v, sizeof pw_v); }}")
             pos += p.words
-        tensors = ", ".join(n for _, _, n in memrefs) or "NULL"
-        tnames = ", ".join(f'"{n}"' for _, _, n in memrefs) or "NULL"
+        tensors = ", ".join(args[i] for i, _ in memrefs) or "NULL"
+        tnames = ", ".join(_c_string(p.name) for _, p in memrefs) or "NULL"
         body += [f"  const DLTensor *const pw_tensors[] = {{{tensors}}};",
                  f"  static const char *const pw_names[] = {{{tnames}}};",
                  "  wavert_device *pw_dev;",
@@ -323,7 +406,7 @@ void {name}_unload(void) {{ {RELEASE_KERNELS}(); }}
                  "&pw_dev);",
                  "  if (pw_status != WAVERT_OK) return pw_status;",
                  "  wavert_call_state pw_state;",
-                 "  pw_status = wavert_call_begin(pw_dev, stream, &pw_state);",
+                 "  pw_status = wavert_call_begin(pw_dev, pw_stream, &pw_state);",
                  "  if (pw_status != WAVERT_OK) return pw_status;",
                  f"  {PACKED_PREFIX}{fn.name}(pw_slots);",
                  "  return wavert_call_end(&pw_state);", "}", ""]
@@ -334,7 +417,9 @@ void {name}_unload(void) {{ {RELEASE_KERNELS}(); }}
 def pkgconfig(name: str, out_dir: str, chip: str, source: str, pywave_dir: str | None) -> str:
     """The text of ``<name>.pc``. Paths are absolute (``${pcfiledir}`` would give programs
     a relative rpath when PKG_CONFIG_PATH is relative): re-export after moving the folder."""
-    libs = "-L${libdir} -l" + name + " -lwavert -Wl,-rpath,${libdir}"
+    # DT_RPATH (--disable-new-dtags): the program finds the export's libwavert before any
+    # on LD_LIBRARY_PATH.
+    libs = "-L${libdir} -l" + name + " -lwavert -Wl,--disable-new-dtags -Wl,-rpath,${libdir}"
     if pywave_dir:
         libs += f" -L{pywave_dir} -Wl,-rpath,{pywave_dir}"
     return "\n".join([

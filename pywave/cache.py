@@ -8,8 +8,17 @@ without importing MLIR.
 Location: ``$PYWAVE_CACHE_DIR``, else ``$XDG_CACHE_HOME/pywave``, else ``~/.cache/pywave``;
 created 0700, refused (cache disabled, warning logged) when group- or world-writable or not
 owned by the user. ``PYWAVE_CACHE=0`` disables it. ``PYWAVE_CACHE_MAX_BYTES`` bounds its
-size (default 1 GiB); the least recently used entries are evicted. Writes are atomic
-(temporary file + rename); a corrupt or truncated entry is logged, removed and rebuilt.
+size (default 1 GiB; a byte count such as ``1000000``, ``1e9``, ``512MiB``, ``2GB``: see
+:func:`max_bytes`); the least recently used entries are evicted. A value that cannot be read
+is a logged warning naming the variable and the default used, never an error.
+
+An entry is bound to its key: the key is inside the checksummed payload, so a file copied or
+linked under another key is corrupt, not another module. Any entry that does not decode to
+exactly the fields a :class:`~pywave.program.Program` needs (bad magic or checksum, a
+truncated payload, a missing, extra or mistyped field) is logged, removed and rebuilt.
+Writes are atomic (temporary ``.tmp-*`` file + rename); a failed write removes its
+temporary, and eviction removes temporaries older than :data:`STALE_TEMP_SECONDS` left by
+writers that died.
 """
 
 from __future__ import annotations
@@ -19,13 +28,15 @@ import functools
 import json
 import logging
 import os
+import re
 import stat
 import struct
 import sys
 import threading
+import time
 from typing import Any
 
-from .program import Binary, HostSignature, Param, Program, Target
+from .program import BACKENDS, FORMATS, Binary, HostSignature, Param, Program, Target
 
 try:   # BLAKE2b is built into CPython; hashlib's import loads OpenSSL (~5 ms per process)
     from _blake2 import blake2b
@@ -34,8 +45,17 @@ except ImportError:
 
 log = logging.getLogger("pywave.cache")
 
-MAGIC = b"PYWAVE-CACHE-3\n"   # 2: BLAKE2b-256 checksum; 3: signatures by field name
+# 2: BLAKE2b-256 checksum; 3: signatures by field name; 4: the key inside the payload
+MAGIC = b"PYWAVE-CACHE-4\n"
 DEFAULT_MAX_BYTES = 1 << 30
+#: A temporary file older than this (seconds) belongs to a writer that died: eviction
+#: removes it. A write takes milliseconds; the margin covers slow disks and clock skew.
+STALE_TEMP_SECONDS = 600
+TEMP_PREFIX = ".tmp-"
+
+
+class CorruptEntry(ValueError):
+    """An entry that does not decode to a Program for its key (the message says why)."""
 
 
 def _digest(data: bytes = b""):
@@ -82,7 +102,7 @@ def key(text: str, options: dict[str, Any], versions: dict[str, str]) -> str:
 
 def directory() -> str | None:
     """The cache directory (created), or None when disabled or unsafe."""
-    if os.environ.get("PYWAVE_CACHE", "1").lower() in ("0", "false", "no", "off"):
+    if not _cache_enabled():
         return None
     path = os.environ.get("PYWAVE_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
@@ -100,9 +120,73 @@ def directory() -> str | None:
     return path
 
 
-def _encode(program: Program) -> bytes:
+_OFF = ("0", "false", "no", "off")
+_ON = ("", "1", "true", "yes", "on")
+_warned: set[tuple[str, str]] = set()
+
+
+def _warn_once(variable: str, value: str, message: str) -> None:
+    """Log ``message`` about ``variable=value`` once per process and value."""
+    if (variable, value) not in _warned:
+        _warned.add((variable, value))
+        log.warning("%s=%r %s", variable, value, message)
+
+
+def _cache_enabled() -> bool:
+    value = os.environ.get("PYWAVE_CACHE", "1")
+    if value.strip().lower() in _OFF:
+        return False
+    if value.strip().lower() not in _ON:
+        _warn_once("PYWAVE_CACHE", value, "is not one of 1/true/yes/on or 0/false/no/off; "
+                   "using the default: the disk cache is on")
+    return True
+
+
+_UNITS = {"": 1, "b": 1, "k": 1024, "kib": 1024, "m": 1024**2, "mib": 1024**2, "g": 1024**3,
+          "gib": 1024**3, "t": 1024**4, "tib": 1024**4, "kb": 1000, "mb": 1000**2,
+          "gb": 1000**3, "tb": 1000**4}
+_SIZE = re.compile(r"^\s*([0-9][0-9_]*(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_bytes(text: str) -> int | None:
+    """A byte count: a non-negative number (``1000000``, ``1e9``, ``1.5``-style decimals that
+    give whole bytes) with an optional unit, case-insensitive: ``B``; ``KiB``/``MiB``/``GiB``/
+    ``TiB`` (or ``K``/``M``/``G``/``T``) in powers of 1024; ``kB``/``MB``/``GB``/``TB`` in
+    powers of 1000 (as SI and IEC name them). None when ``text`` is not one."""
+    m = _SIZE.match(text)
+    if not m or m.group(2).lower() not in _UNITS:
+        return None
+    number, unit = m.group(1).replace("_", ""), _UNITS[m.group(2).lower()]
+    try:
+        if any(c in number for c in ".eE"):
+            value = float(number) * unit
+            if not value.is_integer() or value > 2**63 - 1:
+                return None
+            return int(value)
+        return int(number) * unit
+    except (ValueError, OverflowError):
+        return None
+
+
+def max_bytes() -> int:
+    """The size bound from ``PYWAVE_CACHE_MAX_BYTES`` (:func:`parse_bytes`), else
+    :data:`DEFAULT_MAX_BYTES`; an unreadable value logs a warning and gives the default."""
+    value = os.environ.get("PYWAVE_CACHE_MAX_BYTES")
+    if value is None:
+        return DEFAULT_MAX_BYTES
+    parsed = parse_bytes(value)
+    if parsed is None:
+        _warn_once("PYWAVE_CACHE_MAX_BYTES", value,
+                   "is not a byte count (e.g. 1000000000, 1e9, 512MiB, 2GB); using the "
+                   f"default {DEFAULT_MAX_BYTES} bytes (1 GiB)")
+        return DEFAULT_MAX_BYTES
+    return parsed
+
+
+def _encode(program: Program, cache_key: str) -> bytes:
     blobs = [b.data for b in program.binaries] + [program.object_code]
     meta = {
+        "key": cache_key,
         "target": dataclasses.asdict(program.target),
         "binaries": [{"name": b.name, "format": b.format, "size": len(b.data), "chip": b.chip}
                      for b in program.binaries],
@@ -114,24 +198,82 @@ def _encode(program: Program) -> bytes:
     return MAGIC + _digest(payload).digest() + payload
 
 
-def _decode(raw: bytes) -> Program:
+def _decode(raw: bytes, cache_key: str) -> Program:
+    """The Program of entry ``raw`` stored under ``cache_key``; CorruptEntry otherwise."""
     if not raw.startswith(MAGIC):
-        raise ValueError("bad magic")
+        raise CorruptEntry("bad magic (another version or not an entry)")
     digest = raw[len(MAGIC):len(MAGIC) + 32]
     payload = raw[len(MAGIC) + 32:]
     if _digest(payload).digest() != digest:
-        raise ValueError("checksum mismatch (truncated or corrupt)")
+        raise CorruptEntry("checksum mismatch (truncated or corrupt)")
+    if len(payload) < 8:
+        raise CorruptEntry("payload shorter than its header")
     (n,) = struct.unpack_from("<Q", payload, 0)
-    meta = json.loads(payload[8:8 + n])
-    pos = 8 + n
-    binaries = []
+    try:
+        meta = json.loads(payload[8:8 + n])
+    except (ValueError, RecursionError) as exc:
+        raise CorruptEntry(f"header is not JSON: {exc}") from None
+    _fields(meta, "header", {"key": str, "target": dict, "binaries": list, "functions": list,
+                             "object_size": int})
+    if meta["key"] != cache_key:
+        raise CorruptEntry(f"entry of key {meta['key'][:16]}... stored under this key")
+    _fields(meta["target"], "target", {"backend": str, "chip": str})
+    if meta["target"]["backend"] not in BACKENDS:
+        raise CorruptEntry(f"unknown backend {meta['target']['backend']!r}")
+    pos, binaries = 8 + n, []
     for b in meta["binaries"]:
+        _fields(b, "binary", {"name": str, "format": str, "size": int, "chip": str})
+        if b["format"] not in FORMATS or b["size"] < 0:
+            raise CorruptEntry(f"binary record {b!r}")
         binaries.append(Binary(b["name"], b["format"], payload[pos:pos + b["size"]], b["chip"]))
         pos += b["size"]
-    obj = payload[pos:pos + meta["object_size"]]
-    functions = tuple(HostSignature(f["name"], tuple(Param.from_fields(p) for p in f["params"]))
-                      for f in meta["functions"])
+    if meta["object_size"] < 0 or pos + meta["object_size"] != len(payload):
+        raise CorruptEntry(f"sizes add up to {pos + meta['object_size']} bytes, the payload "
+                           f"has {len(payload)}")
+    obj = payload[pos:]
+    functions = tuple(_signature(f) for f in meta["functions"])
     return Program(Target(**meta["target"]), tuple(binaries), functions, obj)
+
+
+_INT_LIST = "list of int"
+_PARAM_FIELDS = {"name": str, "kind": str, "type": str, "scalar": str, "dtype": _INT_LIST,
+                 "flags": int, "sizes": _INT_LIST, "strides": (_INT_LIST, None), "offset": int,
+                 "written": bool}
+
+
+def _is(value: Any, kind: Any) -> bool:
+    if isinstance(kind, tuple):
+        return any(_is(value, k) for k in kind)
+    if kind is None:
+        return value is None
+    if kind == _INT_LIST:
+        return isinstance(value, list) and all(_is(v, int) for v in value)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def _fields(record: Any, what: str, kinds: dict[str, Any]) -> None:
+    """``record`` is a dict with exactly the fields of ``kinds``, each of its kind."""
+    if not isinstance(record, dict) or set(record) != set(kinds):
+        raise CorruptEntry(f"{what} record {record!r:.200} does not have the fields "
+                           f"{sorted(kinds)}")
+    for name, kind in kinds.items():
+        if not _is(record[name], kind):
+            raise CorruptEntry(f"{what} field {name!r} = {record[name]!r:.100} is not a "
+                               f"{kind if isinstance(kind, str) else kind}")
+
+
+def _signature(record: Any) -> HostSignature:
+    _fields(record, "function", {"name": str, "params": list})
+    params = []
+    for p in record["params"]:
+        _fields(p, "parameter", _PARAM_FIELDS)
+        if p["kind"] not in ("memref", "scalar") or len(p["dtype"]) != 3 or \
+                (p["strides"] is not None and len(p["strides"]) != len(p["sizes"])):
+            raise CorruptEntry(f"parameter record {p!r:.200}")
+        params.append(Param.from_fields(p))
+    return HostSignature(record["name"], tuple(params))
 
 
 def load(cache_key: str) -> Program | None:
@@ -149,17 +291,25 @@ def load(cache_key: str) -> Program | None:
         log.warning("compile cache: cannot read %s: %s", path, exc)
         return None
     try:
-        program = _decode(raw)
-    except (ValueError, TypeError, KeyError, IndexError, struct.error) as exc:
-        log.warning("compile cache: ignoring corrupt entry %s (%s); it will be rebuilt",
-                    path, exc)
-        _remove(path)
+        program = _decode(raw, cache_key)
+    except CorruptEntry as exc:
+        discard(cache_key, str(exc))
         return None
     try:
         os.utime(path)   # recency for LRU eviction
     except OSError:
         pass
     return program
+
+
+def discard(cache_key: str, why: str) -> None:
+    """Log and remove the entry of ``cache_key`` (corrupt: ``why``); the caller rebuilds."""
+    root = directory()
+    if root is None:
+        return
+    path = os.path.join(root, cache_key + ".pwc")
+    log.warning("compile cache: ignoring corrupt entry %s (%s); it will be rebuilt", path, why)
+    _remove(path)
 
 
 #: Eviction scans the whole directory, so it runs on the first write of a process and then
@@ -171,37 +321,51 @@ _writes_lock = threading.Lock()
 
 def store(cache_key: str, program: Program) -> None:
     """Write the entry atomically; evict least recently used entries over the bound (on the
-    first write of the process and every EVICT_EVERY writes after)."""
+    first write of the process and every EVICT_EVERY writes after). A failed write (disk
+    full, a directory where the entry goes) is logged and leaves no temporary file."""
     root = directory()
     if root is None:
         return
-    data = _encode(program)
+    data = _encode(program, cache_key)
     import tempfile
+    tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(dir=root, prefix=".tmp-", suffix=".pwc")
+        fd, tmp = tempfile.mkstemp(dir=root, prefix=TEMP_PREFIX, suffix=".pwc")
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         os.replace(tmp, os.path.join(root, cache_key + ".pwc"))
+        tmp = None
     except OSError as exc:
         log.warning("compile cache: cannot write to %s: %s", root, exc)
         return
+    finally:
+        if tmp is not None:
+            _remove(tmp)
     global _writes
     with _writes_lock:
         _writes += 1
         due = (_writes - 1) % EVICT_EVERY == 0
     if due:
-        evict(root, int(os.environ.get("PYWAVE_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES)))
+        evict(root, max_bytes())
 
 
 def evict(root: str, max_bytes: int) -> None:
+    """Remove the least recently used entries until the rest fit in ``max_bytes``, and
+    temporaries older than STALE_TEMP_SECONDS (their writer died)."""
     entries = []
+    stale = time.time() - STALE_TEMP_SECONDS
     for name in os.listdir(root):
-        if name.endswith(".pwc") and not name.startswith(".tmp-"):
-            try:
-                st = os.stat(os.path.join(root, name))
-            except FileNotFoundError:
-                continue
-            entries.append((st.st_mtime, st.st_size, name))
+        if not name.endswith(".pwc"):
+            continue
+        try:
+            st = os.stat(os.path.join(root, name), follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        if name.startswith(TEMP_PREFIX):
+            if st.st_mtime < stale:
+                _remove(os.path.join(root, name))
+            continue
+        entries.append((st.st_mtime, st.st_size, name))
     total = sum(e[1] for e in entries)
     for _, size, name in sorted(entries):
         if total <= max_bytes:

@@ -65,12 +65,13 @@ def entries() -> list[Entry]:
                 raw = fh.read()
         except OSError:
             continue
-        try:
-            program = cache._decode(raw)   # read only: cache.load would touch or remove it
+        key = name[:-len(ENTRY_SUFFIX)]
+        try:   # read only: cache.load would touch or remove it
+            program = cache._decode(raw, key)
             chip, functions = program.target.chip, tuple(f.name for f in program.functions)
-        except Exception:   # any malformed entry: shown as unreadable, left for cache.load
+        except cache.CorruptEntry:   # shown as unreadable, left for cache.load to rebuild
             chip = functions = None
-        out.append(Entry(name[:-len(ENTRY_SUFFIX)], st.st_size, st.st_mtime, chip, functions))
+        out.append(Entry(key, st.st_size, st.st_mtime, chip, functions))
     return sorted(out, key=lambda e: e.last_used)
 
 

@@ -206,7 +206,7 @@ def test_import_pywave_is_light():
 @pytest.mark.parametrize("name", SIGNATURES)
 def test_program_round_trips_through_the_disk_format(mlir, name):
     program = api.build(mlir(name), target="sm_90").program()
-    decoded = cache._decode(cache._encode(program))
+    decoded = cache._decode(cache._encode(program, "k"), "k")
     assert decoded == program
     assert decoded.functions == program.functions        # host signatures, exactly
     for decoded_fn, fn in zip(decoded.functions, program.functions):
@@ -239,7 +239,8 @@ def test_corrupt_entry_is_logged_ignored_and_rebuilt(damage, caplog):
     assert not mod.closed and mod.functions == ["main"]
     assert any("corrupt" in r.getMessage() and entry.name in r.getMessage()
                for r in caplog.records), caplog.text
-    assert cache._decode(entry.read_bytes()) == cache._decode(good)   # rebuilt and rewritten
+    key = entry.stem
+    assert cache._decode(entry.read_bytes(), key) == cache._decode(good, key)   # rebuilt
     mod.close()
 
 
@@ -330,3 +331,193 @@ def test_default_location_is_under_xdg_cache_home(tmp_path, monkeypatch):
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert cache.directory() == str(tmp_path / "home" / ".cache" / "pywave")
+
+
+# --- entries bound to their key; malformed entries; failed writes; environment -----------
+
+def _rewrite(entry: Path, mutate) -> None:
+    """Re-encode ``entry`` with ``mutate(meta)`` applied to its header: a valid checksum over
+    whatever ``mutate`` made."""
+    raw = entry.read_bytes()
+    payload = raw[len(cache.MAGIC) + 32:]
+    n = int.from_bytes(payload[:8], "little")
+    import json
+    meta = json.loads(payload[8:8 + n])
+    mutate(meta)
+    head = json.dumps(meta).encode()
+    payload = len(head).to_bytes(8, "little") + head + payload[8 + n:]
+    entry.write_bytes(cache.MAGIC + cache._digest(payload).digest() + payload)
+
+
+@pytest.mark.parametrize("how", ["copy", "symlink"])
+def test_entry_under_another_key_is_corrupt_not_the_wrong_module(how, mlir, caplog):
+    first, second = unique(), unique(mlir("named_functions.mlir"))
+    pywave.compile(first, target="sm_90").close()
+    [entry_a] = entries(cache_dir())
+    pywave.compile(second, target="sm_90").close()
+    [entry_b] = [e for e in entries(cache_dir()) if e != entry_a]
+    entry_b.unlink()
+    if how == "copy":
+        entry_b.write_bytes(entry_a.read_bytes())
+    else:
+        entry_b.symlink_to(entry_a)
+    api._memory.clear()
+    with caplog.at_level(logging.WARNING, logger="pywave.cache"):
+        mod = pywave.compile(second, target="sm_90")
+    assert mod.functions != ["main"] and len(mod.functions) > 1       # the right module
+    assert any("corrupt" in r.getMessage() and "stored under this key" in r.getMessage()
+               for r in caplog.records), caplog.text
+    assert not entry_b.is_symlink() and cache.load(entry_b.stem) is not None   # rebuilt
+    assert cache.load(entry_a.stem) is not None                       # the other is intact
+    mod.close()
+
+
+def _set(path, value):
+    def mutate(meta):
+        node = meta
+        for k in path[:-1]:
+            node = node[k]
+        if value is KeyError:
+            del node[path[-1]]
+        else:
+            node[path[-1]] = value
+    return mutate
+
+
+P0 = ("functions", 0, "params", 0)
+
+
+@pytest.mark.parametrize("mutate", [
+    _set(P0 + ("dtype",), "f32"), _set(P0 + ("dtype",), [2, 32]), _set(P0 + ("sizes",), None),
+    _set(P0 + ("sizes",), [1.5]), _set(P0 + ("strides",), [1, 2, 3]), _set(P0 + ("flags",), True),
+    _set(P0 + ("kind",), "tensor"), _set(P0 + ("name",), 7), _set(P0 + ("offset",), KeyError),
+    _set(P0 + ("extra",), 1), _set(("functions", 0, "params"), {}), _set(("functions", 0), []),
+    _set(("functions",), None), _set(("binaries", 0, "size"), -1),
+    _set(("binaries", 0, "size"), 10**9), _set(("binaries", 0, "format"), "elf"),
+    _set(("object_size",), "1"), _set(("target", "backend"), "cpu"), _set(("target",), []),
+    _set(("key",), KeyError), _set(("key",), 5),
+], ids=lambda m: "mutate")
+def test_malformed_field_with_a_valid_checksum_is_rebuilt(mutate, caplog):
+    text = unique()
+    pywave.compile(text, target="sm_90").close()
+    [entry] = entries(cache_dir())
+    _rewrite(entry, mutate)
+    api._memory.clear()
+    with caplog.at_level(logging.WARNING, logger="pywave.cache"):
+        mod = pywave.compile(text, target="sm_90")           # never TypeError
+    assert mod.functions == ["main"]
+    assert any("corrupt" in r.getMessage() and entry.name in r.getMessage()
+               for r in caplog.records), caplog.text
+    assert cache.load(entry.stem) is not None                  # rebuilt and rewritten
+    mod.close()
+
+
+@pytest.mark.parametrize("field, value", [("scalar", "q7"), ("dtype", [2, 300, 1]), ("flags", 99),
+                                          ("sizes", [-5])])
+def test_entry_the_call_path_refuses_is_rebuilt(field, value, mlir, caplog):
+    text = unique(mlir("scalars_mixed.mlir"))
+    pywave.compile(text, target="sm_90").close()
+    [entry] = entries(cache_dir())
+    params = cache.load(entry.stem).functions[0].params
+    index = next(i for i, p in enumerate(params)
+                 if (p.kind == "scalar") == (field == "scalar"))
+    _rewrite(entry, _set(("functions", 0, "params", index, field), value))
+    api._memory.clear()
+    with caplog.at_level(logging.WARNING, logger="pywave.cache"):
+        mod = pywave.compile(text, target="sm_90")
+    assert any("corrupt" in r.getMessage() and "does not load" in r.getMessage()
+               for r in caplog.records), caplog.text
+    assert cache.load(entry.stem).functions[0].params == params
+    mod.close()
+
+
+def test_failed_writes_leave_no_temporary(monkeypatch, caplog):
+    root = cache_dir()
+    (root / "dir.pwc").mkdir(parents=True)        # a directory where the entry goes
+    with caplog.at_level(logging.WARNING, logger="pywave.cache"):
+        cache.store("dir", fake_program(10))
+    assert any("cannot write" in r.getMessage() for r in caplog.records)
+    assert not list(root.glob(".tmp-*"))
+
+    real_fdopen = os.fdopen
+
+    class Full:
+        def __init__(self, fh):
+            self.fh = fh
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.fh.close()
+
+        def write(self, data):
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fdopen", lambda fd, mode: Full(real_fdopen(fd, mode)))
+    cache.store("full", fake_program(10))
+    monkeypatch.undo()
+    monkeypatch.setenv("PYWAVE_CACHE_DIR", str(root))
+
+    def replace_fails(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", replace_fails)
+    cache.store("full", fake_program(10))
+    assert not list(root.glob(".tmp-*")) and not (root / "full.pwc").exists()
+
+
+def test_eviction_removes_stale_temporaries(monkeypatch):
+    monkeypatch.setattr(cache, "EVICT_EVERY", 1)
+    root = cache_dir()
+    root.mkdir(parents=True)
+    old, fresh = root / ".tmp-dead.pwc", root / ".tmp-live.pwc"
+    old.write_bytes(b"x" * 100)
+    fresh.write_bytes(b"x" * 100)
+    then = time.time() - cache.STALE_TEMP_SECONDS - 60
+    os.utime(old, (then, then))
+    cache.store("a", fake_program(10))
+    assert not old.exists() and fresh.exists()       # a live writer's file is kept
+    assert cache.load("a") is not None
+
+
+@pytest.mark.parametrize("text, value", [
+    ("1000", 1000), ("1_000", 1000), ("1e9", 10**9), ("1E3", 1000), ("1GiB", 2**30),
+    ("1 GiB", 2**30), ("512MiB", 512 * 2**20), ("2GB", 2 * 10**9), ("1.5KiB", 1536),
+    ("10kb", 10000), ("3g", 3 * 2**30), ("7B", 7), ("0", 0), (" 42 ", 42),
+    ("abc", None), ("", None), ("-5", None), ("1.5", None), ("1GiX", None), ("GiB", None),
+    ("1e999", None), ("nan", None), ("inf", None), ("0x10", None),
+])
+def test_parse_bytes(text, value):
+    assert cache.parse_bytes(text) == value
+
+
+@pytest.mark.parametrize("value", ["abc", "", "-1", "1.5", "12 parsecs"])
+def test_bad_max_bytes_warns_and_uses_the_default(value, monkeypatch, caplog):
+    monkeypatch.setattr(cache, "_warned", set())
+    monkeypatch.setenv("PYWAVE_CACHE_MAX_BYTES", value)
+    with caplog.at_level(logging.WARNING, logger="pywave.cache"):
+        mod = pywave.compile(unique(), target="sm_90")      # the compile is not lost
+        assert cache.max_bytes() == cache.DEFAULT_MAX_BYTES
+    [msg] = [r.getMessage() for r in caplog.records if "PYWAVE_CACHE_MAX_BYTES" in r.getMessage()]
+    assert repr(value) in msg and f"default {cache.DEFAULT_MAX_BYTES} bytes" in msg
+    assert len(entries(cache_dir())) == 1
+    mod.close()
+
+
+def test_max_bytes_with_a_unit_bounds_the_cache(monkeypatch):
+    monkeypatch.setenv("PYWAVE_CACHE_MAX_BYTES", "1GiB")
+    assert cache.max_bytes() == 2**30
+    monkeypatch.setattr(cache, "EVICT_EVERY", 1)
+    monkeypatch.setenv("PYWAVE_CACHE_MAX_BYTES", "1kB")
+    cache.store("big", fake_program(2000))
+    assert not (cache_dir() / "big.pwc").exists()
+
+
+def test_bad_pywave_cache_value_warns_and_keeps_the_cache_on(monkeypatch, caplog):
+    monkeypatch.setattr(cache, "_warned", set())
+    monkeypatch.setenv("PYWAVE_CACHE", "maybe")
+    with caplog.at_level(logging.WARNING, logger="pywave.cache"):
+        assert cache.directory() is not None
+    assert any("PYWAVE_CACHE='maybe'" in r.getMessage() and "default" in r.getMessage()
+               for r in caplog.records), caplog.text

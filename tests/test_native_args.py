@@ -216,6 +216,28 @@ def device_present() -> bool:
 
 needs_device = pytest.mark.skipif("not device_present()", reason="no GPU device answers")
 
+_streams: dict[int, int] = {}
+
+
+def device_stream(ordinal: int = 0) -> int:
+    """A stream handle that stream= accepts on CUDA device `ordinal`: a stream created there
+    through libwavert when the device answers (stream= is then checked with the driver), else
+    an arbitrary aligned value (never checked: the call fails with "no device" first)."""
+    if ordinal not in _streams:
+        from pywave import runtime
+
+        lib = ctypes.CDLL(runtime.LIBRARY)
+        lib.wavert_device_get.argtypes = [ctypes.c_int32, ctypes.c_int32,
+                                          ctypes.POINTER(ctypes.c_void_p)]
+        lib.wavert_stream_create.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
+        device, stream = ctypes.c_void_p(), ctypes.c_void_p()
+        if lib.wavert_device_get(kDLCUDA, ordinal, ctypes.byref(device)) == 0 and \
+                lib.wavert_stream_create(device, ctypes.byref(stream)) == 0:
+            _streams[ordinal] = stream.value  # kept for the process
+        else:
+            _streams[ordinal] = 0x7F00DE00 + 8 * ordinal
+    return _streams[ordinal]
+
 
 # ------------------------------------------------------------------------------------------
 # Construction
@@ -439,8 +461,8 @@ def test_legacy_producer_without_max_version():
 def test_producer_refusing_the_stream_gets_none():
     f, _ = make()
     p = Producer(refuse_stream=True)
-    _call(f, p, 2.0, stream=5)
-    assert p.calls[0] == {"stream": 5, "max_version": (1, 3)}
+    _call(f, p, 2.0, stream=device_stream())
+    assert p.calls[0] == {"stream": device_stream(), "max_version": (1, 3)}
     assert p.calls[-1] in ({"max_version": (1, 3)}, {})
     assert p.tensor.deleted == 1
 
@@ -476,11 +498,11 @@ def test_torch_like_producer_refusing_per_thread_stream_falls_back_to_none():
     assert q.calls == [{"stream": 1, "max_version": (1, 3)}]
 
 
-@pytest.mark.parametrize("stream", [None, 0, 2, 0x7F00DEAD])
+@pytest.mark.parametrize("stream", [None, 0, 2, "created"])
 def test_numpy_like_producer_accepting_only_none_falls_back_to_none(stream):
     f, _ = make()
     p = NumpyLikeProducer()
-    _call(f, p, 2.0, stream=stream)
+    _call(f, p, 2.0, stream=device_stream() if stream == "created" else stream)
     assert p.calls[0]["stream"] not in (0, None)  # never 0: 1 is the legacy default
     assert p.calls[-1] == {"max_version": (1, 3)}
     assert len(p.calls) == 2 and p.tensor.deleted == 1
@@ -634,8 +656,8 @@ def test_exchange_api_route():
     # An explicit stream wins: the current stream is not asked for.
     log["stream_asked"].clear()
     p.calls.clear()
-    _call(f, a, p, 1.0, stream=0x99)
-    assert log["stream_asked"] == [] and p.calls[0]["stream"] == 0x99
+    _call(f, a, p, 1.0, stream=device_stream(1))
+    assert log["stream_asked"] == [] and p.calls[0]["stream"] == device_stream(1)
 
 
 def test_exchange_api_errors():
@@ -678,18 +700,22 @@ class CupyLikeStream:
         (None, 1),
         (0, 1),  # 0 = the legacy default stream = DLPack 1
         (2, 2),
-        (0x7F00DEAD, 0x7F00DEAD),
-        (CudaStreamProtocol(0x1234), 0x1234),
-        (TorchLikeStream(0x5678), 0x5678),
-        (CupyLikeStream(0x9ABC), 0x9ABC),
+        ("created", "created"),
+        (CudaStreamProtocol, "created"),
+        (TorchLikeStream, "created"),
+        (CupyLikeStream, "created"),
         (CupyLikeStream(0), 1),
     ],
 )
 def test_stream_reaches_the_producer(stream, seen):
+    if isinstance(stream, type):
+        stream = stream(device_stream())
+    elif stream == "created":
+        stream = device_stream()
     f, _ = make()
     p = Producer()
     _call(f, p, 1.0, stream=stream)
-    assert p.calls[0]["stream"] == seen
+    assert p.calls[0]["stream"] == (device_stream() if seen == "created" else seen)
 
 
 @pytest.mark.parametrize("stream", ["x", -1, 1.5, True, 2**70, CudaStreamProtocol("h"),
@@ -700,6 +726,109 @@ def test_bad_stream(stream):
     with pytest.raises(ArgumentError, match="argument 'stream'"):
         f(p, 1.0, stream=stream)
     assert p.calls == []
+
+
+class _Raises:
+    def __init__(self, exc):
+        self.exc = exc
+
+    def __call__(self, *_):
+        raise self.exc
+
+
+class OddCudaStream:
+    """__cuda_stream__ returning `value` (raising it when it is an exception)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __cuda_stream__(self):
+        if isinstance(self.value, BaseException):
+            raise self.value
+        return self.value
+
+
+class GetattrRaises:
+    def __init__(self, exc):
+        self.exc = exc
+
+    def __getattr__(self, name):
+        raise self.exc
+
+
+class PtrProperty:
+    @property
+    def ptr(self):
+        raise RuntimeError("ptr is gone")
+
+
+_ODD_STREAMS = {
+    "cuda_stream_raises": lambda: OddCudaStream(RuntimeError("boom")),
+    "cuda_stream_str": lambda: OddCudaStream("x"),
+    "cuda_stream_1_tuple": lambda: OddCudaStream((0,)),
+    "cuda_stream_negative": lambda: OddCudaStream((0, -1)),
+    "cuda_stream_2**70": lambda: OddCudaStream((0, 2**70)),
+    "cuda_stream_float": lambda: OddCudaStream((0, 1.5)),
+    "cuda_stream_none": lambda: OddCudaStream(None),
+    "cuda_stream_3_tuple": lambda: OddCudaStream((0, 1, 2)),
+    "cuda_stream_bool": lambda: OddCudaStream((0, True)),
+    "getattr_keyerror": lambda: GetattrRaises(KeyError("k")),
+    "getattr_recursion": lambda: GetattrRaises(RecursionError("deep")),
+    "ptr_property_raises": PtrProperty,
+    "cuda_stream_attr_negative": lambda: TorchLikeStream(-8),
+    "ptr_2**64": lambda: CupyLikeStream(2**64),
+    "numpy_int": lambda: np.int64(1),
+    "complex": lambda: 1j,
+    "bytes": lambda: b"\x00" * 8,
+    "list": lambda: [0],
+    "tuple": lambda: (0, 0),
+    "-2**63": lambda: -(2**63),
+    "2**64": lambda: 2**64,
+}
+
+
+@pytest.mark.parametrize("stream", list(_ODD_STREAMS))
+def test_odd_stream_objects_are_argument_errors(stream):
+    f, e = make()
+    p = Producer()
+    with pytest.raises(ArgumentError, match="argument 'stream'"):
+        f(p, 1.0, stream=_ODD_STREAMS[stream]())
+    assert p.calls == [] and e.calls == []
+
+
+_not_a_stream = (ctypes.c_uint64 * 8)()  # readable memory that is not a stream
+
+
+@needs_device
+@pytest.mark.parametrize("stream", [
+    5, 8, 0x1234, 0x1238, 2**64 - 8, 2**64 - 1, 0x7F00DEA8, "buffer",
+    CudaStreamProtocol(8), TorchLikeStream(0x1235), CupyLikeStream("buffer"),
+])
+def test_stream_handles_that_are_not_streams_are_refused(stream):
+    address = ctypes.addressof(_not_a_stream)
+    if stream == "buffer":
+        stream = address
+    elif isinstance(stream, CupyLikeStream):
+        stream = CupyLikeStream(address)
+    f, e = make()
+    p = Producer()
+    with pytest.raises(ArgumentError, match=r"f\(\): argument 'stream' on cuda device 0: .*"
+                                            r"stream handle 0x[0-9a-f]+ is not a"):
+        f(p, 1.0, stream=stream)
+    assert p.calls == [] and e.calls == []  # neither the producer nor the driver saw it
+
+
+@needs_device
+def test_stream_of_another_device_is_refused():
+    if device_stream(1) == 0x7F00DE08:
+        pytest.skip("needs two devices")
+    f, e = make()
+    p = Producer()
+    with pytest.raises(ArgumentError, match="argument 'stream' on cuda device 0: .*device 0"):
+        f(p, 1.0, stream=device_stream(1))
+    assert e.calls == []
+    f(Producer(), 1.0, stream=device_stream(0))
+    assert len(e.calls) == 1
 
 
 def test_cupy_current_stream_used_for_cupy_arrays():

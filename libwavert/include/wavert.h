@@ -387,6 +387,16 @@ WAVERT_EXPORT wavert_status wavert_memref_from_dltensor(const DLTensor *tensor,
 
 /* Create a non-blocking stream on `device`. The caller owns it: wavert_stream_release. */
 WAVERT_EXPORT wavert_status wavert_stream_create(wavert_device *device, void **out_stream);
+/* Check, as far as the driver allows, that `stream` can be handed to it for `device`, without
+ * letting a bad handle crash the process: NULL and the driver's special handles (CUDA:
+ * CU_STREAM_LEGACY = 1, CU_STREAM_PER_THREAD = 2; HIP: hipStreamPerThread = 2) pass; any
+ * other handle must be 8-byte aligned and point to readable memory (tested with a system
+ * call, never a load), and the driver must name its context (cuStreamGetCtx) or device
+ * (hipStreamGetDevice) as `device`'s. Errors: INVALID_ARGUMENT naming the handle and the
+ * failed check. Cannot be told apart from a live stream: a destroyed stream whose memory was
+ * reused by another stream of the same device, and readable memory that is not a stream on
+ * drivers whose query trusts its argument (the query is then made on that memory). */
+WAVERT_EXPORT wavert_status wavert_stream_check(wavert_device *device, void *stream);
 /* Destroy a stream from wavert_stream_create, after the work already enqueued on it (the
  * driver finishes it). Accepts NULL (WAVERT_OK). */
 WAVERT_EXPORT wavert_status wavert_stream_release(wavert_device *device, void *stream);

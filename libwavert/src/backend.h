@@ -35,6 +35,11 @@ struct wavert__backend {
                           uint32_t dynamic_shared_bytes, void *stream, void **params);
 
   wavert_status (*stream_create)(void **out_stream);
+  /* Ask the driver whether `stream` (not NULL, not a special handle, pointing to readable
+   * memory) is a stream of `device`: INVALID_ARGUMENT naming the handle when the driver says
+   * no or it belongs to another device; OK when the driver cannot tell (no query entry).
+   * Needs no current context (called without wavert__enter). */
+  wavert_status (*stream_check)(wavert_device *device, void *stream);
   wavert_status (*stream_destroy)(void *stream);
   wavert_status (*stream_synchronize)(void *stream);
   wavert_status (*stream_wait_event)(void *stream, void *event);

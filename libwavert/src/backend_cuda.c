@@ -125,6 +125,7 @@ enum { CU_STREAM_NON_BLOCKING = 1, CU_EVENT_DISABLE_TIMING = 2, CU_MEM_ATTACH_GL
 
 /* Entry points of newer drivers (CUDA >= 12.0): NULL when the driver lacks them. */
 #define WAVERT__CUDA_OPTIONAL_SYMBOLS(X)                                                      \
+  X(cuStreamGetCtx, "cuStreamGetCtx", CUresult, (CUstream, CUcontext *))                     \
   X(cuLaunchKernelEx, "cuLaunchKernelEx", CUresult,                                          \
     (const CUlaunchConfig *, CUfunction, void **, void **))                                  \
   X(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled", CUresult,                              \
@@ -348,6 +349,28 @@ static wavert_status cuda_stream_create(void **out_stream) {
   return WAVERT_OK;
 }
 
+/* CU_STREAM_LEGACY / CU_STREAM_PER_THREAD are taken before this; cuStreamGetCtx (CUDA 9.2)
+ * names the stream's context, which must be the device's primary context. */
+static wavert_status cuda_stream_check(wavert_device *device, void *stream) {
+  if (cu.cuStreamGetCtx == NULL) return WAVERT_OK;
+  CUcontext context = NULL;
+  CUresult result = cu.cuStreamGetCtx((CUstream)stream, &context);
+  if (result != CUDA_SUCCESS) {
+    cuda_error("cuStreamGetCtx", result);
+    char cause[512];
+    snprintf(cause, sizeof(cause), "%s", wavert_last_error());
+    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                         "stream handle %p is not a CUDA stream the driver knows: %s", stream,
+                         cause);
+  }
+  if (context != (CUcontext)device->context)
+    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                         "stream handle %p belongs to CUDA context %p, not to the primary "
+                         "context %p of CUDA device %d",
+                         stream, (void *)context, device->context, (int)device->dl.device_id);
+  return WAVERT_OK;
+}
+
 static wavert_status cuda_stream_destroy(void *stream) {
   CU_CHECK(cuStreamDestroy, ((CUstream)stream));
   return WAVERT_OK;
@@ -500,6 +523,7 @@ const wavert__backend wavert__cuda_backend = {
     .function_opt_in_shared = cuda_function_opt_in_shared,
     .launch = cuda_launch,
     .stream_create = cuda_stream_create,
+    .stream_check = cuda_stream_check,
     .stream_destroy = cuda_stream_destroy,
     .stream_synchronize = cuda_stream_synchronize,
     .stream_wait_event = cuda_stream_wait_event,

@@ -155,6 +155,7 @@ static struct {
   WAVERT__HIP_SYMBOLS(WAVERT__DECLARE)
   /* Optional (HIP >= 6): used only to name the chip. */
   hipError_t (*hipGetDevicePropertiesR0600)(void *, int);
+  hipError_t (*hipStreamGetDevice)(hipStream_t, int *); /* ROCm >= 5.x; NULL when absent */
 } hip;
 #undef WAVERT__DECLARE
 
@@ -304,6 +305,7 @@ static wavert_status hip_init(int32_t *out_count) {
   WAVERT__HIP_SYMBOLS(WAVERT__RESOLVE)
 #undef WAVERT__RESOLVE
   *(void **)&hip.hipGetDevicePropertiesR0600 = dlsym(library, "hipGetDevicePropertiesR0600");
+  *(void **)&hip.hipStreamGetDevice = dlsym(library, "hipStreamGetDevice");
   hipError_t result = hip.hipInit(0);
   int count = 0;
   if (result == hipSuccess) result = hip.hipGetDeviceCount(&count);
@@ -456,6 +458,26 @@ static wavert_status hip_stream_create(void **out_stream) {
   return WAVERT_OK;
 }
 
+/* hipStreamPerThread is taken before this; hipStreamGetDevice names the stream's device. */
+static wavert_status hip_stream_check(wavert_device *device, void *stream) {
+  if (hip.hipStreamGetDevice == NULL) return WAVERT_OK;
+  int ordinal = -1;
+  hipError_t result = hip.hipStreamGetDevice((hipStream_t)stream, &ordinal);
+  if (result != hipSuccess) {
+    hip_error("hipStreamGetDevice", result);
+    char cause[512];
+    snprintf(cause, sizeof(cause), "%s", wavert_last_error());
+    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                         "stream handle %p is not a HIP stream the runtime knows: %s", stream,
+                         cause);
+  }
+  if (ordinal != (int)device->handle)
+    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                         "stream handle %p belongs to AMD device %d, not to device %d", stream,
+                         ordinal, (int)device->handle);
+  return WAVERT_OK;
+}
+
 static wavert_status hip_stream_destroy(void *stream) {
   HIP_CHECK(hipStreamDestroy, ((hipStream_t)stream));
   return WAVERT_OK;
@@ -570,6 +592,7 @@ const wavert__backend wavert__hip_backend = {
     .function_opt_in_shared = hip_function_opt_in_shared,
     .launch = hip_launch,
     .stream_create = hip_stream_create,
+    .stream_check = hip_stream_check,
     .stream_destroy = hip_stream_destroy,
     .stream_synchronize = hip_stream_synchronize,
     .stream_wait_event = hip_stream_wait_event,

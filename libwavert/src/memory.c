@@ -2,7 +2,11 @@
  * memory.c — streams, stream ordering and device memory on a device handle: each call makes
  * the device's context current for its duration.
  */
+#define _GNU_SOURCE /* process_vm_readv */
+#include <errno.h>
 #include <stdint.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include "backend.h"
 
@@ -53,6 +57,45 @@ wavert_status wavert_stream_create(wavert_device *device, void **out_stream) {
   if (status != WAVERT_OK) return status;
   *out_stream = stream;
   return WAVERT_OK;
+}
+
+/* 1: `bytes` at `ptr` are readable in this process; 0: not (EFAULT); -1: cannot tell. Read
+ * through the kernel (process_vm_readv on this process, else a write into a pipe), so a bad
+ * address is an error code, never a fault. */
+static int readable(const void *ptr, size_t bytes) {
+  unsigned char copy[64];
+  if (bytes > sizeof copy) bytes = sizeof copy;
+  struct iovec local = {copy, bytes};
+  struct iovec remote = {(void *)(uintptr_t)ptr, bytes};
+  ssize_t n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+  if (n == (ssize_t)bytes) return 1;
+  if (n < 0 && errno == EFAULT) return 0;
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  n = write(fds[1], ptr, bytes);
+  int error = errno;
+  close(fds[0]);
+  close(fds[1]);
+  if (n == (ssize_t)bytes) return 1;
+  return n < 0 && error == EFAULT ? 0 : -1;
+}
+
+wavert_status wavert_stream_check(wavert_device *device, void *stream) {
+  CHECK_DEVICE("wavert_stream_check");
+  const uintptr_t handle = (uintptr_t)stream;
+  if (handle == 0 || handle == 2 || (handle == 1 && device->backend == &wavert__cuda_backend))
+    return WAVERT_OK;
+  if (handle % 8 != 0)
+    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                         "wavert_stream_check: stream handle %p is not a %s stream (not 8-byte "
+                         "aligned)",
+                         stream, device->backend->name);
+  if (readable(stream, 8) == 0)
+    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                         "wavert_stream_check: stream handle %p is not a %s stream (it points "
+                         "to no readable memory)",
+                         stream, device->backend->name);
+  return device->backend->stream_check(device, stream); /* needs no current context */
 }
 
 wavert_status wavert_stream_release(wavert_device *device, void *stream) {

@@ -349,18 +349,38 @@ EXPORT CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigne
   return OK;
 }
 
+/* A stream: its magic and the context current at creation (cuStreamGetCtx). */
+typedef struct fake_stream {
+  uint64_t magic;
+  void *context;
+} fake_stream;
+#define FAKE_STREAM_MAGIC 0x53545245414d5f31ull
+
 EXPORT CUresult cuStreamCreate(void **stream, unsigned flags) {
   NOTE("cuStreamCreate");
   (void)flags;
-  *stream = malloc(1);
+  fake_stream *s = malloc(sizeof *s);
+  s->magic = FAKE_STREAM_MAGIC;
+  s->context = current;
+  *stream = s;
   __atomic_add_fetch(&live_streams, 1, __ATOMIC_RELAXED);
   return OK;
 }
 
 EXPORT CUresult cuStreamDestroy_v2(void *stream) {
   NOTE("cuStreamDestroy_v2");
+  ((fake_stream *)stream)->magic = 0;
   free(stream);
   __atomic_sub_fetch(&live_streams, 1, __ATOMIC_RELAXED);
+  return OK;
+}
+
+/* Trusts a readable handle, as a driver may: the magic tells streams from other memory. */
+EXPORT CUresult cuStreamGetCtx(void *stream, void **context) {
+  NOTE("cuStreamGetCtx");
+  const fake_stream *s = stream;
+  if (s->magic != FAKE_STREAM_MAGIC) return INVALID_HANDLE;
+  *context = s->context;
   return OK;
 }
 

@@ -24,12 +24,163 @@
  *      reach generated code through libwavert's thread-local call context (wavert_jit.h), the
  *      one hidden channel of the path.
  *
+ * Lifetime: a HostFunction holds its HostCode (the module's JIT code and kernels), so the code
+ * lives as long as any function of the module. HostCode.close() marks the code closed: calls
+ * that have not reached phase 4 raise "the compiled module is closed" (the check is made
+ * after the call's last Python callback, right before the GIL is released, and `entry` is
+ * read there); the release itself is deferred while calls are in flight and run, with the
+ * GIL held, by the last call to leave. close() therefore never waits and is safe from any
+ * thread and from inside a call's own callbacks (__dlpack__, __index__, stream objects).
+ *
  * Errors: ArgumentError (a ValueError subclass) for anything about the arguments, including
  * launch-configuration limits reported by generated code; DeviceError for driver failures;
  * other libwavert statuses as set_exceptions maps them. Until set_exceptions the classes are
  * ValueError / RuntimeError.
  */
 #include "native.h"
+
+/* ---------------------------------------------------------------------------------------- */
+/* HostCode: the module's code, its calls in flight and its deferred release                 */
+/* ---------------------------------------------------------------------------------------- */
+/* Run the release once (GIL held). The exception state of the caller is kept; an exception
+ * raised by the release is returned (-1) when `report` is 0, else written as unraisable. */
+static int code_release(HostCode *code, int report) {
+  PyObject *release = code->release;
+  if (!release)
+    return 0;
+  code->release = NULL; /* before the call: a re-entrant close() finds nothing to run */
+  code->closed = 1;
+  PyObject *saved_type, *saved_value, *saved_tb;
+  if (report)
+    PyErr_Fetch(&saved_type, &saved_value, &saved_tb);
+  PyObject *r = PyObject_CallNoArgs(release);
+  Py_DECREF(release);
+  int rc = r ? 0 : -1;
+  Py_XDECREF(r);
+  if (report) {
+    if (rc < 0)
+      PyErr_WriteUnraisable((PyObject *)code);
+    PyErr_Restore(saved_type, saved_value, saved_tb);
+  }
+  return rc;
+}
+
+/* A call leaves: the last one out after close() releases the code. */
+static void code_leave(HostCode *code) {
+  code->in_flight -= 1;
+  if (code->in_flight == 0 && code->closed)
+    code_release(code, 1);
+}
+
+static PyObject *code_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+  static char *kwlist[] = {"release", NULL};
+  PyObject *release;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:HostCode", kwlist, &release))
+    return NULL;
+  if (!PyCallable_Check(release)) {
+    PyErr_Format(PyExc_TypeError, "HostCode: release must be callable, got %R", release);
+    return NULL;
+  }
+  HostCode *self = (HostCode *)type->tp_alloc(type, 0);
+  if (!self)
+    return NULL;
+  Py_INCREF(release);
+  self->release = release;
+  return (PyObject *)self;
+}
+
+static PyObject *code_close(HostCode *self, PyObject *unused) {
+  (void)unused;
+  self->closed = 1;
+  if (self->in_flight == 0 && code_release(self, 0) < 0)
+    return NULL;
+  Py_RETURN_NONE;
+}
+
+/* The last reference went (or the code is cyclic garbage): release what was never closed. */
+static void code_finalize(HostCode *self) { code_release(self, 1); }
+
+static int code_traverse(HostCode *self, visitproc visit, void *arg) {
+  Py_VISIT(self->release);
+  return 0;
+}
+
+static int code_clear(HostCode *self) {
+  Py_CLEAR(self->release);
+  return 0;
+}
+
+static void code_dealloc(HostCode *self) {
+  if (PyObject_CallFinalizerFromDealloc((PyObject *)self) < 0)
+    return; /* resurrected by the release */
+  PyObject_GC_UnTrack(self);
+  code_clear(self);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *code_get_closed(HostCode *self, void *closure) {
+  (void)closure;
+  return PyBool_FromLong(self->closed);
+}
+
+static PyObject *code_get_released(HostCode *self, void *closure) {
+  (void)closure;
+  return PyBool_FromLong(self->closed && !self->release);
+}
+
+static PyObject *code_get_in_flight(HostCode *self, void *closure) {
+  (void)closure;
+  return PyLong_FromSsize_t(self->in_flight);
+}
+
+static PyMethodDef code_methods[] = {
+    {"close", (PyCFunction)code_close, METH_NOARGS,
+     "close(): new calls raise; the release runs now when no call is in flight, else when "
+     "the last call in flight returns (on that call's thread). Never waits. Raises what the "
+     "release raises when it runs here; idempotent."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef code_getset[] = {
+    {"closed", (getter)code_get_closed, NULL, "close() was called (or the code was released).",
+     NULL},
+    {"released", (getter)code_get_released, NULL, "The release has run.", NULL},
+    {"in_flight", (getter)code_get_in_flight, NULL,
+     "Calls of this code's HostFunctions in progress (on any thread, nested ones included).",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyDoc_STRVAR(code_doc,
+             "HostCode(release)\n"
+             "--\n\n"
+             "The host code of one compiled module, shared by its HostFunctions (their\n"
+             "code=): each holds it, so the code lives while any of them does.\n"
+             "`release()` (no arguments) frees the code and unloads the kernels; it runs\n"
+             "exactly once, with the GIL held: at close() when no call is in flight; else\n"
+             "when the last call in flight leaves (errors then go to sys.unraisablehook);\n"
+             "or when the last reference goes, if never closed. Calls that reach their\n"
+             "launch after close() raise ArgumentError 'the compiled module is closed'.\n"
+             "The GIL protects the state: any thread may call and close.");
+
+static PyTypeObject HostCode_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pywave._native.HostCode",
+    .tp_basicsize = sizeof(HostCode),
+    .tp_dealloc = (destructor)code_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = code_doc,
+    .tp_traverse = (traverseproc)code_traverse,
+    .tp_clear = (inquiry)code_clear,
+    .tp_finalize = (destructor)code_finalize,
+    .tp_methods = code_methods,
+    .tp_getset = code_getset,
+    .tp_new = code_new,
+};
+
+static int closed_error(HostFunction *self) {
+  PyErr_Format(ArgumentError, "%U(): the compiled module is closed", self->name);
+  return -1;
+}
 
 /* ---------------------------------------------------------------------------------------- */
 /* The call                                                                                 */
@@ -95,6 +246,11 @@ static void call_state_release(call_state *c) {
 
 /* Phase 4: the call itself on the tensors' device and the chosen stream. */
 static int run_entry(HostFunction *self, call_state *c) {
+  /* No Python code runs from here to the entry's return: a close() seen here is the last one
+   * that can stop this call, and one after it is deferred (the call is in flight). */
+  if (self->code && self->code->closed)
+    return closed_error(self);
+  void (*const entry)(uint64_t *) = self->entry;
   wavert_device *device;
   wavert_status st = get_device(self->device_type, c->dev_id, &device);
   if (st != WAVERT_OK) {
@@ -109,7 +265,7 @@ static int run_entry(HostFunction *self, call_state *c) {
     return -1;
   }
   Py_BEGIN_ALLOW_THREADS
-  self->entry(c->slots);
+  entry(c->slots);
   Py_END_ALLOW_THREADS
   st = wavert_call_end(&state);
   if (st != WAVERT_OK) {
@@ -123,13 +279,18 @@ static PyObject *hf_vectorcall(PyObject *self_, PyObject *const *args, size_t na
                                PyObject *kwnames) {
   HostFunction *self = (HostFunction *)self_;
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (!self->entry) {
-    PyErr_Format(ArgumentError, "%U(): the compiled module is closed", self->name);
+  HostCode *const code = self->code; /* held below: callbacks may drop every other reference */
+  if (code && code->closed) {
+    closed_error(self);
     return NULL;
   }
   PyObject *stream_obj;
   if (parse_call_keywords(self, args, nargs, kwnames, &stream_obj) < 0)
     return NULL;
+  if (code) {
+    Py_INCREF(code);
+    code->in_flight += 1;
+  }
   call_state c;
   PyObject *result = NULL;
   if (call_state_init(self, &c) < 0)
@@ -159,7 +320,11 @@ static PyObject *hf_vectorcall(PyObject *self_, PyObject *const *args, size_t na
   Py_INCREF(Py_None);
   result = Py_None;
 done:
-  call_state_release(&c);
+  call_state_release(&c); /* producers' deleters: Python code that may close the module */
+  if (code) {
+    code_leave(code);
+    Py_DECREF(code);
+  }
   return result;
 }
 
@@ -167,12 +332,19 @@ done:
 /* Construction                                                                             */
 /* ---------------------------------------------------------------------------------------- */
 static PyObject *hf_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-  static char *kwlist[] = {"entry", "name", "params", "device_type", "owner", NULL};
-  PyObject *entry_obj, *name, *params_arg, *owner = NULL;
+  static char *kwlist[] = {"entry", "name", "params", "device_type", "code", NULL};
+  PyObject *entry_obj, *name, *params_arg, *code = NULL;
   int device_type;
   if (!PyArg_ParseTupleAndKeywords(args, kwds, "OUOi|$O:HostFunction", kwlist, &entry_obj,
-                                   &name, &params_arg, &device_type, &owner))
+                                   &name, &params_arg, &device_type, &code))
     return NULL;
+  if (code == Py_None)
+    code = NULL;
+  if (code && !PyObject_TypeCheck(code, &HostCode_Type)) {
+    PyErr_Format(PyExc_TypeError, "HostFunction: code must be a HostCode or None, got %R",
+                 code);
+    return NULL;
+  }
   if (PyUnicode_Check(params_arg) || PyBytes_Check(params_arg) || !PySequence_Check(params_arg)) {
     PyErr_Format(PyExc_TypeError,
                  "HostFunction: params must be a sequence of parameter objects, got %R",
@@ -246,8 +418,8 @@ static PyObject *hf_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   Py_INCREF(name);
   self->name = name;
   self->params = params; /* the reference from PySequence_Tuple */
-  Py_XINCREF(owner == Py_None ? NULL : owner);
-  self->owner = owner == Py_None ? NULL : owner;
+  Py_XINCREF(code);
+  self->code = (HostCode *)code;
   self->signature = signature;
   self->device_type = device_type;
   self->nparams = n;
@@ -263,13 +435,13 @@ fail:
 }
 
 static int hf_traverse(HostFunction *self, visitproc visit, void *arg) {
-  Py_VISIT(self->owner);
+  Py_VISIT(self->code);
   Py_VISIT(self->params);
   return 0;
 }
 
 static int hf_clear(HostFunction *self) {
-  Py_CLEAR(self->owner);
+  Py_CLEAR(self->code);
   return 0;
 }
 
@@ -320,36 +492,34 @@ static PyObject *hf_get_device_type(HostFunction *self, void *closure) {
   return PyLong_FromLong(self->device_type);
 }
 
-static PyObject *hf_invalidate(HostFunction *self, PyObject *unused) {
-  (void)unused;
-  self->entry = NULL;
-  Py_CLEAR(self->owner);
-  Py_RETURN_NONE;
+static PyObject *hf_get_code(HostFunction *self, void *closure) {
+  (void)closure;
+  PyObject *code = self->code ? (PyObject *)self->code : Py_None;
+  Py_INCREF(code);
+  return code;
 }
-
-static PyMethodDef hf_methods[] = {
-    {"invalidate", (PyCFunction)hf_invalidate, METH_NOARGS,
-     "Make later calls raise (the module that owns the entry was closed)."},
-    {NULL, NULL, 0, NULL},
-};
 
 static PyGetSetDef hf_getset[] = {
     {"name", (getter)hf_get_name, NULL, "Name of the host function.", NULL},
     {"params", (getter)hf_get_params, NULL, "The parameter objects given at construction (a tuple).", NULL},
     {"device_type", (getter)hf_get_device_type, NULL, "DLPack device type (2 CUDA, 10 ROCm).",
      NULL},
+    {"code", (getter)hf_get_code, NULL, "The HostCode holding the entry (kept alive), or None.",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 PyDoc_STRVAR(hf_doc,
-             "HostFunction(entry, name, params, device_type, *, owner=None)\n"
+             "HostFunction(entry, name, params, device_type, *, code=None)\n"
              "--\n\n"
              "A compiled host function: call it with DLPack tensors and scalars, and\n"
              "optionally stream=. `entry` is the address of `void entry(uint64_t *slots)`;\n"
              "`params` a sequence of parameter objects (pywave's Param: name, kind, scalar,\n"
              "dtype, flags, sizes, strides, offset, written), read once here;\n"
-             "`device_type` the DLPack device type (2 CUDA, 10 ROCm); `owner` is kept alive\n"
-             "as long as this object (the JIT engine owning `entry`).\n\n"
+             "`device_type` the DLPack device type (2 CUDA, 10 ROCm); `code` the HostCode\n"
+             "holding `entry`, kept alive as long as this object: its calls are counted in\n"
+             "flight, and after code.close() a call raises before it runs `entry` (the\n"
+             "release waits for the calls in flight; see HostCode).\n\n"
              "A call raises ArgumentError for an argument that does not fit (count, keyword,\n"
              "dtype, shape, layout, device, read-only, scalar range, launch limits) and\n"
              "DeviceError for a driver failure; see set_exceptions.");
@@ -366,7 +536,6 @@ static PyTypeObject HostFunction_Type = {
     .tp_traverse = (traverseproc)hf_traverse,
     .tp_clear = (inquiry)hf_clear,
     .tp_getset = hf_getset,
-    .tp_methods = hf_methods,
     .tp_new = hf_new,
 };
 
@@ -468,7 +637,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     Py_INCREF(PyExc_RuntimeError);
     DeviceError = PyExc_RuntimeError;
   }
-  if (PyType_Ready(&HostFunction_Type) < 0)
+  if (PyType_Ready(&HostFunction_Type) < 0 || PyType_Ready(&HostCode_Type) < 0)
     return NULL;
   PyObject *m = PyModule_Create(&native_module);
   if (!m)
@@ -476,6 +645,12 @@ PyMODINIT_FUNC PyInit__native(void) {
   Py_INCREF(&HostFunction_Type);
   if (PyModule_AddObject(m, "HostFunction", (PyObject *)&HostFunction_Type) < 0) {
     Py_DECREF(&HostFunction_Type);
+    Py_DECREF(m);
+    return NULL;
+  }
+  Py_INCREF(&HostCode_Type);
+  if (PyModule_AddObject(m, "HostCode", (PyObject *)&HostCode_Type) < 0) {
+    Py_DECREF(&HostCode_Type);
     Py_DECREF(m);
     return NULL;
   }

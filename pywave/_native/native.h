@@ -86,13 +86,23 @@ typedef struct {
   PyObject *type_str; /* "memref<?xf32>", "f32" */
 } param_t;
 
+/* The host code of one compiled module, shared by its HostFunctions (hostfunction.c): counts
+ * the calls in flight and runs `release` (free the JIT code, unload the kernels) once, when
+ * the module is closed and no call is in flight, or when the last reference goes. */
+typedef struct {
+  PyObject_HEAD
+  PyObject *release;    /* callable, called once with no arguments; NULL after it ran */
+  Py_ssize_t in_flight; /* calls of its HostFunctions between entry and exit */
+  int closed;           /* close() was called: new calls raise */
+} HostCode;
+
 typedef struct {
   PyObject_HEAD
   vectorcallfunc vectorcall;
   void (*entry)(uint64_t *);
   PyObject *name;      /* str */
   PyObject *params;    /* the parameter objects given to the constructor (a tuple) */
-  PyObject *owner;     /* kept alive (the JIT engine holding `entry`), or NULL */
+  HostCode *code;      /* strong: the code holding `entry`, or NULL (never closed) */
   PyObject *signature; /* "(a, s)" for messages */
   int32_t device_type;
   Py_ssize_t nparams, ntensors, nslots;

@@ -2,7 +2,7 @@
  * streams.c — the call's stream and device (part of the native.c unity build).
  *
  * The stream of a call is, in order: stream= (an int handle, an object with __cuda_stream__,
- * or one with .cuda_stream / .ptr); the DLPack exchange API's current_work_stream of the first
+ * or one with .cuda_stream / .ptr; checked by wavert_stream_check before use); the DLPack exchange API's current_work_stream of the first
  * exchange-API tensor; CuPy's current stream when a CuPy array is among the arguments; the
  * legacy default stream (NULL). Device handles are cached per (device type, ordinal) on top of
  * libwavert's table, which saves its lookup on every call.
@@ -40,6 +40,19 @@ static int bad_stream(PyObject *s) {
   return -1;
 }
 
+/* Reading attribute `name` of the stream object raised something other than AttributeError:
+ * an ArgumentError chained to it (KeyboardInterrupt and other non-Exceptions pass through). */
+static int stream_lookup_failed(PyObject *name) {
+  if (!PyErr_ExceptionMatches(PyExc_Exception))
+    return -1;
+  PyObject *prefix = PyUnicode_FromFormat("argument 'stream': reading .%U failed", name);
+  if (prefix) {
+    raise_chained(ArgumentError, prefix);
+    Py_DECREF(prefix);
+  }
+  return -1;
+}
+
 /* An explicit stream= value (not None) -> driver handle. */
 static int parse_stream(PyObject *s, void **out) {
   if (PyLong_Check(s) && !PyBool_Check(s)) {
@@ -69,7 +82,7 @@ static int parse_stream(PyObject *s, void **out) {
     return ok ? 0 : -1;
   }
   if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-    return -1;
+    return stream_lookup_failed(str_cuda_stream_prot);
   PyErr_Clear();
   PyObject *names[2] = {str_cuda_stream, str_ptr};
   for (int i = 0; i < 2; i++) {
@@ -82,7 +95,7 @@ static int parse_stream(PyObject *s, void **out) {
       return 0;
     }
     if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-      return -1;
+      return stream_lookup_failed(names[i]);
     PyErr_Clear();
   }
   return bad_stream(s);
@@ -142,12 +155,26 @@ static wavert_status get_device(int32_t type, int32_t id, wavert_device **out) {
   return st;
 }
 
+/* An explicit stream is checked on the call's device before any producer or the driver sees
+ * it (wavert_stream_check: special handles, alignment, readable memory, the driver's query).
+ * Without the device the call fails later with "no device", so the check is left to it. */
+static int check_stream(HostFunction *self, call_state *c) {
+  wavert_device *device;
+  if (get_device(self->device_type, c->dev_id, &device) != WAVERT_OK)
+    return 0;
+  if (wavert_stream_check(device, c->stream) == WAVERT_OK)
+    return 0;
+  PyErr_Format(ArgumentError, "%U(): argument 'stream' on %s device %d: %s", self->name,
+               device_kind(self->device_type), (int)c->dev_id, wavert_last_error());
+  return -1;
+}
+
 /* Phase 2 of a call: the stream on the tensors' device c->dev_id, unless stream= gave one
- * (the order is in the file comment). */
+ * (the order is in the file comment); a stream= is checked here. */
 static int choose_stream(HostFunction *self, call_state *c) {
   const int32_t device_id = c->dev_id;
   if (c->explicit_stream)
-    return 0;
+    return check_stream(self, c);
   if (c->stream_api && c->stream_api->current_work_stream) {
     if (c->stream_api->current_work_stream((DLDeviceType)self->device_type, device_id,
                                            &c->stream) != 0) {
