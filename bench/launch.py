@@ -268,19 +268,21 @@ def arg_curve(calls: int, reps: int,
     return curve
 
 
+#: Ratios of the curve: name -> (numerator column, denominator column).
+CURVE_RATIOS = {"torch / floor 5n": ("pywave (torch)", "C floor 5n"),
+                "torch / RawKernel": ("pywave (torch)", "cupy RawKernel"),
+                "cupy / RawKernel": ("pywave (cupy)", "cupy RawKernel"),
+                "RawKernel / floor n": ("cupy RawKernel", "C floor n")}
+
+
 def curve_ratios(row: dict[str, float]) -> dict[str, float]:
     """The curve's ratios of one row (those whose two columns are present)."""
-    pairs = {"torch / floor 5n": ("pywave (torch)", "C floor 5n"),
-             "torch / RawKernel": ("pywave (torch)", "cupy RawKernel"),
-             "cupy / RawKernel": ("pywave (cupy)", "cupy RawKernel"),
-             "RawKernel / floor n": ("cupy RawKernel", "C floor n")}
-    return {k: row[a] / row[b] for k, (a, b) in pairs.items() if a in row and b in row}
+    return {k: row[a] / row[b] for k, (a, b) in CURVE_RATIOS.items() if a in row and b in row}
 
 
 def curve_table(curve: dict[int, dict[str, float]]) -> list[str]:
     """The curve as text lines: µs per call, then the ratios."""
-    ratio_names = ("torch / floor 5n", "torch / RawKernel", "cupy / RawKernel",
-                   "RawKernel / floor n")
+    ratio_names = tuple(CURVE_RATIOS)
     lines = ["tensors " + "".join(f"{c:>16s}" for c in CURVE_COLUMNS)
              + "".join(f"{r:>20s}" for r in ratio_names)]
     for n, row in curve.items():
