@@ -13,7 +13,7 @@ import threading
 import weakref
 from typing import Mapping
 
-from . import cache, jit, pipeline, runtime
+from . import cache, jit, pipeline, runtime, sharedobj
 from .errors import ArgumentError, CompileError, DeviceError, Error
 from .pipeline import Artifacts
 from .program import BACKENDS, PACKED_PREFIX, RELEASE_KERNELS, Binary, Param, Program
@@ -143,9 +143,11 @@ class CompiledModule:
         import ctypes
 
         from . import _native
-        jit.initialise(runtime.LIBRARY)
         self._program = program
-        self._jit: jit.JitModule | None = jit.JitModule(program.object_code)
+        self._jit = sharedobj.load(cache.directory(), program.object_code, runtime.LIBRARY)
+        if self._jit is None:   # no pre-linked shared object (pywave.sharedobj): MCJIT
+            jit.initialise(runtime.LIBRARY)
+            self._jit = jit.JitModule(program.object_code)
         self._release_kernels = ctypes.CFUNCTYPE(None)(self._jit.address(RELEASE_KERNELS))
         device_type = program.target.device_type
         self._functions = {

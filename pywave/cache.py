@@ -185,6 +185,8 @@ def store(cache_key: str, program: Program) -> None:
     except OSError as exc:
         log.warning("compile cache: cannot write to %s: %s", root, exc)
         return
+    from . import sharedobj
+    sharedobj.store(root, program.object_code)   # the host code pre-linked, for warm starts
     global _writes
     with _writes_lock:
         _writes += 1
@@ -196,7 +198,7 @@ def store(cache_key: str, program: Program) -> None:
 def evict(root: str, max_bytes: int) -> None:
     entries = []
     for name in os.listdir(root):
-        if name.endswith(".pwc") and not name.startswith(".tmp-"):
+        if name.endswith((".pwc", ".pwso")) and not name.startswith(".tmp-"):
             try:
                 st = os.stat(os.path.join(root, name))
             except FileNotFoundError:
