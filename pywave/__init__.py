@@ -10,13 +10,20 @@ import logging
 
 from ._version import __version__
 from .api import CompiledModule, compile, synchronize
-from .c_export import export
 from .errors import ArgumentError, CompileError, DeviceError, Error
 
 __all__ = ["compile", "export", "synchronize", "CompiledModule", "Error", "CompileError",
            "ArgumentError", "DeviceError", "__version__"]
 
 logging.getLogger("pywave").addHandler(logging.NullHandler())
+
+
+def __getattr__(name: str):
+    """``pywave.export``, imported on first use (a warm start does not need its subprocess)."""
+    if name == "export":
+        from .c_export import export
+        return export
+    raise AttributeError(f"module 'pywave' has no attribute {name!r}")
 
 
 def _bind_exceptions() -> None:
