@@ -1,30 +1,42 @@
 /*
  * launch_c.c — launch overhead of wavert_function_launch against raw cuLaunchKernel (libcuda
- * opened with dlopen) for an empty kernel: per-launch microseconds of each and their ratio
- * (target <= 1.05). Exits 77 without a GPU.
+ * opened with dlopen) for an empty kernel of P 64-bit parameters: per-launch microseconds of
+ * each and their ratio (target <= 1.05). Exits 77 without a GPU.
  *
  * Build and run (from the repository root, after `meson setup builddir && ninja -C builddir`):
  *   cc -std=c11 -O2 bench/launch_c.c -Ilibwavert/include -Lbuilddir/libwavert -lwavert \
  *      -Wl,-rpath,$PWD/builddir/libwavert -ldl -o /tmp/launch_c
- *   /tmp/launch_c [launches]
+ *   /tmp/launch_c [launches] [P]      (defaults: 100000 launches, P = 3; 0 <= P <= 512)
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include <wavert.h>
 
-static const char ptx[] =
-    ".version 6.0\n.target sm_52\n.address_size 64\n"
-    ".visible .entry empty(.param .u64 p0, .param .u64 p1, .param .u32 p2)\n{\n  ret;\n}\n";
+#define MAX_PARAMS 512 /* 4 KiB of parameters: the limit of every CUDA driver */
+
+/* The PTX of `empty` with `count` .u64 parameters into `buf` (size >= ptx_size(count)). */
+static void empty_ptx(char *buf, size_t size, int count) {
+  size_t used = (size_t)snprintf(buf, size,
+                                 ".version 6.0\n.target sm_52\n.address_size 64\n"
+                                 ".visible .entry empty(");
+  for (int i = 0; i < count && used < size; ++i)
+    used += (size_t)snprintf(buf + used, size - used, "%s.param .u64 p%d", i ? ", " : "", i);
+  if (used < size) snprintf(buf + used, size - used, ")\n{\n  ret;\n}\n");
+}
 
 typedef int (*launch_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                          unsigned, void *, void **, void **);
 typedef int (*get_function_fn)(void **, void *, const char *);
-typedef int (*load_fn)(void **, const void *);
+typedef int (*load_fn)(void **, const void *, unsigned, int *, void **);
 typedef int (*sync_fn)(void);
+typedef int (*device_get_fn)(int *, int);
+typedef int (*retain_fn)(void **, int);
+typedef int (*set_current_fn)(void *);
 
 static double now_us(void) {
   struct timespec t;
@@ -34,6 +46,13 @@ static double now_us(void) {
 
 int main(int argc, char **argv) {
   int launches = argc > 1 ? atoi(argv[1]) : 100000;
+  int count = argc > 2 ? atoi(argv[2]) : 3;
+  if (launches <= 0 || count < 0 || count > MAX_PARAMS) {
+    fprintf(stderr, "usage: launch_c [launches > 0] [parameters 0..%d]\n", MAX_PARAMS);
+    return 2;
+  }
+  static char ptx[64 + MAX_PARAMS * 24];
+  empty_ptx(ptx, sizeof(ptx), count);
   wavert_device *device = NULL;
   if (wavert_device_get(kDLCUDA, 0, &device) != WAVERT_OK) {
     printf("no GPU: %s\n", wavert_last_error());
@@ -42,32 +61,44 @@ int main(int argc, char **argv) {
   wavert_module *module = NULL;
   wavert_function *function = NULL;
   void *stream = NULL;
-  if (wavert_module_load(device, ptx, sizeof(ptx), &module) != WAVERT_OK ||
+  if (wavert_module_load(device, ptx, strlen(ptx) + 1, &module) != WAVERT_OK ||
       wavert_module_get_function(module, "empty", &function) != WAVERT_OK ||
       wavert_stream_create(device, &stream) != WAVERT_OK) {
     fprintf(stderr, "setup: %s\n", wavert_last_error());
     return 1;
   }
 
-  /* The raw driver path: same device, same (primary) context, same stream. */
-  void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  /* The raw driver path: same device, same (primary) context, same stream. The primary
+   * context is made current the way the CUDA runtime (torch, CuPy) leaves it, so both loops
+   * run in the steady state: the caller's current context is the device's. */
+  const char *library = getenv("WAVERT_CUDA_LIBRARY"); /* the one libwavert opened */
+  void *cuda = dlopen(library != NULL && library[0] != '\0' ? library : "libcuda.so.1",
+                      RTLD_NOW | RTLD_LOCAL);
   launch_fn cu_launch = cuda ? (launch_fn)dlsym(cuda, "cuLaunchKernel") : NULL;
-  load_fn cu_load = cuda ? (load_fn)dlsym(cuda, "cuModuleLoadData") : NULL;
+  load_fn cu_load = cuda ? (load_fn)dlsym(cuda, "cuModuleLoadDataEx") : NULL;
   get_function_fn cu_get = cuda ? (get_function_fn)dlsym(cuda, "cuModuleGetFunction") : NULL;
   sync_fn cu_sync = cuda ? (sync_fn)dlsym(cuda, "cuCtxSynchronize") : NULL;
-  void *raw_module = NULL, *raw_function = NULL;
-  /* wavert_device_synchronize made the primary context current and restored "none", so make
-   * it current for the raw calls through a call bracket. */
-  wavert_call_state state;
-  if (cu_launch == NULL || wavert_call_begin(device, stream, &state) != WAVERT_OK ||
-      cu_load(&raw_module, ptx) != 0 || cu_get(&raw_function, raw_module, "empty") != 0) {
+  device_get_fn cu_device_get = cuda ? (device_get_fn)dlsym(cuda, "cuDeviceGet") : NULL;
+  retain_fn cu_retain = cuda ? (retain_fn)dlsym(cuda, "cuDevicePrimaryCtxRetain") : NULL;
+  set_current_fn cu_set_current = cuda ? (set_current_fn)dlsym(cuda, "cuCtxSetCurrent") : NULL;
+  int cu_device = 0;
+  void *context = NULL, *raw_module = NULL, *raw_function = NULL;
+  if (cu_launch == NULL || cu_load == NULL || cu_get == NULL || cu_sync == NULL ||
+      cu_device_get == NULL || cu_retain == NULL || cu_set_current == NULL ||
+      cu_device_get(&cu_device, 0) != 0 || cu_retain(&context, cu_device) != 0 ||
+      cu_set_current(context) != 0 || cu_load(&raw_module, ptx, 0, NULL, NULL) != 0 ||
+      cu_get(&raw_function, raw_module, "empty") != 0) {
     fprintf(stderr, "raw driver setup failed\n");
     return 1;
   }
 
-  unsigned long long a = 0, b = 0;
-  unsigned n = 0;
-  void *params[] = {&a, &b, &n};
+  static unsigned long long values[MAX_PARAMS];
+  void *params[MAX_PARAMS + 1];
+  for (int i = 0; i < count; ++i) params[i] = &values[i];
+  if (cu_launch(raw_function, 1, 1, 1, 32, 1, 1, 0, stream, params, NULL) != 0) {
+    fprintf(stderr, "raw cuLaunchKernel failed\n");
+    return 1;
+  }
   double best_raw = 1e30, best_wavert = 1e30;
   for (int round = 0; round < 5; ++round) {
     double start = now_us();
@@ -87,8 +118,7 @@ int main(int argc, char **argv) {
     if (raw < best_raw) best_raw = raw;
     if (wavert < best_wavert) best_wavert = wavert;
   }
-  wavert_call_end(&state);
-  printf("launches per round: %d (best of 5)\n", launches);
+  printf("launches per round: %d (best of 5), kernel parameters: %d\n", launches, count);
   printf("raw cuLaunchKernel:      %.3f us/launch\n", best_raw);
   printf("wavert_function_launch:  %.3f us/launch\n", best_wavert);
   printf("ratio: %.3f (target <= 1.05)\n", best_wavert / best_raw);

@@ -32,12 +32,19 @@ def _check_built() -> None:
 _check_built()
 
 from .api import CompiledModule, compile, synchronize  # noqa: E402
-from .c_export import export  # noqa: E402
 
 __all__ = ["compile", "export", "synchronize", "CompiledModule", "Error", "CompileError",
            "ArgumentError", "DeviceError", "NotBuiltError", "__version__"]
 
 logging.getLogger("pywave").addHandler(logging.NullHandler())
+
+
+def __getattr__(name: str):
+    """``pywave.export``, imported on first use (a warm start does not need its subprocess)."""
+    if name == "export":
+        from .c_export import export
+        return export
+    raise AttributeError(f"module 'pywave' has no attribute {name!r}")
 
 
 def _bind_exceptions() -> None:

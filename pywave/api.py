@@ -17,7 +17,7 @@ import time
 import weakref
 from typing import Mapping
 
-from . import cache, jit, pipeline, runtime
+from . import cache, jit, pipeline, runtime, sharedobj
 from .errors import ArgumentError, CompileError, DeviceError, Error
 from .lowering import LoweringOptions
 from .pipeline import Artifacts
@@ -200,9 +200,12 @@ class CompiledModule:
         import ctypes
 
         from . import _native
-        jit.initialise(runtime.LIBRARY)
         self._program = program
-        engine = jit.JitModule(program.object_code)
+        engine = sharedobj.load(cache.directory(), program.object_code, runtime.LIBRARY)
+        if engine is None:   # no pre-linked shared object (pywave.sharedobj): MCJIT
+            jit.initialise(runtime.LIBRARY)
+            engine = jit.JitModule(program.object_code)
+        self._engine = engine   # MCJIT or pre-linked: which one served is visible for tests
         release_kernels = ctypes.CFUNCTYPE(None)(engine.address(RELEASE_KERNELS))
         # The release holds the engine, never the module: a function outliving its module
         # keeps the code, and the module's death alone releases nothing.
@@ -286,10 +289,10 @@ class CompiledModule:
         return f"<pywave.CompiledModule functions={self.functions} target={self.target}{state}>"
 
 
-def _release(engine: jit.JitModule, release_kernels) -> None:
+def _release(engine: "jit.JitModule | sharedobj.SharedObjectModule", release_kernels) -> None:
     """The release of one module's code (run once by its ``_native.HostCode``, GIL held):
     the generated ``_pywave_release_kernels`` (releases each loaded kernel, waiting for its
-    pending work), then the JIT engine holding the host code."""
+    pending work), then the engine holding the host code (MCJIT or the pre-linked object)."""
     release_kernels()
     engine.close()
 

@@ -52,6 +52,8 @@ DEFAULT_MAX_BYTES = 1 << 30
 #: removes it. A write takes milliseconds; the margin covers slow disks and clock skew.
 STALE_TEMP_SECONDS = 600
 TEMP_PREFIX = ".tmp-"
+#: Files of the cache: entries (.pwc) and their host code pre-linked (.pwso, pywave.sharedobj).
+SUFFIXES = (".pwc", ".pwso")
 
 
 class CorruptEntry(ValueError):
@@ -326,21 +328,10 @@ def store(cache_key: str, program: Program) -> None:
     root = directory()
     if root is None:
         return
-    data = _encode(program, cache_key)
-    import tempfile
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(dir=root, prefix=TEMP_PREFIX, suffix=".pwc")
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, os.path.join(root, cache_key + ".pwc"))
-        tmp = None
-    except OSError as exc:
-        log.warning("compile cache: cannot write to %s: %s", root, exc)
+    if not write_atomic(root, cache_key + ".pwc", _encode(program, cache_key)):
         return
-    finally:
-        if tmp is not None:
-            _remove(tmp)
+    from . import sharedobj
+    sharedobj.store(root, program.object_code)   # the host code pre-linked, for warm starts
     global _writes
     with _writes_lock:
         _writes += 1
@@ -349,13 +340,34 @@ def store(cache_key: str, program: Program) -> None:
         evict(root, max_bytes())
 
 
+def write_atomic(root: str, name: str, data: bytes) -> bool:
+    """Write ``root/name`` atomically (a temporary file in ``root``, then a rename); False
+    when it fails (logged; disk full, a directory where the file goes), leaving no
+    temporary file."""
+    import tempfile
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=root, prefix=TEMP_PREFIX, suffix=os.path.splitext(name)[1])
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, os.path.join(root, name))
+        tmp = None
+        return True
+    except OSError as exc:
+        log.warning("compile cache: cannot write %s in %s: %s", name, root, exc)
+        return False
+    finally:
+        if tmp is not None:
+            _remove(tmp)
+
+
 def evict(root: str, max_bytes: int) -> None:
     """Remove the least recently used entries until the rest fit in ``max_bytes``, and
     temporaries older than STALE_TEMP_SECONDS (their writer died)."""
     entries = []
     stale = time.time() - STALE_TEMP_SECONDS
     for name in os.listdir(root):
-        if not name.endswith(".pwc"):
+        if not name.endswith(SUFFIXES):
             continue
         try:
             st = os.stat(os.path.join(root, name), follow_symlinks=False)

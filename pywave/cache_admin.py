@@ -80,13 +80,16 @@ def summary() -> Summary:
     root = cache.directory()
     if root is None:
         return Summary(None, 0, 0, max_bytes())
-    sizes = []
-    for name in _entry_files(root):
+    count = total = 0
+    for name in os.listdir(root):
+        if not name.endswith(cache.SUFFIXES) or name.startswith(TEMP_PREFIX):
+            continue
         try:
-            sizes.append(os.stat(os.path.join(root, name)).st_size)
+            total += os.stat(os.path.join(root, name)).st_size
         except OSError:
             continue
-    return Summary(root, len(sizes), sum(sizes), max_bytes())
+        count += name.endswith(ENTRY_SUFFIX)
+    return Summary(root, count, total, max_bytes())
 
 
 def clear() -> tuple[int, int]:
@@ -97,7 +100,7 @@ def clear() -> tuple[int, int]:
         return 0, 0
     removed = freed = 0
     for name in os.listdir(root):
-        if not (name.endswith(ENTRY_SUFFIX) or name.startswith(TEMP_PREFIX)):
+        if not (name.endswith(cache.SUFFIXES) or name.startswith(TEMP_PREFIX)):
             continue
         path = os.path.join(root, name)
         try:

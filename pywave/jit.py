@@ -13,10 +13,21 @@ import logging
 import struct
 import threading
 
-import llvmlite.binding as llvm
-
 from . import layout
 from .errors import CompileError
+
+
+class _LazyLLVM:
+    """``llvmlite.binding``, imported on first use (a warm start through pywave.sharedobj
+    never imports it); the first attribute read replaces this object with the module."""
+
+    def __getattr__(self, name: str):
+        import llvmlite.binding
+        globals()["llvm"] = llvmlite.binding
+        return getattr(llvmlite.binding, name)
+
+
+llvm = _LazyLLVM()
 
 log = logging.getLogger("pywave.jit")
 

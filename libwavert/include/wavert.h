@@ -304,8 +304,8 @@ WAVERT_EXPORT wavert_status wavert_function_attribute_get(wavert_function *funct
  * limit), static + dynamic shared memory within the opt-in maximum. Above 48 KiB the kernel
  * is opted in with CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (once per size increase).
  * A grid or block with a zero extent launches nothing and returns WAVERT_OK.
- * Makes the device's context current for the call and restores the caller's afterwards.
- * Thread-safe. */
+ * Makes the device's context current for the call if it is not and restores the caller's
+ * afterwards; with it current already, the launch is the only driver call. Thread-safe. */
 WAVERT_EXPORT wavert_status wavert_function_launch(wavert_function *function, int64_t gx,
                                                    int64_t gy, int64_t gz, int64_t bx, int64_t by,
                                                    int64_t bz, int64_t dynamic_shared_bytes,

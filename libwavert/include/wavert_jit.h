@@ -23,23 +23,28 @@ extern "C" {
 
 /* pywave (or a C caller of exported host code) brackets each call of compiled host code with
  * wavert_call_begin / wavert_call_end. In between, the calling thread has a current device
- * and stream that the wavert_jit_* functions use; the device's context is current.
- * `state` is caller-provided storage (opaque, WAVERT_CALL_STATE_WORDS words). */
+ * and stream that the wavert_jit_* functions use; each makes the device's context current if
+ * it is not (launches keep it so until wavert_call_end, which restores the caller's). Begin
+ * and end make no driver call: a call whose launch finds the device's context current makes
+ * one driver call, the launch. `state` is caller-provided storage (opaque,
+ * WAVERT_CALL_STATE_WORDS words). */
 #define WAVERT_CALL_STATE_WORDS 8
 typedef struct wavert_call_state {
   void *words[WAVERT_CALL_STATE_WORDS];
 } wavert_call_state;
 
-/* Make `device` current for this thread's host call (saving the previous context and call
- * in `state`); launches without an explicit stream go to `stream` (NULL = legacy default).
- * Calls nest: a begin inside a begun call saves the outer call in its own `state`, and the
- * matching end restores it. Begin and its end must run on the same thread, innermost first.
- * Errors: INVALID_ARGUMENT (NULL device or state), DRIVER when the context cannot be made
- * current. On failure nothing is begun and wavert_call_end must not be called. */
+/* Make `device` current for this thread's host call (saving the previous call in `state`);
+ * launches without an explicit stream go to `stream` (NULL = legacy default). The device's
+ * context is entered by the first operation that needs it (a driver failure to do so is that
+ * operation's error). Calls nest: a begin inside a begun call saves the outer call in its own
+ * `state`, and the matching end restores it. Begin and its end must run on the same thread,
+ * innermost first. Errors: INVALID_ARGUMENT (NULL device or state). On failure nothing is
+ * begun and wavert_call_end must not be called. */
 WAVERT_EXPORT wavert_status wavert_call_begin(wavert_device *device, void *stream,
                                               wavert_call_state *state);
 
-/* End the call begun with `state` on this thread: restore the previous context and call, and
+/* End the call begun with `state` on this thread: restore the caller's context (if the call
+ * switched it) and the previous call, and
  * return the first error raised by generated code during the call (WAVERT_OK if none; the
  * message is in wavert_last_error). INVALID_ARGUMENT for a `state` not begun or already
  * ended. */

@@ -19,6 +19,11 @@ struct wavert__backend {
   wavert_status (*init)(int32_t *out_count);
   /* Fill handle, context, attributes and chip of a new device (ordinal in dl.device_id). */
   wavert_status (*device_open)(wavert_device *device);
+  /* Non-zero when device->context is the context `enter` makes current, `enter`'s saved value
+   * is the caller's context, and `launch` with another context current fails without side
+   * effects (CUDA: a CUfunction belongs to its context). launch.c then tries a launch before
+   * entering (wavert__context_hint_current). */
+  int launch_checks_context;
   wavert_status (*enter)(wavert_device *device, void **out_saved);
   void (*leave)(wavert_device *device, void *saved);
   wavert_status (*synchronize)(wavert_device *device);

@@ -513,6 +513,7 @@ const wavert__backend wavert__cuda_backend = {
     .devices = "CUDA",
     .init = cuda_init,
     .device_open = cuda_device_open,
+    .launch_checks_context = 1,
     .enter = cuda_enter,
     .leave = cuda_leave,
     .synchronize = cuda_synchronize,

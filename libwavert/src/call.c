@@ -1,7 +1,14 @@
 /*
- * call.c — the host-call context (per thread: device, stream, first error, depth) and the
- * wavert_jit_* entry points that JIT-compiled host code calls: wavert_jit_launch and MLIR's
- * mgpu* runtime wrappers on the call's device, recording errors instead of printing them.
+ * call.c — the host-call context (per thread: device, stream, first error, depth, context
+ * lease) and the wavert_jit_* entry points that JIT-compiled host code calls:
+ * wavert_jit_launch and MLIR's mgpu* runtime wrappers on the call's device, recording errors
+ * instead of printing them.
+ *
+ * Beginning and ending a call make no driver call: launches enter the device's context only
+ * when it is not current (launch.c), keep it entered in the call's lease for the rest of the
+ * call, and wavert_call_end restores the caller's. In the steady state (the caller's current
+ * context is the device's) a host call with one launch makes exactly one driver call, the
+ * launch (tests/test_launch_floor.c).
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -16,6 +23,7 @@ typedef struct {
   void *stream;
   wavert_status status; /* first error recorded during the call */
   intptr_t depth;
+  wavert__context_lease lease; /* the context launches of this call entered, if any */
   char message[1024];
 } call_context;
 
@@ -24,8 +32,8 @@ static _Thread_local call_context current;
 /* Layout of wavert_call_state.words. */
 enum {
   STATE_MAGIC,
-  STATE_DEVICE,
-  STATE_SAVED_CONTEXT,
+  STATE_PREVIOUS_LEASE_DEVICE,
+  STATE_PREVIOUS_LEASE_SAVED,
   STATE_PREVIOUS_DEVICE,
   STATE_PREVIOUS_STREAM,
   STATE_PREVIOUS_STATUS,
@@ -37,19 +45,17 @@ static const char state_magic = 0; /* its address marks a state begun and not ye
 wavert_status wavert_call_begin(wavert_device *device, void *stream, wavert_call_state *state) {
   if (device == NULL || state == NULL)
     return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT, "wavert_call_begin: device or state is NULL");
-  state->words[STATE_MAGIC] = NULL;
-  void *saved = NULL;
-  wavert_status status = wavert__enter(device, &saved);
-  if (status != WAVERT_OK) return status;
   state->words[STATE_MAGIC] = (void *)&state_magic;
-  state->words[STATE_DEVICE] = device;
-  state->words[STATE_SAVED_CONTEXT] = saved;
+  state->words[STATE_PREVIOUS_LEASE_DEVICE] = current.lease.device;
+  state->words[STATE_PREVIOUS_LEASE_SAVED] = current.lease.saved;
   state->words[STATE_PREVIOUS_DEVICE] = current.device;
   state->words[STATE_PREVIOUS_STREAM] = current.stream;
   state->words[STATE_PREVIOUS_STATUS] = (void *)(intptr_t)current.status;
   current.device = device;
   current.stream = stream;
   current.status = WAVERT_OK;
+  current.lease.device = NULL;
+  current.lease.saved = NULL;
   current.depth += 1;
   return WAVERT_OK;
 }
@@ -59,8 +65,10 @@ wavert_status wavert_call_end(wavert_call_state *state) {
     return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
                          "wavert_call_end without a matching wavert_call_begin");
   wavert_status status = current.status;
-  wavert__leave(state->words[STATE_DEVICE], state->words[STATE_SAVED_CONTEXT]);
+  wavert__context_lease_end(&current.lease);
   state->words[STATE_MAGIC] = NULL;
+  current.lease.device = state->words[STATE_PREVIOUS_LEASE_DEVICE];
+  current.lease.saved = state->words[STATE_PREVIOUS_LEASE_SAVED];
   current.device = state->words[STATE_PREVIOUS_DEVICE];
   current.stream = state->words[STATE_PREVIOUS_STREAM];
   current.status = (wavert_status)(intptr_t)state->words[STATE_PREVIOUS_STATUS];
@@ -121,8 +129,9 @@ int32_t wavert_jit_launch(wavert_kernel **slot, const void *image, int64_t image
   wavert_function *function = NULL;
   wavert_status status = wavert_kernel_get_function(kernel, current.device, &function);
   if (status == WAVERT_OK)
-    status = wavert_function_launch(function, gx, gy, gz, bx, by, bz, dynamic_shared_bytes,
-                                    call_stream(stream), params);
+    status = wavert__function_launch_leased(function, NULL, gx, gy, gz, bx, by, bz,
+                                            dynamic_shared_bytes, call_stream(stream), params,
+                                            &current.lease);
   return record(status);
 }
 
@@ -273,3 +282,5 @@ wavert_device *wavert__call_current(void **out_stream) {
 }
 
 wavert_status wavert__call_record(wavert_status status) { return record(status); }
+
+wavert__context_lease *wavert__call_lease(void) { return current.depth > 0 ? &current.lease : NULL; }

@@ -87,6 +87,36 @@ wavert_status wavert__check_elements(const char *function, const void *ptr,
 wavert_status wavert__enter(wavert_device *device, void **out_saved);
 void wavert__leave(wavert_device *device, void *saved);
 
+/* Whether a launch on `device` may be tried before entering its context: the backend's launch
+ * checks the current context itself (backend.h, launch_checks_context) and the context this
+ * thread last entered or restored through wavert__enter / wavert__leave is `device`'s. A hint
+ * only: the caller (torch, CuPy, the user) may have switched the context since, which the
+ * launch then reports and launch.c handles by entering. */
+int wavert__context_hint_current(const wavert_device *device);
+
+/* A device context entered for a run of launches (launch.c): `device` is NULL until a launch
+ * enters one; `saved` is the caller's context, restored by wavert__context_lease_end (which
+ * empties the lease; a no-op on an empty one). A host call keeps one for its duration. */
+typedef struct wavert__context_lease {
+  wavert_device *device;
+  void *saved;
+} wavert__context_lease;
+void wavert__context_lease_end(wavert__context_lease *lease);
+
+/* wavert_function_launch (same validation, opt-in and errors) with the context handled
+ * through `lease`: a lease holding `function`'s device launches at once; otherwise the launch
+ * is tried first when wavert__context_hint_current says so, and on a miss or a failure the
+ * context is entered into the lease (the launch retried only if entering switched the
+ * context). The caller ends the lease. `cluster` as in wavert__function_launch_cluster. */
+wavert_status wavert__function_launch_leased(wavert_function *function, const uint32_t *cluster,
+                                             int64_t gx, int64_t gy, int64_t gz, int64_t bx,
+                                             int64_t by, int64_t bz,
+                                             int64_t dynamic_shared_bytes, void *stream,
+                                             void **params, wavert__context_lease *lease);
+
+/* The calling thread's current host call's lease, or NULL outside a host call (call.c). */
+wavert__context_lease *wavert__call_lease(void);
+
 /* Streams and events from the device's pool (created when empty) and back into it (destroyed
  * when full). The device's context must be current. */
 wavert_status wavert__stream_acquire(wavert_device *device, void **out_stream);

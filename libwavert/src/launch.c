@@ -1,7 +1,10 @@
 /*
  * launch.c — wavert_function_launch: validation against the cached device and kernel limits,
  * the dynamic shared memory opt-in, and the driver launch. The hot path takes no lock and
- * queries nothing: one context check, the launch, and the context restore if one was needed.
+ * queries nothing: when this thread's context hint says the device's context is current and
+ * the backend's launch checks the context itself (backend.h), the launch is the only driver
+ * call; otherwise, or when that launch fails, the context is entered (and the launch retried
+ * if entering switched it), kept in a lease until the caller ends it.
  */
 #include "backend.h"
 #include "mgpu_internal.h"
@@ -23,11 +26,38 @@ static wavert_status opt_in_shared(wavert_function *function, int64_t bytes) {
   return status;
 }
 
+/* The launch with the device's context current: the shared memory opt-in if needed, then the
+ * plain or cluster launch. */
+static wavert_status launch_entered(wavert_function *function, const uint32_t *cluster,
+                                    const uint32_t grid[3], const uint32_t block[3],
+                                    int64_t dynamic_shared_bytes, int opt_in, void *stream,
+                                    void **params) {
+  const wavert__backend *backend = function->device->backend;
+  wavert_status status = opt_in ? opt_in_shared(function, dynamic_shared_bytes) : WAVERT_OK;
+  if (status != WAVERT_OK) return status;
+  if (cluster != NULL)
+    return backend->launch_cluster(function->handle, cluster, grid, block,
+                                   (uint32_t)dynamic_shared_bytes, stream, params);
+  return backend->launch(function->handle, grid, block, (uint32_t)dynamic_shared_bytes, stream,
+                         params);
+}
+
+void wavert__context_lease_end(wavert__context_lease *lease) {
+  if (lease->device == NULL) return;
+  wavert__leave(lease->device, lease->saved);
+  lease->device = NULL;
+  lease->saved = NULL;
+}
+
 wavert_status wavert_function_launch(wavert_function *function, int64_t gx, int64_t gy,
                                      int64_t gz, int64_t bx, int64_t by, int64_t bz,
                                      int64_t dynamic_shared_bytes, void *stream, void **params) {
-  return wavert__function_launch_cluster(function, NULL, gx, gy, gz, bx, by, bz,
-                                         dynamic_shared_bytes, stream, params);
+  wavert__context_lease lease = {NULL, NULL};
+  wavert_status status = wavert__function_launch_leased(function, NULL, gx, gy, gz, bx, by, bz,
+                                                        dynamic_shared_bytes, stream, params,
+                                                        &lease);
+  wavert__context_lease_end(&lease);
+  return status;
 }
 
 wavert_status wavert__function_launch_cluster(wavert_function *function, const uint32_t *cluster,
@@ -35,6 +65,21 @@ wavert_status wavert__function_launch_cluster(wavert_function *function, const u
                                               int64_t by, int64_t bz,
                                               int64_t dynamic_shared_bytes, void *stream,
                                               void **params) {
+  /* Inside a host call, the call's lease (ended by wavert_call_end); else one for this launch. */
+  wavert__context_lease *call_lease = wavert__call_lease();
+  wavert__context_lease lease = {NULL, NULL};
+  wavert_status status = wavert__function_launch_leased(
+      function, cluster, gx, gy, gz, bx, by, bz, dynamic_shared_bytes, stream, params,
+      call_lease != NULL ? call_lease : &lease);
+  wavert__context_lease_end(&lease);
+  return status;
+}
+
+wavert_status wavert__function_launch_leased(wavert_function *function, const uint32_t *cluster,
+                                             int64_t gx, int64_t gy, int64_t gz, int64_t bx,
+                                             int64_t by, int64_t bz,
+                                             int64_t dynamic_shared_bytes, void *stream,
+                                             void **params, wavert__context_lease *lease) {
   if (function == NULL)
     return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT, "wavert_function_launch: function is NULL");
   const int64_t extents[6] = {gx, gy, gz, bx, by, bz};
@@ -104,16 +149,24 @@ wavert_status wavert__function_launch_cluster(wavert_function *function, const u
    * the narrowing below (and the backends' int opt-in) keeps their values. */
   const uint32_t grid[3] = {(uint32_t)gx, (uint32_t)gy, (uint32_t)gz};
   const uint32_t block[3] = {(uint32_t)bx, (uint32_t)by, (uint32_t)bz};
+  if (lease->device == device)
+    return launch_entered(function, cluster, grid, block, dynamic_shared_bytes, opt_in, stream,
+                          params);
+  wavert__context_lease_end(lease); /* another device's context: restore the caller's first */
+  wavert_status tried = WAVERT_OK;
+  if (cluster == NULL && !opt_in && wavert__context_hint_current(device)) {
+    tried = device->backend->launch(function->handle, grid, block,
+                                    (uint32_t)dynamic_shared_bytes, stream, params);
+    if (tried == WAVERT_OK) return WAVERT_OK;
+  }
   void *saved = NULL;
   wavert_status status = wavert__enter(device, &saved);
   if (status != WAVERT_OK) return status;
-  if (opt_in) status = opt_in_shared(function, dynamic_shared_bytes);
-  if (status == WAVERT_OK && cluster != NULL)
-    status = device->backend->launch_cluster(function->handle, cluster, grid, block,
-                                             (uint32_t)dynamic_shared_bytes, stream, params);
-  else if (status == WAVERT_OK)
-    status = device->backend->launch(function->handle, grid, block, (uint32_t)dynamic_shared_bytes,
-                                     stream, params);
-  wavert__leave(device, saved);
-  return status;
+  lease->device = device;
+  lease->saved = saved;
+  /* The context was current all along: the failure was the launch's own, and its message is
+   * still this thread's last error (entering reports nothing on success). */
+  if (tried != WAVERT_OK && saved == device->context) return tried;
+  return launch_entered(function, cluster, grid, block, dynamic_shared_bytes, opt_in, stream,
+                        params);
 }

@@ -35,9 +35,11 @@ static void test_launches(void) {
   wavert_call_state state;
   fake_cuda_reset();
   CHECK_OK(wavert_call_begin(device, caller_stream, &state));
-  CHECK(fake_cuda_current_context() == fake_cuda_primary_context(0));
+  CHECK(fake_cuda_current_context() == NULL); /* entered by the first launch, not by begin */
   CHECK(!wavert_jit_failed());
   CHECK(launch(&slot, "scale", 1, NULL) == WAVERT_OK);
+  CHECK(fake_cuda_current_context() == fake_cuda_primary_context(0));
+  CHECK(fake_cuda_launch_at(0)->context == fake_cuda_primary_context(0));
   wavert_kernel *first = slot;
   CHECK(first != NULL);
   void *explicit_stream = (void *)(uintptr_t)0x5200;
@@ -84,7 +86,7 @@ static void test_nested_calls(void) {
   CHECK(fake_cuda_launch_at(0)->context == fake_cuda_primary_context(1));
   CHECK(launch(&slot, "scale", -1, NULL) == WAVERT_ERROR_INVALID_ARGUMENT);
   CHECK_STATUS(wavert_call_end(&inner), WAVERT_ERROR_INVALID_ARGUMENT);
-  CHECK(fake_cuda_current_context() == fake_cuda_primary_context(0));
+  CHECK(fake_cuda_current_context() == NULL); /* the outer call has not entered its device */
   CHECK(!wavert_jit_failed()); /* the outer call's record is its own */
   CHECK(launch(&slot, "scale", 1, NULL) == WAVERT_OK);
   CHECK(fake_cuda_launch_at(1)->context == fake_cuda_primary_context(0));

@@ -1,0 +1,295 @@
+"""One report of pywave's benchmarks: a Markdown table per benchmark plus PNG plots.
+
+    python3 bench/report.py OUT_DIR [--quick] [--cpu-only] [--target sm_90]
+
+Runs what this machine can run and writes OUT_DIR/report.md, OUT_DIR/results.json and, when
+matplotlib is installed, OUT_DIR/*.png (otherwise the report says the plots were skipped):
+
+- with torch and an NVIDIA GPU: launch overhead against the peers (bench/launch.py), the
+  argument-count curve, bandwidth against torch.add (bench/bandwidth.py), and the fresh-process
+  compile + first launch of the vector add with a cold and a warm cache for pywave, Triton and
+  CuPy RawKernel (seconds above a process that only imports the framework and makes a
+  tensor);
+- always: pywave's fresh-process compile with a cold and a warm cache for --target, no GPU
+  needed (bench/compile.py).
+
+--quick runs fewer calls and processes (a smoke run; the numbers are noisier); --cpu-only
+skips the GPU benchmarks on a machine that has a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import logging
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import compile as compile_bench  # noqa: E402  (bench/compile.py)
+import launch as launch_bench    # noqa: E402  (bench/launch.py)
+
+import pywave  # noqa: E402
+
+LOG = logging.getLogger("bench.report")
+VECTOR_ADD = os.path.abspath(os.path.join(HERE, "..", "examples", "vector_add.mlir"))
+
+
+def gpu_torch():
+    """torch when it sees a CUDA GPU, else None."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch if torch.cuda.is_available() else None
+
+
+# ---- fresh-process compile + first launch against peers (GPU) -------------------------------
+
+#: Per launcher: (cache variable, script of the baseline process, script of the measured one).
+#: The measured script compiles the vector add and launches it once on 1024 elements.
+PEER_SCRIPTS = {
+    "pywave": ("PYWAVE_CACHE_DIR", "import torch; torch.ones(1, device='cuda')", """
+        import torch, pywave
+        a = torch.ones(1024, device='cuda'); c = torch.empty_like(a)
+        mod = pywave.compile(open({path!r}).read())
+        mod(a, a, c); torch.cuda.synchronize(); assert c[0].item() == 2
+        """),
+    "triton": ("TRITON_CACHE_DIR", "import torch; torch.ones(1, device='cuda')", """
+        import torch, triton, triton.language as tl
+        @triton.jit
+        def add(x, y, z, n, BLOCK: tl.constexpr):
+            i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            m = i < n
+            tl.store(z + i, tl.load(x + i, mask=m) + tl.load(y + i, mask=m), mask=m)
+        a = torch.ones(1024, device='cuda'); c = torch.empty_like(a)
+        add[(4,)](a, a, c, 1024, BLOCK=256); torch.cuda.synchronize(); assert c[0].item() == 2
+        """),
+    "cupy RawKernel": ("CUPY_CACHE_DIR", "import cupy; cupy.ones(1)", """
+        import cupy
+        k = cupy.RawKernel(r'''extern "C" __global__ void add(const float* a, const float* b,
+            float* c, int n) {{ int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) c[i] = a[i] + b[i]; }}''', 'add')
+        a = cupy.ones(1024, dtype=cupy.float32); c = cupy.empty_like(a)
+        k((4,), (256,), (a, a, c, cupy.int32(1024))); cupy.cuda.Device().synchronize()
+        assert float(c[0]) == 2
+        """),
+}
+
+
+def _wall(script: str, env: dict[str, str], cwd: str) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", script], env=env, cwd=cwd, check=True)
+    return time.perf_counter() - start
+
+
+def peer_compile(runs: int) -> dict[str, dict[str, float]]:
+    """{launcher: {"cold": s, "warm": s}}: median wall time of a fresh process that compiles
+    and first launches the vector add, minus the median of its baseline process; launchers
+    that are not installed are left out."""
+    out: dict[str, dict[str, float]] = {}
+    root = tempfile.mkdtemp(prefix="pywave-report-")
+    try:
+        for name, (variable, baseline, body) in PEER_SCRIPTS.items():
+            script = textwrap.dedent(body).format(path=VECTOR_ADD)
+            env = {k: v for k, v in os.environ.items() if k != variable}
+            try:
+                warm_dir = os.path.join(root, name.replace(" ", "_") + "-warm")
+                _wall(script, dict(env, **{variable: warm_dir}), root)   # fills the warm cache
+            except subprocess.CalledProcessError:
+                LOG.warning("%s: the compile-and-launch script failed (not installed?)", name)
+                continue
+            base, cold, warm = [], [], []
+            for i in range(runs):   # interleaved, so that drifting noise hits all three alike
+                base.append(_wall(baseline, env, root))
+                cold_dir = os.path.join(root, f"{name.replace(' ', '_')}-cold{i}")
+                cold.append(_wall(script, dict(env, **{variable: cold_dir}), root))
+                warm.append(_wall(script, dict(env, **{variable: warm_dir}), root))
+            b = statistics.median(base)
+            out[name] = {"cold": statistics.median(cold) - b, "warm": statistics.median(warm) - b}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return out
+
+
+# ---- collection -------------------------------------------------------------------------------
+
+def collect(quick: bool, target: str, cpu_only: bool = False) -> dict:
+    """Every benchmark this machine can run (no GPU one with ``cpu_only``), as plain data
+    (results.json)."""
+    calls, reps, runs = (2000, 3, 3) if quick else (20000, 7, 7)
+    torch = None if cpu_only else gpu_torch()
+    results: dict = {
+        "date": datetime.date.today().isoformat(),
+        "pywave": pywave.__version__,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "gpu": torch.cuda.get_device_name(0) if torch else None,
+    }
+    if torch is not None:
+        import bandwidth
+        LOG.info("launch overhead against peers ...")
+        rows = launch_bench.peer_rows(calls, reps)
+        results["launch"] = {k: {"min": lo, "median": med} for k, (lo, med) in rows.items()}
+        results["launch_ratios"] = [{"ratio": label, "value": value, "target": tgt}
+                                    for label, value, tgt in launch_bench.peer_ratios(rows)]
+        LOG.info("argument-count curve ...")
+        curve = launch_bench.arg_curve(calls, reps)
+        results["arg_curve"] = {str(n): row for n, row in curve.items()}
+        LOG.info("bandwidth ...")
+        results["bandwidth"] = bandwidth.measure_bandwidth(26 if quick else 28, 5 if quick else 20)
+        LOG.info("fresh-process compile and first launch against peers ...")
+        results["peer_compile"] = peer_compile(runs)
+    else:
+        LOG.info("%s: launch, argument-count, bandwidth and peer compile benchmarks skipped",
+                 "--cpu-only" if cpu_only else "no GPU (or no torch)")
+    LOG.info("fresh-process compile for %s (no GPU needed) ...", target)
+    walls = compile_bench.fresh_process(VECTOR_ADD, target, runs)
+    results["compile"] = {"target": target,
+                          "runs": {k: {"min": lo, "median": med} for k, (lo, med) in walls.items()}}
+    return results
+
+
+# ---- Markdown -------------------------------------------------------------------------------
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return (["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+            + ["| " + " | ".join(r) + " |" for r in rows] + [""])
+
+
+def markdown(results: dict, plots: list[str], plot_note: str) -> str:
+    """The report's text."""
+    lines = [f"# pywave benchmarks, {results['date']}", "",
+             f"pywave {results['pywave']}, Python {results['python']}, {results['cpus']} CPUs, "
+             f"GPU: {results['gpu'] or 'none'}.", ""]
+    if "launch" in results:
+        lines += ["## Launch overhead (µs per call)", ""]
+        lines += _table(["launcher", "min", "median"],
+                        [[k, f"{v['min']:.3f}", f"{v['median']:.3f}"]
+                         for k, v in results["launch"].items()])
+        lines += _table(["ratio", "value", "target"],
+                        [[r["ratio"], f"{r['value']:.2f}", r["target"] or "-"]
+                         for r in results["launch_ratios"]])
+    if "arg_curve" in results:
+        lines += ["## Argument-count curve (min µs per call)", ""]
+        columns = launch_bench.CURVE_COLUMNS
+        ratio_names = tuple(launch_bench.CURVE_RATIOS)
+        rows = []
+        for n, row in results["arg_curve"].items():
+            ratios = launch_bench.curve_ratios(row)
+            rows.append([n] + [f"{row[c]:.3f}" if c in row else "-" for c in columns]
+                        + [f"{ratios[r]:.2f}" if r in ratios else "-" for r in ratio_names])
+        lines += _table(["tensors", *columns, *ratio_names], rows)
+    if "bandwidth" in results:
+        bw = results["bandwidth"]
+        ref = bw["torch.add(out=)"]
+        lines += ["## Bandwidth, vector add (GB/s)", ""]
+        lines += _table(["kernel", "GB/s", "ratio to torch"],
+                        [[k, f"{v:.1f}", f"{v / ref:.3f}"] for k, v in bw.items()])
+    if "peer_compile" in results:
+        lines += ["## Fresh process: compile + first launch of the vector add (s above the "
+                  "baseline process)", ""]
+        lines += _table(["launcher", "cold cache", "warm cache"],
+                        [[k, f"{v['cold']:.3f}", f"{v['warm']:.3f}"]
+                         for k, v in results["peer_compile"].items()])
+    comp = results["compile"]
+    runs = comp["runs"]
+    cold, warm = runs["cold cache"]["median"], runs["warm cache (disk hit)"]["median"]
+    lines += [f"## Fresh process: pywave compile for {comp['target']}, no GPU (ms)", ""]
+    lines += _table(["process", "min", "median"],
+                    [[k, f"{1e3 * v['min']:.1f}", f"{1e3 * v['median']:.1f}"]
+                     for k, v in runs.items()])
+    lines += [f"Warm / cold: {100 * warm / cold:.1f}% (median; target <= 15%).", ""]
+    lines += ["## Plots", ""]
+    lines += [f"![{p}]({p})" for p in plots] if plots else [plot_note]
+    return "\n".join(lines) + "\n"
+
+
+# ---- plots ----------------------------------------------------------------------------------
+
+def plot(results: dict, out_dir: str) -> tuple[list[str], str]:
+    """PNG files written into ``out_dir`` (names), and a note when none could be."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return [], "Plots skipped: matplotlib is not installed (pip install matplotlib)."
+    written = []
+
+    def bars(name: str, title: str, unit: str, data: dict[str, float]) -> None:
+        fig, ax = plt.subplots(figsize=(8, 0.45 * len(data) + 1.5))
+        ax.barh(list(data), list(data.values()))
+        ax.set_xlabel(unit)
+        ax.set_title(title)
+        ax.invert_yaxis()
+        fig.tight_layout()
+        fig.savefig(os.path.join(out_dir, name), dpi=120)
+        plt.close(fig)
+        written.append(name)
+
+    if "launch" in results:
+        bars("launch.png", "Launch overhead (min)", "µs per call",
+             {k: v["min"] for k, v in results["launch"].items()})
+    if "arg_curve" in results:
+        fig, ax = plt.subplots(figsize=(8, 5))
+        counts = [int(n) for n in results["arg_curve"]]
+        for column in launch_bench.CURVE_COLUMNS:
+            points = [(int(n), row[column]) for n, row in results["arg_curve"].items()
+                      if column in row]
+            if points:
+                ax.plot(*zip(*points), marker="o", label=column)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(counts, [str(n) for n in counts])
+        ax.set_xlabel("tensor arguments")
+        ax.set_ylabel("µs per call (min)")
+        ax.set_title("Argument-count curve")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(os.path.join(out_dir, "arg_curve.png"), dpi=120)
+        plt.close(fig)
+        written.append("arg_curve.png")
+    if "bandwidth" in results:
+        bars("bandwidth.png", "Vector add bandwidth", "GB/s", results["bandwidth"])
+    compile_bars = {f"pywave {k} ({results['compile']['target']}, no GPU)": v["median"]
+                    for k, v in results["compile"]["runs"].items()}
+    for name, v in results.get("peer_compile", {}).items():
+        compile_bars[f"{name} cold (+launch)"] = v["cold"]
+        compile_bars[f"{name} warm (+launch)"] = v["warm"]
+    bars("compile.png", "Fresh process: compile (cold / warm cache)", "seconds", compile_bars)
+    return written, ""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_dir", help="folder for report.md, results.json and the plots")
+    parser.add_argument("--quick", action="store_true", help="fewer calls and processes")
+    parser.add_argument("--cpu-only", action="store_true", help="skip the GPU benchmarks")
+    parser.add_argument("--target", default="sm_90", help="chip of the no-GPU compile bench")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    os.makedirs(args.out_dir, exist_ok=True)
+    results = collect(args.quick, args.target, args.cpu_only)
+    with open(os.path.join(args.out_dir, "results.json"), "w", encoding="utf-8") as fh:
+        json.dump(results, fh, indent=1)
+    plots, note = plot(results, args.out_dir)
+    if note:
+        LOG.info("%s", note)
+    report = os.path.join(args.out_dir, "report.md")
+    with open(report, "w", encoding="utf-8") as fh:
+        fh.write(markdown(results, plots, note))
+    LOG.info("wrote %s", report)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""The benchmark scripts' parts that need no GPU: bench/launch.py's dry run (every module
+compiles for sm_90 with the expected kernel parameters), its curve table and ratios,
+bench/report.py's Markdown and plots from given results, and report.py end to end with
+--cpu-only (the compile benchmark only)."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+RESULTS = {
+    "date": "2026-01-01", "pywave": "0.1.0", "python": "3.11", "cpus": 16, "gpu": "H200",
+    "launch": {"pywave add (torch)": {"min": 4.0, "median": 4.3},
+               "raw cuLaunchKernel (C)": {"min": 3.2, "median": 3.2},
+               "pywave add (cupy)": {"min": 4.5, "median": 4.6},
+               "cupy RawKernel": {"min": 5.0, "median": 5.5}},
+    "arg_curve": {"1": {"C floor n": 3.0, "C floor 5n": 3.0, "pywave (torch)": 3.6},
+                  "64": {"C floor n": 3.2, "C floor 5n": 4.0, "cupy RawKernel": 12.0,
+                         "pywave (torch)": 9.0, "pywave (cupy)": 15.0}},
+    "bandwidth": {"torch.add(out=)": 3000.0, "pywave vector_add.mlir": 2700.0},
+    "peer_compile": {"pywave": {"cold": 0.7, "warm": 0.1}},
+    "compile": {"target": "sm_90",
+                "runs": {"python -c pass": {"min": 0.01, "median": 0.01},
+                         "cold cache": {"min": 0.4, "median": 0.5},
+                         "warm cache (disk hit)": {"min": 0.05, "median": 0.06}}},
+}
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    """bench/ importable: bench("launch") -> bench/launch.py as a module."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    return importlib.import_module
+
+
+def test_launch_dry_run(tmp_path):
+    done = subprocess.run([sys.executable, str(BENCH / "launch.py"), "--dry-run",
+                           "--arg-counts", "1,4,64"], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    for n in (1, 4, 64):
+        assert f"args{n}: {5 * n} kernel parameters" in done.stderr
+    assert "launch_c: NOT BUILT" not in done.stderr
+
+
+def test_launch_rejects_bad_counts(tmp_path):
+    done = subprocess.run([sys.executable, str(BENCH / "launch.py"), "--arg-counts", "0,4"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert done.returncode == 2 and "each count must be in 1..100" in done.stderr
+
+
+def test_args_module_and_rawkernel_source(bench):
+    launch = bench("launch")
+    text = launch.args_module((3,))
+    assert "gpu.func @args3(%a0: memref<?xf32>, %a1: memref<?xf32>, %a2: memref<?xf32>)" in text
+    assert "memref.store %s3, %a0[%c0]" in text
+    assert launch.cupy_args_source(2) == ('extern "C" __global__ void args2(float* a0, '
+                                          'float* a1) { a0[0] = 1.0f + a0[0] + a1[0]; }')
+
+
+def test_curve_table_and_ratios(bench):
+    launch = bench("launch")
+    curve = {int(n): row for n, row in RESULTS["arg_curve"].items()}
+    assert launch.curve_ratios(curve[64]) == pytest.approx(
+        {"torch / floor 5n": 9.0 / 4.0, "torch / RawKernel": 0.75, "cupy / RawKernel": 1.25,
+         "RawKernel / floor n": 12.0 / 3.2})
+    assert launch.curve_ratios(curve[1]) == pytest.approx({"torch / floor 5n": 1.2})
+    lines = launch.curve_table(curve)
+    assert len(lines) == 3 and lines[1].split()[0] == "1" and lines[2].split()[0] == "64"
+    assert lines[1].split()[4] == "3.600" and lines[2].split()[6] == "2.25"
+    rows = {k: (v["min"], v["median"]) for k, v in RESULTS["launch"].items()}
+    ratios = {label: (value, target) for label, value, target in launch.peer_ratios(rows)}
+    assert ratios["pywave(torch) / C floor"] == (pytest.approx(1.25), "<= 1.15")
+    assert ratios["pywave(cupy) / cupy RawKernel"] == (pytest.approx(0.9), "<= 0.90")
+    assert "pywave empty / C floor (0 params)" not in ratios   # its rows are missing
+
+
+def test_report_markdown(bench):
+    report = bench("report")
+    results = dict(RESULTS)
+    launch = bench("launch")
+    rows = {k: (v["min"], v["median"]) for k, v in results["launch"].items()}
+    results["launch_ratios"] = [{"ratio": a, "value": b, "target": c}
+                                for a, b, c in launch.peer_ratios(rows)]
+    text = report.markdown(results, [], "Plots skipped: matplotlib is not installed.")
+    assert text.startswith("# pywave benchmarks, 2026-01-01\n")
+    assert "| pywave(torch) / C floor | 1.25 | <= 1.15 |" in text
+    assert "| 64 | 3.200 | 4.000 | 12.000 | 9.000 | 15.000 | 2.25 | 0.75 | 1.25 | 3.75 |" in text
+    assert "| pywave vector_add.mlir | 2700.0 | 0.900 |" in text
+    assert "| pywave | 0.700 | 0.100 |" in text
+    assert "Warm / cold: 12.0% (median; target <= 15%)." in text
+    assert text.rstrip().endswith("Plots skipped: matplotlib is not installed.")
+
+
+def test_report_plots(bench, tmp_path):
+    pytest.importorskip("matplotlib")
+    report = bench("report")
+    written, note = report.plot(RESULTS, str(tmp_path))
+    assert note == ""
+    assert written == ["launch.png", "arg_curve.png", "bandwidth.png", "compile.png"]
+    for name in written:
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_without_gpu(tmp_path):
+    pytest.importorskip("pywave._native")
+    out = tmp_path / "report"
+    done = subprocess.run([sys.executable, str(BENCH / "report.py"), str(out), "--quick",
+                           "--cpu-only"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr
+    text = (out / "report.md").read_text()
+    assert "## Fresh process: pywave compile for sm_90, no GPU (ms)" in text
+    assert "| warm cache (disk hit) |" in text and "Warm / cold:" in text
+    assert (out / "results.json").exists()
