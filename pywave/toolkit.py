@@ -43,7 +43,7 @@ def _wheel_roots() -> list[tuple[str, str]]:
     the wheel folders on ``sys.path``."""
     out = []
     try:
-        from cuda import pathfinder
+        import cuda.pathfinder as pathfinder
     except ImportError:
         pathfinder = None
     if pathfinder is not None:

@@ -121,3 +121,19 @@ def isolated_build():
         return proc.stdout.strip()
 
     return _build
+
+
+@pytest.fixture(autouse=True)
+def _current_device_unchanged():
+    """Every test leaves torch's current CUDA device as it found it: a pywave call must never
+    change the caller's current device (README: Streams, devices, threads). Checked only where
+    torch has already initialised CUDA in this process."""
+    torch = sys.modules.get("torch")
+    before = torch.cuda.current_device() \
+        if torch is not None and torch.cuda.is_initialized() else None
+    yield
+    if before is not None:
+        after = torch.cuda.current_device()
+        if after != before:
+            torch.cuda.set_device(before)   # keep the tests after this one independent
+            pytest.fail(f"the test left torch's current device at {after} (was {before})")
