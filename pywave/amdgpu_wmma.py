@@ -150,14 +150,14 @@ def lower_wmma(root: ir.Operation, chip: str) -> int:
         return 0
     first = mma[0]
     if chip not in WMMA_CHIPS:
-        raise CompileError(f"{first.name}{_where(first)} needs WMMA, which {chip} does not "
-                           f"have in the form pywave lowers: WMMA lowers for {WMMA_CHIPS_TEXT}")
+        raise CompileError(f"{first.name}{_where(first)} cannot be lowered for {chip}: pywave "
+                           f"lowers gpu.subgroup_mma_* to the WMMA of {WMMA_CHIPS_TEXT}")
     for op in mma:
         if op.name in UNSUPPORTED_OPS:
             raise CompileError(f"{op.name}{_where(op)}: the per-thread layout of WMMA fragments "
                                "is not exposed; pywave's gfx11 WMMA lowering supports "
                                f"{', '.join(MMA_OPS)}")
-    with root.context:
+    with root.context, root.location:
         rewriter = _Rewriter()
         for block in blocks:
             rewriter.convert_block_arguments(block)
