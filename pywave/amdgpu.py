@@ -3,7 +3,8 @@
 MLIR's Python build has no AMDGPU backend, so ``gpu-module-to-binary`` cannot serialise ROCDL
 modules. This stage does what it would do, with the tools at hand:
 
-1. ``convert-gpu-to-rocdl`` on each ROCDL ``gpu.module`` (64-bit index, the chip's chipset);
+1. ``gpu.subgroup_mma_*`` ops become gfx11 WMMA (:mod:`pywave.amdgpu_wmma`), then
+   ``convert-gpu-to-rocdl`` runs on each ROCDL ``gpu.module`` (64-bit index, the chip's chipset);
 2. the module body, copied into a builtin module, is translated to LLVM IR;
 3. llvmlite (LLVM 22, AMDGPU target) parses it, links the ROCm device libraries (ocml, ockl)
    when the kernels call ``__ocml_*``/``__ockl_*``, defines the ``__oclc_*`` control
@@ -31,6 +32,7 @@ from mlir import ir, passmanager
 from mlir.dialects import gpu
 from mlir.dialects import llvm as mlir_llvm
 
+from .amdgpu_wmma import lower_wmma
 from .errors import CompileError
 from .mlirutil import diagnostic_error, sym_name
 from .program import Binary
@@ -85,6 +87,7 @@ def lower_rocdl(module: ir.Module, *, fmt: str = "auto", opt_level: int = 3,
         name = sym_name(gmod)
         isa_version(target.chip)
         target_attr = ir.ArrayAttr(gmod.attributes["targets"])[0]
+        lower_wmma(gmod, target.chip)
         try:
             passmanager.PassManager.parse(ROCDL_PIPELINE.format(chip=target.chip),
                                           module.context).run(gmod)
@@ -280,6 +283,18 @@ def compile_llvm_ir(llvm_ir: str, chip: str, kernels: list[str], *, opt_level: i
 def compile_object(llvm_ir: str, chip: str, kernels: list[str], *, opt_level: int = 3,
                    what: str = "the kernels") -> bytes:
     """Relocatable AMDGPU object for ``chip`` (device libraries linked, optimised)."""
+    return _codegen(llvm_ir, chip, kernels, opt_level=opt_level, what=what, assembly=False)
+
+
+def kernel_assembly(llvm_ir: str, chip: str, kernels: list[str], *, opt_level: int = 3,
+                    what: str = "the kernels") -> str:
+    """The AMDGPU assembly (text) of what :func:`compile_object` emits for the same input:
+    the instructions a kernel runs, for inspection and tests."""
+    return _codegen(llvm_ir, chip, kernels, opt_level=opt_level, what=what, assembly=True)
+
+
+def _codegen(llvm_ir: str, chip: str, kernels: list[str], *, opt_level: int, what: str,
+             assembly: bool) -> bytes | str:
     llvm = _initialise()
     tm = target_machine(chip, opt_level)
     try:
@@ -323,7 +338,7 @@ def compile_object(llvm_ir: str, chip: str, kernels: list[str], *, opt_level: in
     pb.getModulePassManager().run(module, pb)
     module = _without_comment_asm(llvm, module, what)
     try:
-        return tm.emit_object(module)
+        return tm.emit_assembly(module) if assembly else tm.emit_object(module)
     except RuntimeError as exc:
         raise CompileError(f"AMDGPU code generation for {chip} failed on {what}: {exc}") from None
 
