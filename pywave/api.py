@@ -214,7 +214,7 @@ class CompiledModule:
         self._functions = {
             sig.name: _native.HostFunction(engine.address(PACKED_PREFIX + sig.name),
                                            sig.name, sig.params, device_type,
-                                           code=self._code)
+                                           code=self._code, results=sig.results)
             for sig in program.functions}
         # Plain instance attributes: mod.NAME is then found without __getattr__ (a Python-level
         # call that would cost a few hundred ns on every launch).

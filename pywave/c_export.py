@@ -154,6 +154,10 @@ def export(text: str, out_dir: str | os.PathLike, name: str, *, target: str | No
         if not _IDENT.match(fn.name):
             raise CompileError(f"host function @{fn.name} is not a C identifier; rename it "
                                "to export it")
+        if fn.results:
+            raise CompileError(f"host function @{fn.name} returns values; exported C entry "
+                               "points return only a status (write results into memref "
+                               "arguments to export it)")
     _check_names(name, art.host.functions)
     # Absolute paths: a folder named "-foo" can never read as a compiler option.
     out = os.path.abspath(os.fspath(out_dir))

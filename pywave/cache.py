@@ -45,8 +45,9 @@ except ImportError:
 
 log = logging.getLogger("pywave.cache")
 
-# 2: BLAKE2b-256 checksum; 3: signatures by field name; 4: the key inside the payload
-MAGIC = b"PYWAVE-CACHE-4\n"
+# 2: BLAKE2b-256 checksum; 3: signatures by field name; 4: the key inside the payload;
+# 5: function results (HostSignature.results, Param.memory)
+MAGIC = b"PYWAVE-CACHE-5\n"
 DEFAULT_MAX_BYTES = 1 << 30
 #: A temporary file older than this (seconds) belongs to a writer that died: eviction
 #: removes it. A write takes milliseconds; the margin covers slow disks and clock skew.
@@ -240,7 +241,7 @@ def _decode(raw: bytes, cache_key: str) -> Program:
 _INT_LIST = "list of int"
 _PARAM_FIELDS = {"name": str, "kind": str, "type": str, "scalar": str, "dtype": _INT_LIST,
                  "flags": int, "sizes": _INT_LIST, "strides": (_INT_LIST, None), "offset": int,
-                 "written": bool}
+                 "written": bool, "memory": str}
 
 
 def _is(value: Any, kind: Any) -> bool:
@@ -267,15 +268,21 @@ def _fields(record: Any, what: str, kinds: dict[str, Any]) -> None:
 
 
 def _signature(record: Any) -> HostSignature:
-    _fields(record, "function", {"name": str, "params": list})
+    _fields(record, "function", {"name": str, "params": list, "results": list})
+    return HostSignature(record["name"], _params(record["params"], "parameter"),
+                         _params(record["results"], "result"))
+
+
+def _params(records: list, what: str) -> tuple[Param, ...]:
     params = []
-    for p in record["params"]:
-        _fields(p, "parameter", _PARAM_FIELDS)
+    for p in records:
+        _fields(p, what, _PARAM_FIELDS)
         if p["kind"] not in ("memref", "scalar") or len(p["dtype"]) != 3 or \
-                (p["strides"] is not None and len(p["strides"]) != len(p["sizes"])):
-            raise CorruptEntry(f"parameter record {p!r:.200}")
+                (p["strides"] is not None and len(p["strides"]) != len(p["sizes"])) or \
+                p["memory"] not in ("", "device"):
+            raise CorruptEntry(f"{what} record {p!r:.200}")
         params.append(Param.from_fields(p))
-    return HostSignature(record["name"], tuple(params))
+    return tuple(params)
 
 
 def load(cache_key: str) -> Program | None:

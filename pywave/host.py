@@ -7,7 +7,13 @@ translate to LLVM IR. (The signatures were read earlier, by :mod:`pywave.signatu
 
 The packed entry of host function ``f`` is ``void _pywave_packed_f(uint64_t *slots)``: the
 flattened LLVM arguments of ``f`` (a rank-r memref is 3 + 2r words: allocated, aligned,
-offset, sizes, strides; a scalar is one word holding its value in the low bytes) in order.
+offset, sizes, strides; a scalar is one word holding its value in the low bytes) in order,
+``HostSignature.words`` slots; then ``HostSignature.result_words`` result slots that the
+entry writes when ``f`` returns: each result in order, in the same layout (a scalar's value
+in the low bytes of its word: the caller zeroes the result slots first; an ``i1`` is one
+byte, 0 or 1; a memref's descriptor as its 3 + 2r words). When the call fails (an error
+recorded by a runtime call, reported by ``wavert_call_end``), the result slots hold no
+meaning and the caller must not read them.
 
 Each launched kernel has a slot, an internal ``wavert_kernel*`` global that
 ``wavert_jit_launch`` fills on first use. ``void _pywave_release_kernels(void)`` releases
@@ -463,18 +469,74 @@ def _add_packed_entries(module: ir.Module, functions: list[HostSignature]) -> No
         if len(types) != fn.words:
             raise CompileError(f"host function @{fn.name}: {len(types)} lowered arguments, "
                                f"expected {fn.words}")
-        stubs.append(f"llvm.func @{fn.name}({', '.join(types)})")
+        result = _lowered_result(lowered, fn)
+        stubs.append(f"llvm.func @{fn.name}({', '.join(types)})"
+                     + (f" -> {result}" if result else ""))
         body = []
         for i, t in enumerate(types):
             body.append(f"  %p{i} = llvm.getelementptr %slots[{i}] : (!llvm.ptr) -> !llvm.ptr, "
                         "i64")
             body.append(f"  %v{i} = llvm.load %p{i} : !llvm.ptr -> {t}")
         values = ", ".join(f"%v{i}" for i in range(len(types)))
-        body.append(f"  llvm.call @{fn.name}({values}) : ({', '.join(types)}) -> ()")
+        if result is None:
+            body.append(f"  llvm.call @{fn.name}({values}) : ({', '.join(types)}) -> ()")
+        else:
+            body.append(f"  %r = llvm.call @{fn.name}({values}) : ({', '.join(types)}) "
+                        f"-> {result}")
+            body += _store_results(fn, result)
         body.append("  llvm.return")
         texts.append(f"llvm.func @{PACKED_PREFIX}{fn.name}(%slots: !llvm.ptr) {{\n"
                      + "\n".join(body) + "\n}")
     _append_parsed(module, stubs, texts)
+
+
+def _lowered_result(lowered: ir.Operation, fn: HostSignature) -> str | None:
+    """The LLVM type the lowered host function returns (None: void): one result's own type,
+    several results packed in a struct."""
+    found = _result_type(lowered)
+    result = None if found is None else str(found)
+    if (result is None) != (not fn.results):
+        raise CompileError(f"host function @{fn.name}: lowered to return {result or 'void'}, "
+                           f"expected {len(fn.results)} results")
+    return result
+
+
+def _store_results(fn: HostSignature, result: str) -> list[str]:
+    """Ops storing ``%r`` (of LLVM type ``result``) into the result slots (after the
+    ``fn.words`` argument slots): a result at its first slot; a memref descriptor (a struct
+    of 64-bit fields, so laid out as its words) stored whole."""
+    if len(fn.results) == 1:
+        return [f"  %q0 = llvm.getelementptr %slots[{fn.words}] : (!llvm.ptr) -> !llvm.ptr, i64",
+                f"  llvm.store %r, %q0 : {result}, !llvm.ptr"]
+    fields = _struct_fields(result)
+    if len(fields) != len(fn.results):
+        raise CompileError(f"host function @{fn.name}: lowered to return {result}, expected "
+                           f"a struct of {len(fn.results)} results")
+    body, slot = [], fn.words
+    for i, (field, param) in enumerate(zip(fields, fn.results)):
+        body += [f"  %e{i} = llvm.extractvalue %r[{i}] : {result}",
+                 f"  %q{i} = llvm.getelementptr %slots[{slot}] : (!llvm.ptr) -> !llvm.ptr, i64",
+                 f"  llvm.store %e{i}, %q{i} : {field}, !llvm.ptr"]
+        slot += param.words
+    return body
+
+
+def _struct_fields(text: str) -> list[str]:
+    """Top-level field types of ``!llvm.struct<(a, b, ...)>``, each as a type of its own."""
+    inner = text.removeprefix("!llvm.struct<(").removesuffix(")>")
+    fields, depth, start = [], 0, 0
+    for i, ch in enumerate(inner):
+        if ch in "<([":
+            depth += 1
+        elif ch in ">)]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            fields.append(inner[start:i].strip())
+            start = i + 1
+    fields.append(inner[start:].strip())
+    # nested LLVM types print without their dialect prefix inside a struct
+    return [f"!llvm.{f}" if f.startswith(("struct<", "array<", "ptr", "vec<")) else f
+            for f in fields]
 
 
 def _add_run_entry(module: ir.Module, name: str) -> str:

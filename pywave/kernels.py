@@ -53,7 +53,7 @@ def widen_bool_memrefs(module: ir.Module) -> set[tuple[str, int]]:
     lowering cannot address sub-byte elements): loads gain an ``arith.trunci`` to i1, stores
     an ``arith.extui`` from i1. Applies to kernels and host code alike. Returns the
     (host function, argument index) pairs that were ``memref<...xi1>``, which still take bool
-    tensors."""
+    tensors, and (host function, -1 - result index) for such results (returned as bools)."""
     host_args: set[tuple[str, int]] = set()
     i1 = ir.IntegerType.get_signless(1, module.context)
     i8 = ir.IntegerType.get_signless(8, module.context)
@@ -75,13 +75,16 @@ def widen_bool_memrefs(module: ir.Module) -> set[tuple[str, int]]:
         if op.name in ("func.func", "gpu.func"):
             ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
             inputs = [widened(t) or t for t in ftype.inputs]
+            results = [widened(t) or t for t in ftype.results]
             if op.name == "func.func":
                 fname = sym_name(op)
                 host_args.update((fname, i) for i, t in enumerate(ftype.inputs)
                                  if widened(t) is not None)
-            if inputs != list(ftype.inputs):
+                host_args.update((fname, -1 - i) for i, t in enumerate(ftype.results)
+                                 if widened(t) is not None)
+            if inputs != list(ftype.inputs) or results != list(ftype.results):
                 op.attributes["function_type"] = ir.TypeAttr.get(
-                    ir.FunctionType.get(inputs, list(ftype.results)))
+                    ir.FunctionType.get(inputs, results))
         return ir.WalkResult.ADVANCE
 
     accesses: list[ir.Operation] = []

@@ -6,8 +6,8 @@ cache stores and that the call path reads. No MLIR import (a warm start loads a 
   type.
 - :data:`FORMATS`: the kernel image formats (name, file extension, backend that loads it).
 - :class:`Binary`: one kernel image, as the host code embeds it.
-- :class:`Param`, :class:`HostSignature`: a host function's arguments, as the native call
-  path checks them (``pywave._native.HostFunction`` reads a Param's fields by name).
+- :class:`Param`, :class:`HostSignature`: a host function's arguments and results, as the
+  native call path checks and builds them (``pywave._native.HostFunction`` reads a Param's fields by name).
 - :class:`HostModule`: the host stage's output (LLVM IR and signatures).
 - :class:`Program`: what a ``CompiledModule`` runs (and the disk cache stores).
 """
@@ -141,6 +141,10 @@ class Param:
     (:data:`DYNAMIC` for ``?``), ``strides``/``offset`` the strided layout (None: identity),
     ``flags`` :data:`SIGNLESS` | :data:`STRIDED`, ``written`` whether the host code or a kernel
     may write it. A scalar: ``scalar`` is its MLIR type (``"f32"``, ``"index"``, ...).
+
+    A result (``HostSignature.results``, named ``result0``, ``result1``...) uses the same
+    fields; ``memory`` is ``"device"`` when its memref type's memory space says GPU memory
+    (``#gpu.address_space<global>`` or ``1``), else ``""``: the driver is asked at run time.
     """
 
     name: str
@@ -153,6 +157,7 @@ class Param:
     strides: tuple[int, ...] | None = None
     offset: int = 0
     written: bool = False
+    memory: str = ""              # results: "device" (a GPU address space), "" (ask the driver)
 
     @property
     def words(self) -> int:
@@ -170,23 +175,31 @@ class Param:
 
 @dataclasses.dataclass(frozen=True)
 class HostSignature:
-    """A public host ``func.func``: its name and arguments. (The callable built from it is
+    """A public host ``func.func``: its name, arguments and results (scalars and memrefs, in
+    order; a call returns None, the one value, or a tuple). (The callable built from it is
     ``pywave._native.HostFunction``.)"""
 
     name: str
     params: tuple[Param, ...]
+    results: tuple[Param, ...] = ()
 
     @property
     def words(self) -> int:
-        """Slots of its packed entry ``_pywave_packed_<name>(uint64_t *slots)``."""
+        """Argument slots of its packed entry ``_pywave_packed_<name>(uint64_t *slots)``."""
         return sum(p.words for p in self.params)
+
+    @property
+    def result_words(self) -> int:
+        """Result slots of the packed entry, after the argument slots."""
+        return sum(r.words for r in self.results)
 
 
 # --------------------------------------------------------------------------------------------
 # Stage outputs
 # --------------------------------------------------------------------------------------------
 
-#: Packed entry of host function ``f``: ``void _pywave_packed_f(uint64_t *slots)``.
+#: Packed entry of host function ``f``: ``void _pywave_packed_f(uint64_t *slots)`` (the slot
+#: layout is documented in :mod:`pywave.host`).
 PACKED_PREFIX = "_pywave_packed_"
 #: ``void _pywave_release_kernels(void)``: releases every kernel the host code loaded and
 #: clears its slot (later calls load them again). Not safe while a call runs.

@@ -49,9 +49,9 @@ def read_signatures(module: ir.Module, text: str | None,
     """Signatures of the entry points: the public host ``func.func``s with a body. Call after
     the prepare pipeline and before the kernels are serialised (the write analysis reads the
     kernel bodies); ``bool_args`` lists the (function, index) of memrefs that were ``i1``
-    before widening to i8.
+    before widening to i8 (index -1 - i for result i).
 
-    A public function that Python cannot call (it returns values, or takes an argument of a
+    A public function that Python cannot call (it takes an argument or returns a result of a
     type pywave does not pass) is skipped when another function calls it (it is a helper, as
     in MLIR's own test programs) or when ``strict`` is false (``pywave run``, which calls one
     entry by name); otherwise it is refused with CompileError. A module without entry points
@@ -79,11 +79,9 @@ def read_signatures(module: ir.Module, text: str | None,
 def _signature(op: ir.Operation, name: str, text: str | None,
                written: dict[str, set[int]], bool_args: set[tuple[str, int]]) -> HostSignature:
     ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
-    if len(ftype.results):
-        raise CompileError(f"host function @{name} returns {list(map(str, ftype.results))}; "
-                           "host functions called from Python must return nothing (write "
-                           "results into memref arguments)")
     block = op.regions[0].blocks[0]
+    results = tuple(_result(op, name, i, t, (name, -1 - i) in bool_args)
+                    for i, t in enumerate(ftype.results))
     params = []
     for i, arg in enumerate(block.arguments):
         pname = _arg_name(arg, text) or f"arg{i}"
@@ -92,7 +90,69 @@ def _signature(op: ir.Operation, name: str, text: str | None,
             param = dataclasses.replace(param, type=param.type.replace("xi8", "xi1"),
                                         dtype=(6, 8, 1), flags=param.flags & ~SIGNLESS)
         params.append(param)
-    return HostSignature(name, tuple(params))
+    return HostSignature(name, tuple(params), results)
+
+
+#: Memory spaces of a returned memref that name GPU global memory.
+_DEVICE_SPACES = {"1", "1 : i64", "1 : i32", "#gpu.address_space<global>"}
+
+
+def _result(op: ir.Operation, fname: str, index: int, t: ir.Type, was_bool: bool) -> Param:
+    """Result ``index`` of host function @fname as a Param named ``result<index>``; a memref
+    result also records whether its memory space says device memory, and must not return
+    memory that dies with the call (``memref.alloca``) or that the call does not own
+    (``memref.get_global``)."""
+    where = f"host function @{fname} result #{index}"
+    if isinstance(t, ir.MemRefType):
+        elem = str(ir.MemRefType(t).element_type)
+        if elem not in ELEMENT_DTYPES:
+            raise CompileError(f"{where} has element type {elem}; returned memrefs may have "
+                               "the element types " + ", ".join(sorted(ELEMENT_DTYPES)))
+        _check_returned_memory(op, index, where)
+    param = _param(fname, index, f"result{index}", t, False, what="result")
+    if param.kind != "memref":
+        return param
+    if was_bool:   # widened from memref<...xi1>: bool elements (DLPack kDLBool, 8 bits)
+        param = dataclasses.replace(param, type=param.type.replace("xi8", "xi1"),
+                                    dtype=(6, 8, 1), flags=param.flags & ~SIGNLESS)
+    space = ir.MemRefType(t).memory_space
+    text = "" if space is None else str(space)
+    if text in ("", "0", "0 : i64", "0 : i32"):
+        return param
+    if text in _DEVICE_SPACES:
+        return dataclasses.replace(param, memory="device")
+    raise CompileError(f"{where} has the type {t} in memory space {text}; a returned memref "
+                       "lives in host memory (no memory space, or 0) or GPU global memory "
+                       "(#gpu.address_space<global> or 1)")
+
+
+def _check_returned_memory(op: ir.Operation, index: int, where: str) -> None:
+    """Refuse a returned memref that comes, through view-like ops, from ``memref.alloca``
+    (dead after the return) or ``memref.get_global`` (not the call's to give away)."""
+    returns: list[ir.Operation] = []
+
+    def visit(o: ir.Operation) -> ir.WalkResult:
+        if o.name == "func.return":
+            returns.append(o)
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit)
+    for ret in returns:
+        value = ret.operands[index]
+        owner = _defining_op(value)
+        while owner is not None and owner.name in _VIEW_OPS:
+            value = owner.operands[0]
+            owner = _defining_op(value)
+        if owner is not None and owner.name in ("memref.alloca", "memref.get_global"):
+            raise CompileError(f"{where} returns the memory of {owner.name}, which "
+                               f"{'dies with the call' if owner.name == 'memref.alloca' else 'the call does not own'}"
+                               "; return memory from memref.alloc or gpu.alloc")
+
+
+def _defining_op(value: ir.Value) -> ir.Operation | None:
+    """The op defining ``value``; None for a block argument."""
+    owner = value.owner
+    return None if isinstance(owner, ir.Block) else owner.operation
 
 
 def _called_functions(module: ir.Module) -> set[str]:
@@ -108,8 +168,9 @@ def _called_functions(module: ir.Module) -> set[str]:
     return out
 
 
-def _param(fname: str, index: int, name: str, t: ir.Type, written: bool) -> Param:
-    where = f"host function @{fname} argument #{index} ('{name}')"
+def _param(fname: str, index: int, name: str, t: ir.Type, written: bool,
+           what: str = "argument") -> Param:
+    where = f"host function @{fname} {what} #{index} ('{name}')"
     text = str(t)
     if isinstance(t, ir.MemRefType):
         check_element_width(t, where)
@@ -135,7 +196,7 @@ def _param(fname: str, index: int, name: str, t: ir.Type, written: bool) -> Para
         raise CompileError(f"{where} has the unranked type {text}; pass a ranked memref")
     if text in SCALAR_KINDS:
         return Param(name, "scalar", text, scalar=text)
-    raise CompileError(f"{where} has the type {text}; host arguments may be ranked memrefs or "
+    raise CompileError(f"{where} has the type {text}; host {what}s may be ranked memrefs or "
                        "scalars (" + ", ".join(sorted(SCALAR_KINDS)) + ")")
 
 

@@ -414,6 +414,28 @@ WAVERT_EXPORT wavert_status wavert_memory_alloc(wavert_device *device, size_t si
 /* Free memory from wavert_memory_alloc (after the work already enqueued, as the driver
  * frees it). Accepts NULL. */
 WAVERT_EXPORT wavert_status wavert_memory_free(wavert_device *device, void *ptr);
+/* What memory a pointer addresses, as the driver answers (wavert_memory_kind). */
+typedef enum wavert_memory_type {
+  /* Memory the driver does not know: plain host memory (malloc, a stack, a global). */
+  WAVERT_MEMORY_UNREGISTERED = 0,
+  /* Host memory known to the driver: page-locked by it (cuMemHostAlloc) or registered
+   * (cuMemHostRegister). */
+  WAVERT_MEMORY_HOST = 1,
+  /* Device memory (cuMemAlloc / hipMalloc; wavert_memory_alloc, gpu.alloc). */
+  WAVERT_MEMORY_DEVICE = 2,
+  /* Managed memory, reachable from host and device (cuMemAllocManaged / hipMallocManaged;
+   * gpu.alloc host_shared). */
+  WAVERT_MEMORY_MANAGED = 3,
+} wavert_memory_type;
+/* The kind of memory at `ptr` and the ordinal of the device it belongs to (-1 for
+ * unregistered memory), asked of `device`'s driver (CUDA: cuPointerGetAttributes with
+ * CU_POINTER_ATTRIBUTE_MEMORY_TYPE, IS_MANAGED and DEVICE_ORDINAL; HIP >= 6:
+ * hipPointerGetAttribute). A pointer inside an allocation has the allocation's kind; NULL is
+ * unregistered. Thread-safe; needs no current context. Errors: INVALID_ARGUMENT (NULL device
+ * or out pointer), UNSUPPORTED (the driver has no pointer query), DRIVER. */
+WAVERT_EXPORT wavert_status wavert_memory_kind(wavert_device *device, const void *ptr,
+                                               wavert_memory_type *out_kind,
+                                               int32_t *out_ordinal);
 /* Copy `size` bytes (host<->device or device<->device; unified addressing decides the
  * direction), ordered on `stream`. With stream == NULL the call returns when the copy is done.
  * A NULL dst or src gives INVALID_ARGUMENT. */

@@ -56,6 +56,10 @@ struct wavert__backend {
   /* `managed`: memory reachable from host and device (cuMemAllocManaged / hipMallocManaged). */
   wavert_status (*mem_alloc)(size_t size, int managed, void **out_ptr);
   wavert_status (*mem_free)(void *ptr);
+  /* The kind of memory at `ptr` and its device ordinal (-1: none); see wavert_memory_kind.
+   * NULL: the driver has no pointer query. Needs no current context. */
+  wavert_status (*memory_kind)(const void *ptr, wavert_memory_type *out_kind,
+                               int32_t *out_ordinal);
   /* `sync`: blocking copy (stream ignored); otherwise ordered on `stream`. */
   wavert_status (*memcpy)(void *dst, const void *src, size_t size, void *stream, int sync);
   /* element_bytes is 1, 2 or 4. */

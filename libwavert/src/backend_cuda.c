@@ -75,6 +75,15 @@ typedef struct {
   unsigned attribute_count;
 } CUlaunchConfig;
 _Static_assert(sizeof(CUlaunchAttribute) == 72, "CUlaunchAttribute layout");
+/* CUpointer_attribute and CUmemorytype (cuda.h). */
+enum {
+  CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
+  CU_POINTER_ATTRIBUTE_IS_MANAGED = 8,
+  CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
+  CU_MEMORYTYPE_HOST = 1,
+  CU_MEMORYTYPE_DEVICE = 2,
+  CU_MEMORYTYPE_UNIFIED = 4,
+};
 enum { CU_STREAM_NON_BLOCKING = 1, CU_EVENT_DISABLE_TIMING = 2, CU_MEM_ATTACH_GLOBAL = 1 };
 
 /* The driver entry points used, with their exported (versioned) names. */
@@ -130,7 +139,9 @@ enum { CU_STREAM_NON_BLOCKING = 1, CU_EVENT_DISABLE_TIMING = 2, CU_MEM_ATTACH_GL
     (const CUlaunchConfig *, CUfunction, void **, void **))                                  \
   X(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled", CUresult,                              \
     (void *, int, unsigned, void *, const uint64_t *, const uint64_t *, const unsigned *,    \
-     const unsigned *, int, int, int, int))
+     const unsigned *, int, int, int, int))                                                 \
+  X(cuPointerGetAttributes, "cuPointerGetAttributes", CUresult,                              \
+    (unsigned, const int *, void **, CUdeviceptr))
 
 #define WAVERT__DECLARE(field, symbol, ret, args) ret(*field) args;
 static struct {
@@ -486,6 +497,38 @@ static wavert_status cuda_host_unregister(void *ptr) {
   return WAVERT_OK;
 }
 
+/* cuPointerGetAttributes, unlike cuPointerGetAttribute, answers for memory the driver does
+ * not know (memory type 0) instead of failing. Each answer lands in a zeroed 8-byte word, so
+ * the driver's field width (bool, unsigned, int) does not matter on a little-endian host. */
+static wavert_status cuda_memory_kind(const void *ptr, wavert_memory_type *out_kind,
+                                      int32_t *out_ordinal) {
+  const int attributes[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                             CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+  int64_t answers[3] = {0, 0, -1};
+  void *data[3] = {&answers[0], &answers[1], &answers[2]};
+  CU_CHECK(cuPointerGetAttributes, (3, attributes, data, (CUdeviceptr)ptr));
+  const int32_t type = (int32_t)answers[0];
+  const int managed = (int32_t)answers[1] != 0;
+  if (managed || type == CU_MEMORYTYPE_UNIFIED)
+    *out_kind = WAVERT_MEMORY_MANAGED;
+  else if (type == CU_MEMORYTYPE_DEVICE)
+    *out_kind = WAVERT_MEMORY_DEVICE;
+  else if (type == CU_MEMORYTYPE_HOST)
+    *out_kind = WAVERT_MEMORY_HOST;
+  else
+    *out_kind = WAVERT_MEMORY_UNREGISTERED;
+  *out_ordinal = *out_kind == WAVERT_MEMORY_UNREGISTERED ? -1 : (int32_t)answers[2];
+  return WAVERT_OK;
+}
+
+static wavert_status cuda_memory_kind_entry(const void *ptr, wavert_memory_type *out_kind,
+                                            int32_t *out_ordinal) {
+  if (cu.cuPointerGetAttributes == NULL)
+    return wavert__error(WAVERT_ERROR_UNSUPPORTED,
+                         "wavert_memory_kind: the CUDA driver has no cuPointerGetAttributes");
+  return cuda_memory_kind(ptr, out_kind, out_ordinal);
+}
+
 static wavert_status cuda_host_device_pointer(void *ptr, void **out_device_ptr) {
   CUdeviceptr device_ptr = 0;
   CU_CHECK(cuMemHostGetDevicePointer, (&device_ptr, ptr, 0));
@@ -534,6 +577,7 @@ const wavert__backend wavert__cuda_backend = {
     .event_synchronize = cuda_event_synchronize,
     .mem_alloc = cuda_mem_alloc,
     .mem_free = cuda_mem_free,
+    .memory_kind = cuda_memory_kind_entry,
     .memcpy = cuda_memcpy,
     .memset = cuda_memset,
     .module_load_jit = cuda_module_load_jit,

@@ -52,6 +52,17 @@ enum {
 enum { hipFuncAttributeMaxDynamicSharedMemorySize = 8 };
 enum { hipMemcpyDefault = 4, hipStreamNonBlocking = 1, hipEventDisableTiming = 2 };
 enum { hipMemAttachGlobal = 1 };
+/* hipPointer_attribute, and hipMemoryType as HIP >= 6 numbers it. */
+enum {
+  HIP_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
+  HIP_POINTER_ATTRIBUTE_IS_MANAGED = 8,
+  HIP_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
+  hipErrorInvalidValue = 1,
+  hipMemoryTypeHost = 1,
+  hipMemoryTypeDevice = 2,
+  hipMemoryTypeManaged = 3,
+  hipMemoryTypeUnified = 11,
+};
 
 /* The leading members of hipDeviceProp_tR0600 (hip_runtime_api.h, HIP 6.x) up to gcnArchName,
  * so that the compiler places gcnArchName at the driver's offset. Only gcnArchName is read;
@@ -156,6 +167,7 @@ static struct {
   /* Optional (HIP >= 6): used only to name the chip. */
   hipError_t (*hipGetDevicePropertiesR0600)(void *, int);
   hipError_t (*hipStreamGetDevice)(hipStream_t, int *); /* ROCm >= 5.x; NULL when absent */
+  hipError_t (*hipPointerGetAttribute)(void *, int, void *); /* NULL when absent */
 } hip;
 #undef WAVERT__DECLARE
 
@@ -306,6 +318,7 @@ static wavert_status hip_init(int32_t *out_count) {
 #undef WAVERT__RESOLVE
   *(void **)&hip.hipGetDevicePropertiesR0600 = dlsym(library, "hipGetDevicePropertiesR0600");
   *(void **)&hip.hipStreamGetDevice = dlsym(library, "hipStreamGetDevice");
+  *(void **)&hip.hipPointerGetAttribute = dlsym(library, "hipPointerGetAttribute");
   hipError_t result = hip.hipInit(0);
   int count = 0;
   if (result == hipSuccess) result = hip.hipGetDeviceCount(&count);
@@ -568,6 +581,39 @@ static wavert_status hip_host_unregister(void *ptr) {
   return WAVERT_OK;
 }
 
+/* hipPointerGetAttribute fails with hipErrorInvalidValue for memory HIP does not know. Each
+ * answer lands in a zeroed 8-byte word (the field width does not matter, little-endian). */
+static wavert_status hip_memory_kind(const void *ptr, wavert_memory_type *out_kind,
+                                     int32_t *out_ordinal) {
+  if (hip.hipPointerGetAttribute == NULL)
+    return wavert__error(WAVERT_ERROR_UNSUPPORTED,
+                         "wavert_memory_kind: the HIP runtime has no hipPointerGetAttribute");
+  int64_t type = 0, managed = 0, ordinal = -1;
+  hipError_t result = hip.hipPointerGetAttribute(&type, HIP_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                                 (void *)(uintptr_t)ptr);
+  if (result == hipErrorInvalidValue) {
+    *out_kind = WAVERT_MEMORY_UNREGISTERED;
+    *out_ordinal = -1;
+    return WAVERT_OK;
+  }
+  if (result != hipSuccess) return hip_error("hipPointerGetAttribute", result);
+  HIP_CHECK(hipPointerGetAttribute,
+            (&managed, HIP_POINTER_ATTRIBUTE_IS_MANAGED, (void *)(uintptr_t)ptr));
+  HIP_CHECK(hipPointerGetAttribute,
+            (&ordinal, HIP_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (void *)(uintptr_t)ptr));
+  const int32_t t = (int32_t)type;
+  if ((int32_t)managed != 0 || t == hipMemoryTypeManaged || t == hipMemoryTypeUnified)
+    *out_kind = WAVERT_MEMORY_MANAGED;
+  else if (t == hipMemoryTypeDevice)
+    *out_kind = WAVERT_MEMORY_DEVICE;
+  else if (t == hipMemoryTypeHost)
+    *out_kind = WAVERT_MEMORY_HOST;
+  else
+    *out_kind = WAVERT_MEMORY_UNREGISTERED;
+  *out_ordinal = *out_kind == WAVERT_MEMORY_UNREGISTERED ? -1 : (int32_t)ordinal;
+  return WAVERT_OK;
+}
+
 static wavert_status hip_host_device_pointer(void *ptr, void **out_device_ptr) {
   void *device_ptr = NULL;
   HIP_CHECK(hipHostGetDevicePointer, (&device_ptr, ptr, 0));
@@ -607,4 +653,5 @@ const wavert__backend wavert__hip_backend = {
     .host_register = hip_host_register,
     .host_unregister = hip_host_unregister,
     .host_device_pointer = hip_host_device_pointer,
+    .memory_kind = hip_memory_kind,
 };

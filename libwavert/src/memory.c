@@ -161,6 +161,24 @@ wavert_status wavert_memory_free(wavert_device *device, void *ptr) {
   return status;
 }
 
+wavert_status wavert_memory_kind(wavert_device *device, const void *ptr,
+                                 wavert_memory_type *out_kind, int32_t *out_ordinal) {
+  CHECK_DEVICE("wavert_memory_kind");
+  if (out_kind == NULL || out_ordinal == NULL)
+    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                         "wavert_memory_kind: out_kind or out_ordinal is NULL");
+  if (ptr == NULL) {
+    *out_kind = WAVERT_MEMORY_UNREGISTERED;
+    *out_ordinal = -1;
+    return WAVERT_OK;
+  }
+  if (device->backend->memory_kind == NULL)
+    return wavert__error(WAVERT_ERROR_UNSUPPORTED,
+                         "wavert_memory_kind: the %s driver has no pointer query",
+                         device->backend->name);
+  return device->backend->memory_kind(ptr, out_kind, out_ordinal);
+}
+
 wavert_status wavert_memory_copy(wavert_device *device, void *dst, const void *src, size_t size,
                                  void *stream) {
   CHECK_DEVICE("wavert_memory_copy");

@@ -422,10 +422,44 @@ EXPORT CUresult cuEventSynchronize(void *event) {
   return event != NULL ? OK : INVALID_HANDLE;
 }
 
+#define MAX_REGISTERED 64
+static struct {
+  const void *ptr;
+  size_t size;
+} registered[MAX_REGISTERED];
+
+/* Live "device" allocations (host memory underneath), for cuPointerGetAttributes and the
+ * live count; an allocation the table cannot hold is still made, only not answered for. */
+#define MAX_ALLOCATIONS 256
+static struct {
+  uintptr_t ptr;
+  size_t size;
+  int ordinal;
+  int managed;
+} allocations[MAX_ALLOCATIONS];
+static int live_allocations;
+
+static void note_allocation(uintptr_t ptr, size_t size, int managed) {
+  pthread_mutex_lock(&mutex);
+  live_allocations += 1;
+  for (int i = 0; i < MAX_ALLOCATIONS; ++i)
+    if (allocations[i].ptr == 0) {
+      allocations[i].ptr = ptr;
+      allocations[i].size = size;
+      allocations[i].ordinal = current->ordinal;
+      allocations[i].managed = managed;
+      break;
+    }
+  pthread_mutex_unlock(&mutex);
+}
+
+EXPORT int fake_cuda_live_allocations(void) { return live_allocations; }
+
 EXPORT CUresult cuMemAlloc_v2(uintptr_t *ptr, size_t size) {
   NOTE("cuMemAlloc_v2");
   if (current == NULL) return INVALID_CONTEXT;
   *ptr = (uintptr_t)malloc(size);
+  note_allocation(*ptr, size, 0);
   return OK;
 }
 
@@ -433,12 +467,56 @@ EXPORT CUresult cuMemAllocManaged(uintptr_t *ptr, size_t size, unsigned flags) {
   NOTE("cuMemAllocManaged");
   if (current == NULL || flags != 1) return INVALID_VALUE;
   *ptr = (uintptr_t)malloc(size);
+  note_allocation(*ptr, size, 1);
   return OK;
 }
 
 EXPORT CUresult cuMemFree_v2(uintptr_t ptr) {
   NOTE("cuMemFree_v2");
+  int found = ptr == 0;
+  pthread_mutex_lock(&mutex);
+  for (int i = 0; i < MAX_ALLOCATIONS && !found; ++i)
+    if (allocations[i].ptr == ptr) {
+      allocations[i].ptr = 0;
+      found = 1;
+    }
+  if (ptr != 0) live_allocations -= 1;
+  pthread_mutex_unlock(&mutex);
   free((void *)ptr);
+  return OK;
+}
+
+/* CU_POINTER_ATTRIBUTE_MEMORY_TYPE (2), IS_MANAGED (8), DEVICE_ORDINAL (9) of the allocation
+ * holding `ptr`; registered host memory is CU_MEMORYTYPE_HOST; anything else unknown
+ * (type 0), as the driver answers for memory it does not know. */
+EXPORT CUresult cuPointerGetAttributes(unsigned count, const int *attributes, void **data,
+                                       uintptr_t ptr) {
+  NOTE("cuPointerGetAttributes");
+  unsigned type = 0, managed = 0;
+  int ordinal = -1;
+  pthread_mutex_lock(&mutex);
+  for (int i = 0; i < MAX_ALLOCATIONS; ++i)
+    if (allocations[i].ptr != 0 && ptr >= allocations[i].ptr &&
+        ptr - allocations[i].ptr < (allocations[i].size ? allocations[i].size : 1)) {
+      type = 2; /* managed memory too: the driver tells it by IS_MANAGED */
+      managed = (unsigned)allocations[i].managed;
+      ordinal = allocations[i].ordinal;
+    }
+  for (int i = 0; i < MAX_REGISTERED; ++i)
+    if (registered[i].ptr != NULL && ptr >= (uintptr_t)registered[i].ptr &&
+        ptr - (uintptr_t)registered[i].ptr < registered[i].size) {
+      type = 1;
+      ordinal = 0;
+    }
+  pthread_mutex_unlock(&mutex);
+  for (unsigned i = 0; i < count; ++i) {
+    switch (attributes[i]) {
+    case 2: *(unsigned *)data[i] = type; break;
+    case 8: *(unsigned char *)data[i] = (unsigned char)managed; break;
+    case 9: *(int *)data[i] = ordinal; break;
+    default: return INVALID_VALUE;
+    }
+  }
   return OK;
 }
 
@@ -532,12 +610,6 @@ EXPORT CUresult cuLaunchKernelEx(const fake_launch_config *config, void *functio
   pthread_mutex_unlock(&mutex);
   return OK;
 }
-
-#define MAX_REGISTERED 64
-static struct {
-  const void *ptr;
-  size_t size;
-} registered[MAX_REGISTERED];
 
 EXPORT size_t fake_cuda_registered(const void *ptr) {
   size_t size = 0;

@@ -53,6 +53,8 @@ void *fake_cuda_primary_context(int ordinal);
 /* Live streams / events / allocations. */
 int fake_cuda_live_streams(void);
 int fake_cuda_live_events(void);
+/* Live cuMemAlloc_v2 / cuMemAllocManaged allocations (each cuMemFree_v2 of one counts down). */
+int fake_cuda_live_allocations(void);
 
 
 /* CU_JIT_OPTIMIZATION_LEVEL of the last successful cuModuleLoadDataEx, -1 if not given. */

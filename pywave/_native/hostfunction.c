@@ -22,7 +22,10 @@
  *   4. run_entry: the device (the tensors' device, or ordinal 0 without tensor arguments),
  *      wavert_call_begin, entry(slots) without the GIL, wavert_call_end. The device and stream
  *      reach generated code through libwavert's thread-local call context (wavert_jit.h), the
- *      one hidden channel of the path.
+ *      one hidden channel of the path;
+ *   5. build_results (results.c): the result slots after the argument slots become the
+ *      return value: None without results, the one result, or a tuple; a memref result a
+ *      Memref owning its memory (or keeping the argument it views alive).
  *
  * Lifetime: a HostFunction holds its HostCode (the module's JIT code and kernels), so the code
  * lives as long as any function of the module. HostCode.close() marks the code closed: calls
@@ -221,8 +224,8 @@ static int call_state_init(HostFunction *self, call_state *c) {
   c->dev_arg = -1;
   c->stream_api = NULL;
   c->any_cupy = 0;
-  if (self->nslots > STACK_SLOTS &&
-      !(c->slots = PyMem_Malloc((size_t)self->nslots * sizeof *c->slots))) {
+  const Py_ssize_t words = self->nslots + self->nresult_slots;
+  if (words > STACK_SLOTS && !(c->slots = PyMem_Malloc((size_t)words * sizeof *c->slots))) {
     PyErr_NoMemory();
     return -1;
   }
@@ -258,6 +261,8 @@ static int run_entry(HostFunction *self, call_state *c) {
                  device_kind(self->device_type), (int)c->dev_id, wavert_last_error());
     return -1;
   }
+  if (self->nresult_slots) /* scalar results fill only their low bytes */
+    memset(c->slots + self->nslots, 0, (size_t)self->nresult_slots * sizeof *c->slots);
   wavert_call_state state;
   st = wavert_call_begin(device, c->stream, &state);
   if (st != WAVERT_OK) { /* a bad stream handle is the driver's finding, not the caller's */
@@ -317,8 +322,7 @@ static PyObject *hf_vectorcall(PyObject *self_, PyObject *const *args, size_t na
       goto done;
   if (run_entry(self, &c) < 0)
     goto done;
-  Py_INCREF(Py_None);
-  result = Py_None;
+  result = build_results(self, &c, args);
 done:
   call_state_release(&c); /* producers' deleters: Python code that may close the module */
   if (code) {
@@ -332,12 +336,20 @@ done:
 /* Construction                                                                             */
 /* ---------------------------------------------------------------------------------------- */
 static PyObject *hf_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-  static char *kwlist[] = {"entry", "name", "params", "device_type", "code", NULL};
-  PyObject *entry_obj, *name, *params_arg, *code = NULL;
+  static char *kwlist[] = {"entry", "name", "params", "device_type", "code", "results", NULL};
+  PyObject *entry_obj, *name, *params_arg, *code = NULL, *results_arg = NULL;
   int device_type;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OUOi|$O:HostFunction", kwlist, &entry_obj,
-                                   &name, &params_arg, &device_type, &code))
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OUOi|$OO:HostFunction", kwlist, &entry_obj,
+                                   &name, &params_arg, &device_type, &code, &results_arg))
     return NULL;
+  if (results_arg == Py_None)
+    results_arg = NULL;
+  if (results_arg && (PyUnicode_Check(results_arg) || !PySequence_Check(results_arg))) {
+    PyErr_Format(PyExc_TypeError,
+                 "HostFunction: results must be a sequence of parameter objects, got %R",
+                 results_arg);
+    return NULL;
+  }
   if (code == Py_None)
     code = NULL;
   if (code && !PyObject_TypeCheck(code, &HostCode_Type)) {
@@ -377,7 +389,9 @@ static PyObject *hf_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     Py_DECREF(params);
     return PyErr_NoMemory();
   }
-  Py_ssize_t nslots = 0, ntensors = 0;
+  Py_ssize_t nslots = 0, ntensors = 0, nresults = 0, nresult_slots = 0;
+  PyObject *results = NULL;
+  param_t *r = NULL;
   PyObject *names = PyList_New(0);
   if (!names)
     goto fail;
@@ -399,6 +413,20 @@ static PyObject *hf_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     } else {
       nslots += 1;
     }
+  }
+  results = results_arg ? PySequence_Tuple(results_arg) : PyTuple_New(0);
+  if (!results)
+    goto fail;
+  nresults = PyTuple_GET_SIZE(results);
+  if (!(r = PyMem_Calloc((size_t)(nresults ? nresults : 1), sizeof *r))) {
+    PyErr_NoMemory();
+    goto fail;
+  }
+  for (Py_ssize_t i = 0; i < nresults; i++) {
+    if (parse_param(PyTuple_GET_ITEM(results, i), i, &r[i]) < 0)
+      goto fail;
+    r[i].slot = nresult_slots;
+    nresult_slots += r[i].is_memref ? WAVERT_MEMREF_WORDS(r[i].mtype.rank) : 1;
   }
   PyObject *sep = PyUnicode_FromString(", ");
   PyObject *joined = sep ? PyUnicode_Join(sep, names) : NULL;
@@ -426,10 +454,16 @@ static PyObject *hf_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   self->ntensors = ntensors;
   self->nslots = nslots;
   self->p = p;
+  self->results = results;
+  self->nresults = nresults;
+  self->nresult_slots = nresult_slots;
+  self->r = r;
   return (PyObject *)self;
 fail:
   Py_XDECREF(names);
   free_params(p, n);
+  free_params(r, nresults);
+  Py_XDECREF(results);
   Py_DECREF(params);
   return NULL;
 }
@@ -437,6 +471,7 @@ fail:
 static int hf_traverse(HostFunction *self, visitproc visit, void *arg) {
   Py_VISIT(self->code);
   Py_VISIT(self->params);
+  Py_VISIT(self->results);
   return 0;
 }
 
@@ -453,6 +488,9 @@ static void hf_dealloc(HostFunction *self) {
   Py_CLEAR(self->signature);
   free_params(self->p, self->nparams);
   self->p = NULL;
+  free_params(self->r, self->nresults);
+  self->r = NULL;
+  Py_CLEAR(self->results);
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -487,6 +525,12 @@ static PyObject *hf_get_params(HostFunction *self, void *closure) {
   return self->params;
 }
 
+static PyObject *hf_get_results(HostFunction *self, void *closure) {
+  (void)closure;
+  Py_INCREF(self->results);
+  return self->results;
+}
+
 static PyObject *hf_get_device_type(HostFunction *self, void *closure) {
   (void)closure;
   return PyLong_FromLong(self->device_type);
@@ -502,6 +546,9 @@ static PyObject *hf_get_code(HostFunction *self, void *closure) {
 static PyGetSetDef hf_getset[] = {
     {"name", (getter)hf_get_name, NULL, "Name of the host function.", NULL},
     {"params", (getter)hf_get_params, NULL, "The parameter objects given at construction (a tuple).", NULL},
+    {"results", (getter)hf_get_results, NULL,
+     "The result objects given at construction (a tuple; empty: the call returns None).",
+     NULL},
     {"device_type", (getter)hf_get_device_type, NULL, "DLPack device type (2 CUDA, 10 ROCm).",
      NULL},
     {"code", (getter)hf_get_code, NULL, "The HostCode holding the entry (kept alive), or None.",
@@ -510,7 +557,7 @@ static PyGetSetDef hf_getset[] = {
 };
 
 PyDoc_STRVAR(hf_doc,
-             "HostFunction(entry, name, params, device_type, *, code=None)\n"
+             "HostFunction(entry, name, params, device_type, *, code=None, results=None)\n"
              "--\n\n"
              "A compiled host function: call it with DLPack tensors and scalars, and\n"
              "optionally stream=. `entry` is the address of `void entry(uint64_t *slots)`;\n"
@@ -519,7 +566,10 @@ PyDoc_STRVAR(hf_doc,
              "`device_type` the DLPack device type (2 CUDA, 10 ROCm); `code` the HostCode\n"
              "holding `entry`, kept alive as long as this object: its calls are counted in\n"
              "flight, and after code.close() a call raises before it runs `entry` (the\n"
-             "release waits for the calls in flight; see HostCode).\n\n"
+             "release waits for the calls in flight; see HostCode). `results`: parameter\n"
+             "objects of the results (plus `memory`: \"device\" or \"\"); a call returns\n"
+             "None, the one result or a tuple: scalars as bool/int/float, memrefs as Memref\n"
+             "objects (DLPack, __cuda_array_interface__) owning their memory.\n\n"
              "A call raises ArgumentError for an argument that does not fit (count, keyword,\n"
              "dtype, shape, layout, device, read-only, scalar range, launch limits) and\n"
              "DeviceError for a driver failure; see set_exceptions.");
@@ -596,6 +646,9 @@ static PyMethodDef module_methods[] = {
      "set_exceptions(ArgumentError, DeviceError, status_errors): the classes raised for bad "
      "arguments and for device failures, and the class of each libwavert status reported by "
      "a call (pywave.runtime.STATUS_ERRORS; a status missing from it raises DeviceError)."},
+    {"result_frees", (PyCFunction)result_frees, METH_NOARGS,
+     "result_frees() -> (host, device): memory blocks freed so far by returned Memrefs "
+     "(free() and the driver's free), for diagnostics and tests."},
     {"_pack_scalar", (PyCFunction)(void (*)(void))pack_scalar_py, METH_FASTCALL,
      "_pack_scalar(kind, value) -> int: the slot word a scalar argument becomes (testing)."},
     {NULL, NULL, 0, NULL},
@@ -637,7 +690,8 @@ PyMODINIT_FUNC PyInit__native(void) {
     Py_INCREF(PyExc_RuntimeError);
     DeviceError = PyExc_RuntimeError;
   }
-  if (PyType_Ready(&HostFunction_Type) < 0 || PyType_Ready(&HostCode_Type) < 0)
+  if (PyType_Ready(&HostFunction_Type) < 0 || PyType_Ready(&HostCode_Type) < 0 ||
+      PyType_Ready(&Memref_Type) < 0)
     return NULL;
   PyObject *m = PyModule_Create(&native_module);
   if (!m)
@@ -651,6 +705,12 @@ PyMODINIT_FUNC PyInit__native(void) {
   Py_INCREF(&HostCode_Type);
   if (PyModule_AddObject(m, "HostCode", (PyObject *)&HostCode_Type) < 0) {
     Py_DECREF(&HostCode_Type);
+    Py_DECREF(m);
+    return NULL;
+  }
+  Py_INCREF(&Memref_Type);
+  if (PyModule_AddObject(m, "Memref", (PyObject *)&Memref_Type) < 0) {
+    Py_DECREF(&Memref_Type);
     Py_DECREF(m);
     return NULL;
   }

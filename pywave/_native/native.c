@@ -12,4 +12,5 @@
 #include "streams.c"
 #include "tensors.c"
 #include "params.c"
+#include "results.c"
 #include "hostfunction.c"

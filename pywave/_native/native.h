@@ -9,6 +9,7 @@
  *   streams.c       stream= parsing, CuPy's current stream, the device handle cache
  *   tensors.c       DLPack intake: per-type route cache, __dlpack__ calls, capsules, release
  *   params.c        parameter objects -> the compact param_t, their type text
+ *   results.c       results: scalars to numbers, memrefs to Memref objects (DLPack export)
  *   hostfunction.c  the HostFunction type, its call in named phases, the module
  * Module state is only touched with the GIL held.
  */
@@ -78,6 +79,7 @@ typedef struct {
   uint8_t is_memref;
   uint8_t kind;    /* scalar_kind for scalars */
   uint8_t written; /* memref written by the function */
+  uint8_t memory_device; /* results: the memory space says device memory (Param.memory) */
   Py_ssize_t slot; /* first slot */
   Py_ssize_t tensor_index; /* index among the memref parameters */
   wavert_memref_type mtype;
@@ -107,6 +109,9 @@ typedef struct {
   int32_t device_type;
   Py_ssize_t nparams, ntensors, nslots;
   param_t *p;
+  PyObject *results;   /* the result objects given to the constructor (a tuple) */
+  Py_ssize_t nresults, nresult_slots; /* result slots follow the nslots argument slots */
+  param_t *r;          /* results; r[i].slot counts from the first result slot */
 } HostFunction;
 
 static int parse_param(PyObject *obj, Py_ssize_t index, param_t *p);
@@ -130,7 +135,7 @@ typedef struct {
 } tensor_state;
 
 typedef struct {
-  uint64_t *slots;          /* self->nslots words: the entry's argument */
+  uint64_t *slots;          /* self->nslots argument then self->nresult_slots result words */
   tensor_state *ts;         /* one per memref parameter */
   Py_ssize_t nstate;        /* ts[0..nstate) initialised (released at the end) */
   void *stream;             /* the call's stream (NULL = legacy default) */

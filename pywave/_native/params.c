@@ -13,6 +13,7 @@
  *   strides  tuple or None  memrefs: the strided layout's strides (None: identity layout)
  *   offset   int      memrefs: the strided layout's offset in elements, or WAVERT_DYNAMIC
  *   written  bool     memrefs: the function writes the tensor (read-only tensors are refused)
+ *   memory   str      optional, results: "device" when the memory space says device memory
  * Scalars need only name, kind and scalar. The type text in messages ("memref<?xf32>") is
  * derived from the compact form, so it always states what is checked.
  */
@@ -263,6 +264,22 @@ static int parse_memref(PyObject *obj, Py_ssize_t index, param_t *p) {
   if (written < 0)
     return -1;
   p->written = (uint8_t)written;
+  PyObject *memory = PyObject_GetAttrString(obj, "memory"); /* optional: results only */
+  if (!memory) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+      return -1;
+    PyErr_Clear();
+  } else {
+    int device = PyUnicode_Check(memory) && PyUnicode_CompareWithASCIIString(memory, "device") == 0;
+    int host = PyUnicode_Check(memory) && PyUnicode_GET_LENGTH(memory) == 0;
+    if (!device && !host)
+      PyErr_Format(PyExc_ValueError, "HostFunction: parameter '%U': field 'memory' must be "
+                   "\"device\" or \"\", got %R", p->name, memory);
+    Py_DECREF(memory);
+    if (!device && !host)
+      return -1;
+    p->memory_device = (uint8_t)device;
+  }
   p->type_str = memref_str(p);
   return p->type_str ? 0 : -1;
 }
