@@ -1,9 +1,10 @@
 """Stage ``host`` (:mod:`pywave.pipeline`). Lower host code to the LLVM dialect
 (``gpu-to-llvm``, ``convert-to-llvm``), rewrite every ``gpu.launch_func`` into a call of
-``wavert_jit_launch`` (``wavert_jit_launch_cluster`` for ``clusters in``) and the ``mgpu*`` runtime calls into their ``wavert_jit_*``
-counterparts (each followed by an early return on failure), embed each ``gpu.binary`` as one
-internal constant global, add a packed entry per host function and the release entry, and
-translate to LLVM IR. (The signatures were read earlier, by :mod:`pywave.signature`.)
+``wavert_jit_launch`` (``wavert_jit_launch_cluster`` for ``clusters in``) and the ``mgpu*``
+runtime calls into their ``wavert_jit_*`` counterparts (each followed by an early return on
+failure), embed each ``gpu.binary`` as one internal constant global, add a packed entry per
+host function and the release entry, and translate to LLVM IR. (The signatures were read
+earlier, by :mod:`pywave.signature`.)
 
 The packed entry of host function ``f`` is ``void _pywave_packed_f(uint64_t *slots)``: the
 flattened LLVM arguments of ``f`` (a rank-r memref is 3 + 2r words: allocated, aligned,
