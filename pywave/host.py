@@ -1,9 +1,10 @@
 """Stage ``host`` (:mod:`pywave.pipeline`). Lower host code to the LLVM dialect
 (``gpu-to-llvm``, ``convert-to-llvm``), rewrite every ``gpu.launch_func`` into a call of
-``wavert_jit_launch`` and the ``mgpu*`` runtime calls into their ``wavert_jit_*``
-counterparts (each followed by an early return on failure), embed each ``gpu.binary`` as one
-internal constant global, add a packed entry per host function and the release entry, and
-translate to LLVM IR. (The signatures were read earlier, by :mod:`pywave.signature`.)
+``wavert_jit_launch`` (``wavert_jit_launch_cluster`` for ``clusters in``) and the ``mgpu*``
+runtime calls into their ``wavert_jit_*`` counterparts (each followed by an early return on
+failure), embed each ``gpu.binary`` as one internal constant global, add a packed entry per
+host function and the release entry, and translate to LLVM IR. (The signatures were read
+earlier, by :mod:`pywave.signature`.)
 
 The packed entry of host function ``f`` is ``void _pywave_packed_f(uint64_t *slots)``: the
 flattened LLVM arguments of ``f`` (a rank-r memref is 3 + 2r words: allocated, aligned,
@@ -279,17 +280,17 @@ class LaunchRewriter:
         if len(view.asyncDependencies):
             raise CompileError(f"gpu.launch_func of @{binary}::@{kernel} still has async "
                                "dependencies after gpu-to-llvm")
-        if view.clusterSizeX is not None:
-            raise CompileError(f"gpu.launch_func of @{binary}::@{kernel} uses thread-block "
-                               "clusters, which pywave does not launch yet")
         image, size = self._image(binary)
         slot, kname = self._kernel_globals(binary, kernel)
-        dims = [view.gridSizeX, view.gridSizeY, view.gridSizeZ,
-                view.blockSizeX, view.blockSizeY, view.blockSizeZ]
+        cluster = [view.clusterSizeX, view.clusterSizeY, view.clusterSizeZ] \
+            if view.clusterSizeX is not None else []
+        dims = cluster + [view.gridSizeX, view.gridSizeY, view.gridSizeZ,
+                          view.blockSizeX, view.blockSizeY, view.blockSizeZ]
         for d in dims:
             if str(d.type) != "i64":
-                raise CompileError(f"gpu.launch_func of @{binary}::@{kernel}: grid/block "
-                                   f"operand of type {d.type}, expected i64 after lowering")
+                raise CompileError(f"gpu.launch_func of @{binary}::@{kernel}: cluster/grid/"
+                                   f"block operand of type {d.type}, expected i64 after "
+                                   "lowering")
         smem = view.dynamicSharedMemorySize
         stream = view.asyncObject
         args = list(view.kernelOperands)
@@ -299,7 +300,7 @@ class LaunchRewriter:
         self.counter += 1
         self.helpers.append(self._launch_helper(
             helper, image, size, slot, kname, smem is not None, stream is not None,
-            [str(a.type) for a in args]))
+            [str(a.type) for a in args], clustered=bool(cluster)))
         with ir.InsertionPoint(op):
             status = _call(helper, operands)
             zero = llvm.mlir_constant(ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 0))
@@ -308,8 +309,17 @@ class LaunchRewriter:
         op.erase()
 
     def _launch_helper(self, name: str, image: str, size: int, slot: str, kname: str,
-                       has_smem: bool, has_stream: bool, arg_types: list[str]) -> str:
-        params = [f"%g{i}: i64" for i in range(6)]
+                       has_smem: bool, has_stream: bool, arg_types: list[str], *,
+                       clustered: bool = False) -> str:
+        """The launch helper: ``[cluster x3,] grid x3, block x3 (i64), [smem (i32),]
+        [stream,] kernel arguments`` -> ``wavert_jit_launch`` (``wavert_jit_launch_cluster``
+        when ``clustered``); returns its status (i32, 0 = success)."""
+        cluster = [f"%c{i}" for i in range(3)] if clustered else []
+        params = [f"{c}: i64" for c in cluster] + [f"%g{i}: i64" for i in range(6)]
+        launcher = "wavert_jit_launch_cluster" if clustered else "wavert_jit_launch"
+        extents = ", ".join(cluster + [f"%g{i}" for i in range(6)])
+        launcher_type = ("(!llvm.ptr, !llvm.ptr, i64, !llvm.ptr, "
+                         + "i64, " * (len(cluster) + 6) + "i32, !llvm.ptr, !llvm.ptr) -> i32")
         body = ["  %one = llvm.mlir.constant(1 : i64) : i64"]
         if has_smem:
             params.append("%smem: i32")
@@ -336,9 +346,8 @@ class LaunchRewriter:
             f"  %image = llvm.mlir.addressof @{image} : !llvm.ptr",
             f"  %size = llvm.mlir.constant({size} : i64) : i64",
             f"  %kname = llvm.mlir.addressof @{kname} : !llvm.ptr",
-            "  %r = llvm.call @wavert_jit_launch(%slot, %image, %size, %kname, %g0, %g1, %g2, "
-            "%g3, %g4, %g5, %smem, %stream, %params) : (!llvm.ptr, !llvm.ptr, i64, !llvm.ptr, "
-            "i64, i64, i64, i64, i64, i64, i32, !llvm.ptr, !llvm.ptr) -> i32",
+            f"  %r = llvm.call @{launcher}(%slot, %image, %size, %kname, {extents}, %smem, "
+            f"%stream, %params) : {launcher_type}",
         ]
         if self.synchronous and not has_stream:
             self._declare("llvm.func @wavert_jit_stream_synchronize(!llvm.ptr)")
@@ -347,8 +356,7 @@ class LaunchRewriter:
                      "  llvm.return %failed : i32"]
         else:
             body.append("  llvm.return %r : i32")
-        self._declare("llvm.func @wavert_jit_launch(!llvm.ptr, !llvm.ptr, i64, !llvm.ptr, i64, "
-                      "i64, i64, i64, i64, i64, i32, !llvm.ptr, !llvm.ptr) -> i32")
+        self._declare(f"llvm.func @{launcher}{launcher_type.removesuffix(' -> i32')} -> i32")
         return (f"llvm.func internal @{name}({', '.join(params)}) -> i32 "
                 "attributes {always_inline} {\n" + "\n".join(body) + "\n}")
 

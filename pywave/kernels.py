@@ -22,10 +22,15 @@ from .toolkit import cuda_toolkit
 
 log = logging.getLogger("pywave.kernels")
 
-#: Run on the whole module first: outline ``gpu.launch`` bodies into ``gpu.func`` kernels and
-#: lower the structured dialects both host and kernels may use.
-PREPARE_PIPELINE = ("builtin.module(canonicalize, gpu-kernel-outlining, convert-vector-to-scf, "
-                    "expand-strided-metadata, lower-affine, convert-scf-to-cf, arith-expand)")
+#: Run on the whole module first: lower nvgpu ops (before outlining, as upstream's
+#: ``gpu-lower-to-nvvm-pipeline`` does: a TMA descriptor made on the host then reaches the
+#: outlined kernel as an ``!llvm.ptr``, not as an ``!nvgpu.tensormap.descriptor`` argument no
+#: kernel lowering converts; ``nvgpu.tma.create.descriptor`` becomes a call of libwavert's
+#: ``mgpuTensorMapEncodeTiledMemref``), outline ``gpu.launch`` bodies into ``gpu.func``
+#: kernels and lower the structured dialects both host and kernels may use.
+PREPARE_PIPELINE = ("builtin.module(canonicalize, convert-nvgpu-to-nvvm, gpu-kernel-outlining, "
+                    "convert-vector-to-scf, expand-strided-metadata, lower-affine, "
+                    "convert-scf-to-cf, arith-expand)")
 
 #: Kernel lowering for NVIDIA targets (64-bit index, memref descriptors as parameters).
 NVVM_PIPELINE = lowering.nvvm_pipeline(lowering.LoweringOptions())

@@ -61,6 +61,20 @@ WAVERT_EXPORT int32_t wavert_jit_launch(wavert_kernel **slot, const void *image,
                                         int64_t bz, int32_t dynamic_shared_bytes, void *stream,
                                         void **params);
 
+/* wavert_jit_launch with thread-block clusters of cx x cy x cz blocks (gpu.launch_func
+ * `clusters in`): each grid extent must be a multiple of the cluster's; more than 8 blocks
+ * per cluster is allowed as a non-portable size. Errors, recorded and returned like
+ * wavert_jit_launch's: UNSUPPORTED on a backend without clusters (HIP) or a CUDA driver
+ * without cuLaunchKernelEx (CUDA < 12.0); INVALID_ARGUMENT for a cluster extent outside
+ * [1, UINT32_MAX] or a grid extent it does not divide; the driver's error for a size the
+ * kernel or chip cannot run (clusters need sm_90 or newer). */
+WAVERT_EXPORT int32_t wavert_jit_launch_cluster(wavert_kernel **slot, const void *image,
+                                                int64_t image_size, const char *name,
+                                                int64_t cx, int64_t cy, int64_t cz, int64_t gx,
+                                                int64_t gy, int64_t gz, int64_t bx, int64_t by,
+                                                int64_t bz, int32_t dynamic_shared_bytes,
+                                                void *stream, void **params);
+
 /* Non-zero if generated code has recorded an error during the current call. */
 WAVERT_EXPORT int32_t wavert_jit_failed(void);
 

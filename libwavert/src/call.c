@@ -102,18 +102,26 @@ static wavert_device *enter_call(const char *function, void **out_saved) {
 
 static void *call_stream(void *stream) { return stream != NULL ? stream : current.stream; }
 
-int32_t wavert_jit_launch(wavert_kernel **slot, const void *image, int64_t image_size,
-                          const char *name, int64_t gx, int64_t gy, int64_t gz, int64_t bx,
-                          int64_t by, int64_t bz, int32_t dynamic_shared_bytes, void *stream,
-                          void **params) {
+/* wavert_jit_launch and wavert_jit_launch_cluster (`cluster` NULL: a plain launch). */
+static int32_t jit_launch(const char *caller, wavert_kernel **slot, const void *image,
+                          int64_t image_size, const char *name, const int64_t *cluster,
+                          int64_t gx, int64_t gy, int64_t gz, int64_t bx, int64_t by, int64_t bz,
+                          int32_t dynamic_shared_bytes, void *stream, void **params) {
   if (current.depth == 0)
     return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
-                         "wavert_jit_launch of kernel '%s': no host call in progress "
-                         "(wavert_call_begin)",
+                         "%s of kernel '%s': no host call in progress (wavert_call_begin)", caller,
                          name != NULL ? name : "?");
   if (slot == NULL || image_size < 0)
     return record(wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
-                                "wavert_jit_launch: slot is NULL or image_size is negative"));
+                                "%s: slot is NULL or image_size is negative", caller));
+  uint32_t cluster32[3] = {1, 1, 1};
+  if (cluster != NULL) {
+    const int64_t grid[3] = {gx, gy, gz};
+    wavert_status checked = wavert__cluster_extents(current.device->backend, caller,
+                                                    name != NULL ? name : "?", cluster, grid,
+                                                    cluster32);
+    if (checked != WAVERT_OK) return record(checked);
+  }
   wavert_kernel *kernel = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
   if (kernel == NULL) {
     wavert_kernel *fresh = NULL;
@@ -129,10 +137,28 @@ int32_t wavert_jit_launch(wavert_kernel **slot, const void *image, int64_t image
   wavert_function *function = NULL;
   wavert_status status = wavert_kernel_get_function(kernel, current.device, &function);
   if (status == WAVERT_OK)
-    status = wavert__function_launch_leased(function, NULL, gx, gy, gz, bx, by, bz,
-                                            dynamic_shared_bytes, call_stream(stream), params,
-                                            &current.lease);
+    status = wavert__function_launch_leased(function, cluster != NULL ? cluster32 : NULL, gx, gy,
+                                            gz, bx, by, bz, dynamic_shared_bytes,
+                                            call_stream(stream), params, &current.lease);
   return record(status);
+}
+
+int32_t wavert_jit_launch(wavert_kernel **slot, const void *image, int64_t image_size,
+                          const char *name, int64_t gx, int64_t gy, int64_t gz, int64_t bx,
+                          int64_t by, int64_t bz, int32_t dynamic_shared_bytes, void *stream,
+                          void **params) {
+  return jit_launch("wavert_jit_launch", slot, image, image_size, name, NULL, gx, gy, gz, bx, by,
+                    bz, dynamic_shared_bytes, stream, params);
+}
+
+int32_t wavert_jit_launch_cluster(wavert_kernel **slot, const void *image, int64_t image_size,
+                                  const char *name, int64_t cx, int64_t cy, int64_t cz,
+                                  int64_t gx, int64_t gy, int64_t gz, int64_t bx, int64_t by,
+                                  int64_t bz, int32_t dynamic_shared_bytes, void *stream,
+                                  void **params) {
+  const int64_t cluster[3] = {cx, cy, cz};
+  return jit_launch("wavert_jit_launch_cluster", slot, image, image_size, name, cluster, gx, gy,
+                    gz, bx, by, bz, dynamic_shared_bytes, stream, params);
 }
 
 void *wavert_jit_stream_create(void) {

@@ -60,6 +60,29 @@ wavert_status wavert_function_launch(wavert_function *function, int64_t gx, int6
   return status;
 }
 
+wavert_status wavert__cluster_extents(const wavert__backend *backend, const char *caller,
+                                      const char *kernel, const int64_t cluster[3],
+                                      const int64_t grid[3], uint32_t out[3]) {
+  static const char axes[3] = {'x', 'y', 'z'};
+  if (backend->launch_cluster == NULL)
+    return wavert__error(WAVERT_ERROR_UNSUPPORTED,
+                         "%s of kernel '%s': the %s backend has no thread-block clusters", caller,
+                         kernel, backend->name);
+  for (int i = 0; i < 3; ++i) {
+    if (cluster[i] < 1 || cluster[i] > (int64_t)UINT32_MAX)
+      return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                           "%s of kernel '%s': cluster %c = %lld is not a positive 32-bit count",
+                           caller, kernel, axes[i], (long long)cluster[i]);
+    if (grid[i] > 0 && grid[i] % cluster[i] != 0)
+      return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                           "%s of kernel '%s': grid %c = %lld is not a multiple of cluster %c = %lld",
+                           caller, kernel, axes[i], (long long)grid[i], axes[i],
+                           (long long)cluster[i]);
+    out[i] = (uint32_t)cluster[i];
+  }
+  return WAVERT_OK;
+}
+
 wavert_status wavert__function_launch_cluster(wavert_function *function, const uint32_t *cluster,
                                               int64_t gx, int64_t gy, int64_t gz, int64_t bx,
                                               int64_t by, int64_t bz,

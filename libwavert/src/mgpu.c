@@ -282,7 +282,6 @@ static void launch(const char *name, void *handle, const intptr_t *cluster, intp
   if (!scope_begin(&s)) return;
   mgpu_function *function = handle;
   uint32_t cluster32[3] = {1, 1, 1};
-  const intptr_t grid[3] = {gx, gy, gz};
   wavert_status status = WAVERT_OK;
   if (function == NULL)
     status = SCOPE_ERROR(WAVERT_ERROR_INVALID_ARGUMENT,
@@ -292,23 +291,11 @@ static void launch(const char *name, void *handle, const intptr_t *cluster, intp
                          "%s of kernel '%s': arguments through `extra` are not supported "
                          "(pass `params`)",
                          name, function->name);
-  else if (cluster != NULL && s.device->backend->launch_cluster == NULL)
-    status = SCOPE_ERROR(WAVERT_ERROR_UNSUPPORTED,
-                         "%s of kernel '%s': the %s backend has no thread-block clusters", name,
-                         function->name, s.device->backend->name);
-  for (int i = 0; cluster != NULL && status == WAVERT_OK && i < 3; ++i) {
-    static const char axes[3] = {'x', 'y', 'z'};
-    if (cluster[i] < 1 || cluster[i] > UINT32_MAX)
-      status = SCOPE_ERROR(WAVERT_ERROR_INVALID_ARGUMENT,
-                           "%s of kernel '%s': cluster %c = %lld is not a positive 32-bit count",
-                           name, function->name, axes[i], (long long)cluster[i]);
-    else if (grid[i] > 0 && grid[i] % cluster[i] != 0)
-      status = SCOPE_ERROR(WAVERT_ERROR_INVALID_ARGUMENT,
-                           "%s of kernel '%s': grid %c = %lld is not a multiple of cluster %c = %lld",
-                           name, function->name, axes[i], (long long)grid[i], axes[i],
-                           (long long)cluster[i]);
-    else
-      cluster32[i] = (uint32_t)cluster[i];
+  else if (cluster != NULL) {
+    const int64_t cluster64[3] = {cluster[0], cluster[1], cluster[2]};
+    const int64_t grid64[3] = {gx, gy, gz};
+    status = record(wavert__cluster_extents(s.device->backend, name, function->name, cluster64,
+                                            grid64, cluster32));
   }
   wavert_function *resolved = NULL;
   if (status == WAVERT_OK) status = record(function_on(function, s.device, &resolved));

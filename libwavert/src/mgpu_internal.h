@@ -31,4 +31,14 @@ wavert_status wavert__function_launch_cluster(wavert_function *function, const u
                                               int64_t dynamic_shared_bytes, void *stream,
                                               void **params);
 
+/* Check the thread-block cluster extents `cluster[0..2]` of a launch of kernel `kernel` with
+ * grid `grid[0..2]` (`caller` names the entry point in messages) and narrow them into
+ * out[0..2]. Errors (not recorded in the call; the caller does that): UNSUPPORTED when
+ * `backend` has no launch_cluster (HIP), INVALID_ARGUMENT when an extent is not in
+ * [1, UINT32_MAX] or a positive grid extent is not a multiple of it (CUDA's rule for
+ * cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION). */
+wavert_status wavert__cluster_extents(const wavert__backend *backend, const char *caller,
+                                      const char *kernel, const int64_t cluster[3],
+                                      const int64_t grid[3], uint32_t out[3]);
+
 #endif /* WAVERT_MGPU_INTERNAL_H */

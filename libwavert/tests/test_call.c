@@ -1,6 +1,8 @@
 /* test_call.c — the host-call context and the wavert_jit_* entry points against fake_cuda:
  * begin/end with context restore, wavert_jit_launch (slot created once, errors recorded, first
- * error kept), calls outside a host call, and the mgpu replacements' stream ordering. */
+ * error kept), wavert_jit_launch_cluster (cluster extents reach cuLaunchKernelEx, bad extents
+ * refused before the driver), calls outside a host call, and the mgpu replacements' stream
+ * ordering. */
 #include <pthread.h>
 
 #include "fake_cuda.h"
@@ -72,6 +74,45 @@ static void test_launches(void) {
   CHECK_OK(wavert_call_end(&state));
   wavert_kernel_release(slot);
   wavert_kernel_release(other);
+}
+
+static void test_cluster_launches(void) {
+  wavert_kernel *slot = NULL;
+  wavert_call_state state;
+  fake_cuda_reset();
+  CHECK_OK(wavert_call_begin(device, NULL, &state));
+  /* 2x2x1 clusters over a 4x4x1 grid, 96 bytes of dynamic shared memory. */
+  CHECK(wavert_jit_launch_cluster(&slot, image, sizeof(image), "scale", 2, 2, 1, 4, 4, 1, 32, 1,
+                                  1, 96, NULL, NULL) == WAVERT_OK);
+  CHECK(fake_cuda_launch_count() == 1);
+  const fake_cuda_launch *l = fake_cuda_launch_at(0);
+  CHECK(l->cluster[0] == 2 && l->cluster[1] == 2 && l->cluster[2] == 1);
+  CHECK(l->grid[0] == 4 && l->grid[1] == 4 && l->grid[2] == 1 && l->block[0] == 32);
+  CHECK(l->shared_bytes == 96);
+  /* A plain launch through the same slot has no cluster attribute. */
+  CHECK(wavert_jit_launch(&slot, image, sizeof(image), "scale", 4, 1, 1, 32, 1, 1, 0, NULL,
+                          NULL) == WAVERT_OK);
+  CHECK(fake_cuda_launch_at(1)->cluster[0] == 0);
+  CHECK(fake_cuda_calls("cuModuleLoadDataEx") == 1);
+  CHECK_OK(wavert_call_end(&state));
+
+  /* Extents the driver would refuse are refused first, with the kernel named; the error is
+   * the call's. */
+  CHECK_OK(wavert_call_begin(device, NULL, &state));
+  CHECK(wavert_jit_launch_cluster(&slot, image, sizeof(image), "scale", 3, 1, 1, 4, 1, 1, 32, 1,
+                                  1, 0, NULL, NULL) == WAVERT_ERROR_INVALID_ARGUMENT);
+  CHECK(wavert_jit_failed());
+  CHECK_STATUS(wavert_call_end(&state), WAVERT_ERROR_INVALID_ARGUMENT);
+  CHECK_MESSAGE("wavert_jit_launch_cluster of kernel 'scale': grid x = 4 is not a multiple of "
+                "cluster x = 3");
+  CHECK_OK(wavert_call_begin(device, NULL, &state));
+  CHECK(wavert_jit_launch_cluster(&slot, image, sizeof(image), "scale", 1, 0, 1, 4, 1, 1, 32, 1,
+                                  1, 0, NULL, NULL) == WAVERT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(wavert_call_end(&state), WAVERT_ERROR_INVALID_ARGUMENT);
+  CHECK_MESSAGE("wavert_jit_launch_cluster of kernel 'scale': cluster y = 0 is not a positive "
+                "32-bit count");
+  CHECK(fake_cuda_launch_count() == 2);
+  wavert_kernel_release(slot);
 }
 
 static void test_nested_calls(void) {
@@ -183,6 +224,7 @@ int main(void) {
   CHECK_OK(wavert_device_get(kDLCUDA, 0, &device));
   test_outside_call();
   test_launches();
+  test_cluster_launches();
   test_nested_calls();
   test_mgpu();
   test_slot_race();

@@ -1,0 +1,142 @@
+"""Hopper (sm_90) programs: thread-block cluster launches and TMA loads (tests/data/sm90).
+
+Compile-only tests run here: the launch rewrite turns ``gpu.launch_func ... clusters in`` into
+``wavert_jit_launch_cluster``, a TMA descriptor made on the host reaches the outlined kernel
+as a pointer (nvgpu is lowered before outlining), the kernels hold the cluster registers and
+the bulk tensor copies, and the object code links against libwavert. GPU tests (marked
+``gpu``, an sm_90 GPU such as the H200) run each program with ``python -m pywave run`` and
+compare stdout byte for byte with ``NAME.out`` (the printMemref ``base@`` pointer masked).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import pywave
+from pywave import jit, pipeline, runtime
+from pywave.lowering import LoweringOptions
+from pywave.program import Binary
+
+ir = pytest.importorskip("mlir.ir")
+from pywave import host  # noqa: E402 - needs MLIR
+
+DATA = Path(__file__).parent / "data" / "sm90"
+#: `pywave run` options of each program (its chip and PTX features).
+RUN_OPTIONS = {"cluster_launch": ["--target", "sm_90a", "--features=+ptx80"],
+               "tma_load": ["--target", "sm_90a", "--features=+ptx80"]}
+SM90A = LoweringOptions(features="+ptx80")
+
+
+def _build(name: str, fmt: str = "auto") -> pipeline.Artifacts:
+    return pipeline.Pipeline((DATA / f"{name}.mlir").read_text(), target="sm_90a", format=fmt,
+                             lowering=SM90A, run_entry="main").run()
+
+
+def _ptx(name: str) -> str:
+    return b"".join(b.data for b in _build(name, "ptx").binaries).decode()
+
+
+def _links(art: pipeline.Artifacts) -> None:
+    jit.initialise(runtime.LIBRARY)
+    jit.JitModule(art.object_code).close()    # CompileError if any symbol is unresolved
+
+
+# -------------------------------------------------------------------------- launch rewrite
+
+CLUSTER_LAUNCH = r"""
+module attributes {gpu.container_module} {
+  gpu.binary @kernels [#gpu.object<#nvvm.target<chip = "sm_90a">, "ptx">]
+  llvm.func @main(%n: i64, %p: !llvm.ptr) {
+    %c1 = llvm.mlir.constant(1 : i64) : i64
+    %c2 = llvm.mlir.constant(2 : i64) : i64
+    %c3 = llvm.mlir.constant(3 : i64) : i64
+    gpu.launch_func @kernels::@k clusters in (%c2, %c3, %c1) blocks in (%n, %c3, %c1)
+        threads in (%c1, %c1, %c1) : i64 args(%p : !llvm.ptr)
+    gpu.launch_func @kernels::@k blocks in (%n, %c1, %c1) threads in (%c1, %c1, %c1) : i64
+        args(%p : !llvm.ptr)
+    llvm.return
+  }
+}
+"""
+
+
+def _helper(text: str, name: str) -> str:
+    match = re.search(rf"llvm\.func internal @{name}\(.*?\n  }}\n", text, re.S)
+    assert match, f"no @{name} in:\n{text}"
+    return match.group(0)
+
+
+def test_cluster_launch_passes_the_cluster_extents_first():
+    with ir.Context():
+        module = ir.Module.parse(CLUSTER_LAUNCH)
+        host.LaunchRewriter(module, [Binary("kernels", "ptx", b".version 8.0\0",
+                                            "sm_90a")]).run()
+        module.operation.verify()
+        text = str(module)
+    clustered, plain = _helper(text, "__pywave_launch_0"), _helper(text, "__pywave_launch_1")
+    # cluster x, y, z come before the grid and block extents, all i64
+    assert re.search(r"@__pywave_launch_0\(%arg0: i64, %arg1: i64, %arg2: i64, %arg3: i64, "
+                     r"%arg4: i64, %arg5: i64, %arg6: i64, %arg7: i64, %arg8: i64, "
+                     r"%arg9: !llvm.ptr\)", clustered), clustered
+    assert re.search(r"llvm\.call @wavert_jit_launch_cluster\([^)]*%arg0, %arg1, %arg2, %arg3, "
+                     r"%arg4, %arg5, %arg6, %arg7, %arg8,", clustered), clustered
+    assert "@wavert_jit_launch(" in plain and "cluster" not in plain
+    main = re.search(r"llvm\.func @main\(.*?\n  }\n", text, re.S).group(0)
+    call = re.search(r"llvm\.call @__pywave_launch_0\((%\w+), (%\w+), (%\w+), (%\w+)", main)
+    constants = dict(re.findall(r"(%\w+) = llvm\.mlir\.constant\((\d) : i64\)", main))
+    assert [constants.get(v) for v in call.groups()[:3]] == ["2", "3", "1"]
+    assert call.group(4) == "%arg0"                             # grid x: the function's %n
+
+
+# -------------------------------------------------------------------------- compile only
+
+def test_cluster_program_launches_with_clusters_and_links():
+    art = _build("cluster_launch")
+    assert art.host.llvm_ir.count("call i32 @wavert_jit_launch_cluster(") == 2
+    assert "@wavert_jit_launch(" not in art.host.llvm_ir
+    _links(art)
+
+
+def test_cluster_queries_read_the_cluster_registers():
+    ptx = _ptx("cluster_launch")
+    for register in ("%nclusterid.x", "%cluster_nctaid.x", "%clusterid.x", "%clusterid.y",
+                     "%cluster_ctaid.x", "%nclusterid.y", "%cluster_nctaid.y",
+                     "%cluster_ctaid.y"):
+        assert register in ptx, register
+
+
+def test_tma_descriptor_is_encoded_on_the_host_and_passed_as_a_pointer():
+    art = _build("tma_load")
+    assert "call ptr @mgpuTensorMapEncodeTiledMemref(i64 2," in art.host.llvm_ir
+    _links(art)
+    ptx = _ptx("tma_load")
+    assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global") == 2
+    assert "mbarrier.arrive.expect_tx.shared.b64" in ptx
+    assert "mbarrier.try_wait.parity.shared.b64" in ptx
+
+
+# -------------------------------------------------------------------------- on the GPU
+
+@pytest.fixture(scope="session")
+def sm90_device() -> None:
+    """Skip unless GPU 0 is an sm_90 NVIDIA GPU (sm_90a code runs on that family only)."""
+    if not runtime.device_count(runtime.KDLCUDA):
+        pytest.skip("needs an NVIDIA GPU")
+    chip = runtime.device_chip(runtime.KDLCUDA, 0)
+    if not chip.startswith("sm_90"):
+        pytest.skip(f"needs an sm_90 GPU (H100/H200); GPU 0 is {chip}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(RUN_OPTIONS))
+def test_program_output(name, sm90_device):
+    proc = subprocess.run([sys.executable, "-m", "pywave", "run", str(DATA / f"{name}.mlir"),
+                           *RUN_OPTIONS[name]], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    masked = re.sub(r"base@ = 0x[0-9a-f]+", "base@ = <ptr>", proc.stdout)
+    assert masked == (DATA / f"{name}.out").read_text()
