@@ -303,3 +303,40 @@ def test_gpu_matches_mlir_semantics(torch_cuda, groups, group):
         log.info("expected deviation: %s", line)
     assert not failures, f"{len(failures)} cases differ from MLIR's semantics:\n" + \
         "\n".join(failures)
+
+
+# ---------------------------------------------------------------------------------------
+# pywave's own rewrites: the subgroup reduction
+# ---------------------------------------------------------------------------------------
+_CLUSTER_REDUCE = """
+module attributes {gpu.container_module} {
+gpu.module @k {
+  gpu.func @f(%m: memref<64xf32>) kernel {
+    %t = gpu.thread_id x
+    %v = memref.load %m[%t] : memref<64xf32>
+    %r = gpu.subgroup_reduce add %v cluster(size = SIZE, stride = STRIDE) : (f32) -> f32
+    memref.store %r, %m[%t] : memref<64xf32>
+    gpu.return
+  }
+}
+}
+"""
+
+
+@pytest.mark.parametrize("size,stride", [(64, 1), (16, 4), (4, 16)])
+def test_cluster_wider_than_a_warp_is_refused(size, stride):
+    """A cluster lies within one subgroup: one wider than the 32-lane warp would shuffle with
+    lanes that do not exist (returning the lane's own value) and double-count it."""
+    text = _CLUSTER_REDUCE.replace("SIZE", str(size)).replace("STRIDE", str(stride))
+    with pytest.raises(pywave.CompileError, match=rf"size = {size}, stride = {stride}.*32"):
+        api.build(text, target="sm_90", format="ptx")
+
+
+@pytest.mark.parametrize("size,stride", [(32, 1), (4, 8), (8, 4)])
+def test_cluster_shuffles_stay_inside_the_warp(size, stride):
+    text = _CLUSTER_REDUCE.replace("SIZE", str(size)).replace("STRIDE", str(stride))
+    ptx = api.build(text, target="sm_90", format="ptx").binaries[0].data.decode(
+        errors="replace")
+    masks = [int(line.split(",")[2]) for line in ptx.splitlines()
+             if "shfl.sync.bfly.b32" in line]
+    assert masks == [stride << k for k in range(size.bit_length() - 1)]
