@@ -27,10 +27,15 @@ log = logging.getLogger("pywave.kernels")
 #: outlined kernel as an ``!llvm.ptr``, not as an ``!nvgpu.tensormap.descriptor`` argument no
 #: kernel lowering converts; ``nvgpu.tma.create.descriptor`` becomes a call of libwavert's
 #: ``mgpuTensorMapEncodeTiledMemref``), outline ``gpu.launch`` bodies into ``gpu.func``
-#: kernels and lower the structured dialects both host and kernels may use.
+#: kernels and lower the structured dialects both host and kernels may use. No
+#: ``arith-expand``: its select-based expansion of ``arith.maximumf``/``minimumf`` returns
+#: -0.0 for ``maximumf(+0.0, -0.0)`` where the op's documentation orders -0.0 below +0.0; the
+#: LLVM lowerings (``convert-gpu-to-nvvm``, ``convert-to-llvm``) lower every arith op
+#: themselves (``ceildivsi``/``floordivsi``/``ceildivui`` included) and min/max to LLVM's IEEE
+#: intrinsics.
 PREPARE_PIPELINE = ("builtin.module(canonicalize, convert-nvgpu-to-nvvm, gpu-kernel-outlining, "
                     "convert-vector-to-scf, expand-strided-metadata, lower-affine, "
-                    "convert-scf-to-cf, arith-expand)")
+                    "convert-scf-to-cf)")
 
 #: Kernel lowering for NVIDIA targets (64-bit index, memref descriptors as parameters).
 NVVM_PIPELINE = lowering.nvvm_pipeline(lowering.LoweringOptions())

@@ -10,8 +10,10 @@ MLIR 22's ``convert-gpu-to-nvvm`` lowers a subgroup reduction only in one form (
 (non-uniform, floating point, clustered, strided clusters) is rewritten here: with
 ``cluster(size = S, stride = T)`` (S defaults to the warp size 32, T to 1), step k exchanges
 values with the lane ``lane ^ (T * 2^k)`` for ``T * 2^k < T * S`` and combines the two, so
-after log2(S) steps every lane holds the reduction of its cluster. Like upstream's shuffle
-lowering of this op, it assumes the lanes of a cluster are active together.
+after log2(S) steps every lane holds the reduction of its cluster. A cluster spanning more
+than the warp (S * T > 32) is a CompileError: the op divides a subgroup into clusters. Like
+upstream's shuffle lowering of this op, it assumes the lanes of a cluster are active together
+(the shuffles name all 32 lanes), also without ``uniform``.
 
 Scalars of 32 bits (i32, f32) are rewritten; other element types and vectors are left to
 MLIR (which reports them as not legalisable).
@@ -83,6 +85,11 @@ def _rewrite(op: ir.Operation) -> bool:
         if "cluster_size" in op.attributes else WARP_SIZE
     stride = ir.IntegerAttr(op.attributes["cluster_stride"]).value \
         if "cluster_stride" in op.attributes else 1
+    if size * stride > WARP_SIZE:
+        raise CompileError(
+            f"gpu.subgroup_reduce {kind} at {op.location}: cluster(size = {size}, stride = "
+            f"{stride}) spans {size * stride} lanes, more than the {WARP_SIZE} lanes of an "
+            "NVIDIA subgroup (a cluster lies within one subgroup)")
     i32 = ir.IntegerType.get_signless(32)
     with ir.InsertionPoint(op), op.location:
         width = arith.ConstantOp(i32, WARP_SIZE).result
