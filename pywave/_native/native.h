@@ -7,7 +7,8 @@
  *   errors.c        exceptions: chained argument errors, libwavert statuses, device names
  *   scalars.c       range-checked packing of Python numbers into slot words
  *   streams.c       stream= parsing, CuPy's current stream, the device handle cache
- *   tensors.c       DLPack intake: per-type route cache, __dlpack__ calls, capsules, release
+ *   tensors.c       DLPack intake: per-type route cache, CuPy arrays in place, __dlpack__ calls,
+ *                   capsules, release
  *   params.c        parameter objects -> the compact param_t, their type text
  *   hostfunction.c  the HostFunction type, its call in named phases, the module
  * Module state is only touched with the GIL held.

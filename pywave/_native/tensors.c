@@ -1,9 +1,11 @@
 /*
  * tensors.c — DLPack intake (part of the native.c unity build).
  *
- * Each tensor argument takes one of three routes, decided per Python type and cached:
+ * Each tensor argument takes one of four routes, decided per Python type and cached:
  *   exchange API  type(obj).__dlpack_c_exchange_api__ (torch): a borrowed DLTensor, no capsule;
- *   protocol      __dlpack__ / __dlpack_device__ (CuPy, JAX, NumPy, ...): a capsule asked for
+ *   CuPy          a cupy.ndarray read in place (CuPy's C API or its object layout; see "CuPy
+ *                 arrays read in place"), falling back to the protocol when it cannot be;
+ *   protocol      __dlpack__ / __dlpack_device__ (JAX, NumPy, ...): a capsule asked for
  *                 with __dlpack__(stream=S) in pass 2, once the stream S is known;
  *   capsule       a raw "dltensor" / "dltensor_versioned" PyCapsule passed by the caller.
  * Capsules taken are renamed "used_*" (never consumed twice) and their deleters run exactly
