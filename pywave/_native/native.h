@@ -7,7 +7,8 @@
  *   errors.c        exceptions: chained argument errors, libwavert statuses, device names
  *   scalars.c       range-checked packing of Python numbers into slot words
  *   streams.c       stream= parsing, CuPy's current stream, the device handle cache
- *   tensors.c       DLPack intake: per-type route cache, __dlpack__ calls, capsules, release
+ *   tensors.c       DLPack intake: per-type route cache, CuPy arrays in place, __dlpack__ calls,
+ *                   capsules, release
  *   params.c        parameter objects -> the compact param_t, their type text
  *   results.c       results: scalars to numbers, memrefs to Memref objects (DLPack export)
  *   hostfunction.c  the HostFunction type, its call in named phases, the module
@@ -121,7 +122,8 @@ static void free_params(param_t *p, Py_ssize_t n);
 /* ---------------------------------------------------------------------------------------- */
 /* One call's state (hostfunction.c fills it phase by phase)                                 */
 /* ---------------------------------------------------------------------------------------- */
-enum { ROUTE_NONE = 0, ROUTE_PROTOCOL = 1, ROUTE_EXCHANGE = 2, ROUTE_CAPSULE = 3 };
+/* ROUTE_CUPY: a CuPy array read in place (tensors.c), or the protocol if that is not possible. */
+enum { ROUTE_NONE = 0, ROUTE_PROTOCOL = 1, ROUTE_EXCHANGE = 2, ROUTE_CAPSULE = 3, ROUTE_CUPY = 4 };
 
 typedef struct {
   DLTensor local;        /* filled by the exchange API (borrowed data) */
@@ -145,6 +147,7 @@ typedef struct {
   Py_ssize_t dev_arg;       /* index of the first tensor argument, -1 when none */
   const DLPackExchangeAPI *stream_api; /* exchange API of the first such tensor, or NULL */
   int any_cupy;             /* a CuPy array is among the arguments */
+  int cupy_stream;          /* the stream is CuPy's current one on dev_id (choose_stream) */
   uint64_t slots_buf[STACK_SLOTS];
   tensor_state ts_buf[STACK_TENSORS];
 } call_state;
@@ -174,6 +177,7 @@ static int choose_stream(HostFunction *self, call_state *c);
 static wavert_status get_device(int32_t type, int32_t id, wavert_device **out);
 
 /* tensors.c */
+static int cupy_api_stream(int32_t device_id, void **out);
 static int classify_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v);
 static int take_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v);
 static void release_tensors(tensor_state *ts, Py_ssize_t n);

@@ -2,10 +2,11 @@
  * streams.c — the call's stream and device (part of the native.c unity build).
  *
  * The stream of a call is, in order: stream= (an int handle, an object with __cuda_stream__,
- * or one with .cuda_stream / .ptr; checked by wavert_stream_check before use); the DLPack exchange API's current_work_stream of the first
- * exchange-API tensor; CuPy's current stream when a CuPy array is among the arguments; the
- * legacy default stream (NULL). Device handles are cached per (device type, ordinal) on top of
- * libwavert's table, which saves its lookup on every call.
+ * or one with .cuda_stream / .ptr; checked by wavert_stream_check before use); the DLPack
+ * exchange API's current_work_stream of the first exchange-API tensor; CuPy's current stream
+ * when a CuPy array is among the arguments (through CuPy's C API where it has one); the
+ * legacy default stream (NULL). Device handles are cached per (device type, ordinal) on top
+ * of libwavert's table, which saves its lookup on every call.
  */
 #include "native.h"
 
@@ -101,9 +102,14 @@ static int parse_stream(PyObject *s, void **out) {
   return bad_stream(s);
 }
 
-/* CuPy's current stream on `device_id` (NULL when CuPy or the per-device query is missing). */
+/* CuPy's current stream on `device_id`: from CuPy's C API (>= 14.3), else
+ * cupy.cuda.get_current_stream(device_id).ptr. 1 read into *out; 0 unknown (no CuPy, or one
+ * whose get_current_stream takes no device: *out NULL, the legacy default); -1 error. */
 static int cupy_current_stream(int32_t device_id, void **out) {
   *out = NULL;
+  const int from_api = cupy_api_stream(device_id, out);
+  if (from_api != 0)
+    return from_api;
   if (!cupy_get_current_stream) {
     PyObject *mod = PyImport_ImportModule("cupy.cuda");
     if (mod) {
@@ -140,7 +146,7 @@ static int cupy_current_stream(int32_t device_id, void **out) {
   Py_DECREF(ptr);
   if (r < 0)
     PyErr_SetString(DeviceError, "cupy.cuda.get_current_stream().ptr is not a stream handle");
-  return r;
+  return r < 0 ? -1 : 1;
 }
 
 static wavert_status get_device(int32_t type, int32_t id, wavert_device **out) {
@@ -173,6 +179,7 @@ static int check_stream(HostFunction *self, call_state *c) {
  * (the order is in the file comment); a stream= is checked here. */
 static int choose_stream(HostFunction *self, call_state *c) {
   const int32_t device_id = c->dev_id;
+  c->cupy_stream = 0;
   if (c->explicit_stream)
     return check_stream(self, c);
   if (c->stream_api && c->stream_api->current_work_stream) {
@@ -189,7 +196,9 @@ static int choose_stream(HostFunction *self, call_state *c) {
       return -1;
     }
   } else if (c->any_cupy) {
-    if (cupy_current_stream(device_id, &c->stream) < 0) {
+    const int r = cupy_current_stream(device_id, &c->stream);
+    c->cupy_stream = r > 0;
+    if (r < 0) {
       PyObject *prefix =
           PyUnicode_FromFormat("%U(): could not read CuPy's current stream", self->name);
       if (prefix) {
