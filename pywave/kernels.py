@@ -208,10 +208,15 @@ def binary_pipeline(mlir_format: str, toolkit: str | None) -> str:
 
 def lower_nvvm(module: ir.Module, *, fmt: str, text: str | None = None,
                observe: "Callable[[ir.Module, str, Callable[[str], str]], None] | None" = None,
-               nvvm_pipeline: str = NVVM_PIPELINE) -> None:
-    """Lower every NVVM-targeted ``gpu.module`` and serialise it into a ``gpu.binary``.
-    ``observe(module, pipeline, pipeline_for)`` (for dumps) sees the module between the two,
-    with the serialisation pipeline and a function giving it for another MLIR format."""
+               options: "lowering.LoweringOptions | None" = None) -> None:
+    """Lower every NVVM-targeted ``gpu.module`` with ``options`` (the kernel pipeline and the
+    kernel compile options, :mod:`pywave.kernel_options`) and serialise it into a
+    ``gpu.binary``. ``observe(module, pipeline, pipeline_for)`` (for dumps) sees the module
+    between the two, with the serialisation pipeline and a function giving it for another
+    MLIR format."""
+    from . import kernel_options
+
+    options = options or lowering.LoweringOptions()
     toolkit = cuda_toolkit()
     if fmt == "auto":
         fmt = "cubin" if has_ptxas(toolkit) else "ptx"
@@ -221,7 +226,10 @@ def lower_nvvm(module: ir.Module, *, fmt: str, text: str | None = None,
     if fmt != "ptx" and not has_ptxas(toolkit):
         raise CompileError(f"format={fmt!r} needs ptxas from a CUDA toolkit (none found; set "
                            "CUDA_HOME or PYWAVE_CUDA_PATH), or use format='ptx'")
-    run_pipeline(module, nvvm_pipeline, "lowering kernels to NVVM", text)
+    kernel_options.check_target(options, Target("nvvm", ""), fmt)
+    kernel_options.before_lowering(module, options)
+    run_pipeline(module, lowering.nvvm_pipeline(options), "lowering kernels to NVVM", text)
+    kernel_options.after_lowering(module, options, "nvvm", text)
     extern_dynamic_shared_memory(module)
     _check_libdevice(module, toolkit)
     pipeline = binary_pipeline(NVVM_FORMATS[fmt], toolkit)

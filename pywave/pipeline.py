@@ -256,18 +256,23 @@ class Pipeline:
         """Assign targets, lower and serialise the kernels, swap in the replacements."""
         from . import kernels
 
+        from . import kernel_options
+        kernel_options.add_ptxas_arguments(module, self.lowering)
         self._attach_nvvm_targets(module, requested or self.target.found)
         target = kernels.assign_targets(module, requested, self.target.found)
         if target.backend == "rocdl":
             from . import amdgpu
-            binaries = amdgpu.lower_rocdl(module, fmt=self.format, text=self.text)
+            kernel_options.check_target(self.lowering, target, self.format)
+            binaries = amdgpu.lower_rocdl(module, fmt=self.format, text=self.text,
+                                          opt_level=self.lowering.kernel_opt_level,
+                                          line_info=self.lowering.line_info)
         else:
             from . import subgroups
             subgroups.lower_subgroup_ops(module)
             fmt = _lowering.image_format(self.format, target.chip, kernels.cuda_toolkit())
             kernels.lower_nvvm(module, fmt=fmt, text=self.text,
                                observe=dumper.kernels_lowered if dumper else None,
-                               nvvm_pipeline=_lowering.nvvm_pipeline(self.lowering))
+                               options=self.lowering)
             binaries = kernels.collect_binaries(module, target)
         binaries = images.replace(binaries, self.replacements, target)
         if dumper:
