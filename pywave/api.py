@@ -17,7 +17,7 @@ import time
 import weakref
 from typing import Mapping
 
-from . import cache, jit, pipeline, runtime, sharedobj
+from . import cache, jit, kernel_api, pipeline, runtime, sharedobj
 from .errors import ArgumentError, CompileError, DeviceError, Error
 from .lowering import LoweringOptions, options_of
 from .pipeline import Artifacts
@@ -129,7 +129,7 @@ def compile(text: "str | os.PathLike[str]", *, target: str | None = None,
     text, filename = _source(text)
     compiler = pipeline.Pipeline(text, target=target, opt_level=opt_level, format=format,
                                  filename=filename, replacements=binaries, dump_dir=dump_dir,
-                                 lowering=options_of(lowering))
+                                 lowering=options_of(lowering), launchers=True)
     dumping = compiler.dump_root is not None
     cache_key = cache.key(text, compiler.options(), pipeline.tool_versions())
     started = time.perf_counter()
@@ -204,11 +204,18 @@ class CompiledModule:
         # keeps the code, and the module's death alone releases nothing.
         self._code = _native.HostCode(functools.partial(_release, engine, release_kernels))
         device_type = program.target.device_type
-        self._functions = {
-            sig.name: _native.HostFunction(engine.address(PACKED_PREFIX + sig.name),
-                                           sig.name, sig.params, device_type,
-                                           code=self._code)
-            for sig in program.functions}
+        self._functions = {}
+        launchers = {}
+        for sig in program.functions:
+            kernel = kernel_api.kernel_of(sig.name)
+            fn = _native.HostFunction(engine.address(PACKED_PREFIX + sig.name),
+                                      kernel or sig.name, sig.params, device_type,
+                                      code=self._code)
+            if kernel is None:
+                self._functions[sig.name] = fn
+            else:
+                launchers[kernel] = _native.KernelLauncher(fn, kernel)
+        self._kernels = kernel_api.Kernels(launchers, self._code)
         # Plain instance attributes: mod.NAME is then found without __getattr__ (a Python-level
         # call that would cost a few hundred ns on every launch).
         for name, fn in self._functions.items():
@@ -224,6 +231,22 @@ class CompiledModule:
     def functions(self) -> list[str]:
         """Names of the callable host functions."""
         return list(self._functions)
+
+    @property
+    def kernels(self) -> "kernel_api.Kernels":
+        """The kernels Python can launch, by ``"module::kernel"`` (or the kernel's name alone
+        when unique): ``mod.kernels["add"](a, b, c, n, grid=(g, 1, 1), block=(256, 1, 1),
+        shared_mem=0, stream=None)``. Each launch validates its arguments as a host
+        function's do (dtype, rank, static sizes, device, scalar ranges) plus the grid and
+        block (1-3 ints, each >= 1, within the device's and kernel's limits) and the dynamic
+        shared memory (bytes); it is asynchronous on the stream. See
+        :class:`pywave.kernel_api.Kernels`."""
+        return self._kernels
+
+    def kernel(self, name: str):
+        """The launcher of kernel ``name`` (``"module::kernel"`` or a unique kernel name):
+        ``mod.kernels[name]``."""
+        return self._kernels[name]
 
     @property
     def target(self) -> str:

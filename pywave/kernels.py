@@ -52,8 +52,8 @@ def widen_bool_memrefs(module: ir.Module) -> set[tuple[str, int]]:
     """Give ``memref<...xi1>`` values i8 elements (DLPack bools are 8-bit, and MLIR 22's memref
     lowering cannot address sub-byte elements): loads gain an ``arith.trunci`` to i1, stores
     an ``arith.extui`` from i1. Applies to kernels and host code alike. Returns the
-    (host function, argument index) pairs that were ``memref<...xi1>``, which still take bool
-    tensors."""
+    (host function or ``"module::kernel"``, argument index) pairs that were
+    ``memref<...xi1>``, which still take bool tensors."""
     host_args: set[tuple[str, int]] = set()
     i1 = ir.IntegerType.get_signless(1, module.context)
     i8 = ir.IntegerType.get_signless(8, module.context)
@@ -75,10 +75,10 @@ def widen_bool_memrefs(module: ir.Module) -> set[tuple[str, int]]:
         if op.name in ("func.func", "gpu.func"):
             ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
             inputs = [widened(t) or t for t in ftype.inputs]
-            if op.name == "func.func":
-                fname = sym_name(op)
-                host_args.update((fname, i) for i, t in enumerate(ftype.inputs)
-                                 if widened(t) is not None)
+            fname = sym_name(op) if op.name == "func.func" else \
+                f"{sym_name(op.parent)}::{sym_name(op)}"
+            host_args.update((fname, i) for i, t in enumerate(ftype.inputs)
+                             if widened(t) is not None)
             if inputs != list(ftype.inputs):
                 op.attributes["function_type"] = ir.TypeAttr.get(
                     ir.FunctionType.get(inputs, list(ftype.results)))

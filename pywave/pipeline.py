@@ -167,6 +167,10 @@ class Pipeline:
         Also emit the runner entry of this host function (``pywave run``;
         :data:`pywave.program.RUN_ENTRY`), and skip, instead of refusing, the other public
         functions Python cannot call.
+    launchers : bool
+        Also generate a launcher host function per launchable kernel (:mod:`pywave.launchers`,
+        the Python launch API of :func:`pywave.compile`); not for ``library`` or
+        ``run_entry``, whose functions are C's and the runner's.
 
     Raises
     ------
@@ -181,7 +185,7 @@ class Pipeline:
                  replacements: Mapping | None = None, keep_stages: bool = False,
                  dump_dir: str | None = None, library: bool = False,
                  lowering: "lowering.LoweringOptions | None" = None,
-                 run_entry: str | None = None) -> None:
+                 run_entry: str | None = None, launchers: bool = False) -> None:
         if not isinstance(text, str):
             raise TypeError(f"compile() takes MLIR text (str), got {type(text).__name__}")
         self.text = text
@@ -197,6 +201,7 @@ class Pipeline:
         self.library = library
         self.lowering = lowering or _lowering.LoweringOptions()
         self.run_entry = run_entry
+        self.launchers = launchers
 
     def options(self) -> dict:
         """The options that decide the output (with the text: the compile-cache key)."""
@@ -211,6 +216,8 @@ class Pipeline:
             out["lowering"] = self.lowering.key()
         if self.run_entry is not None:
             out["run_entry"] = self.run_entry
+        if self.launchers:
+            out["kernel_launchers"] = 1
         return out
 
     def run(self) -> Artifacts:
@@ -231,6 +238,9 @@ class Pipeline:
             rec.done("prepare", module)
             functions = signature.read_signatures(module, self.text, bool_args,
                                                   strict=self.run_entry is None)
+            if self.launchers:
+                from . import launchers
+                functions += launchers.add_launchers(module, self.text, bool_args)
             rec.done("signatures")
             target, binaries = self._kernels(module, requested, rec.dump)
             rec.done("kernels", module)

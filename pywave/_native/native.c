@@ -13,3 +13,4 @@
 #include "tensors.c"
 #include "params.c"
 #include "hostfunction.c"
+#include "launch.c"

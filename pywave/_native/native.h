@@ -10,6 +10,7 @@
  *   tensors.c       DLPack intake: per-type route cache, __dlpack__ calls, capsules, release
  *   params.c        parameter objects -> the compact param_t, their type text
  *   hostfunction.c  the HostFunction type, its call in named phases, the module
+ *   launch.c        the KernelLauncher type: a kernel launched with grid=, block=
  * Module state is only touched with the GIL held.
  */
 #ifndef PYWAVE_NATIVE_H
@@ -172,5 +173,8 @@ static wavert_status get_device(int32_t type, int32_t id, wavert_device **out);
 static int classify_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v);
 static int take_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v);
 static void release_tensors(tensor_state *ts, Py_ssize_t n);
+
+/* launch.c */
+static int launcher_add_type(PyObject *module);
 
 #endif /* PYWAVE_NATIVE_H */
