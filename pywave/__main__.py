@@ -105,20 +105,22 @@ def register_compile(sub) -> None:
 
 
 def _run_export(args: argparse.Namespace) -> int:
-    from . import c_export
+    from . import c_export, run
     text = read_mlir(args.file)
     done = c_export.export(text, args.output, args.name, target=args.target,
                            opt_level=args.opt_level, format=args.format,
                            binaries=_binaries(args.binary), runtime_mode=args.runtime,
-                           filename=args.file)
+                           filename=args.file, lowering=run.lowering_options(args))
     print(f"target: {done.target}\nlibrary: {done.library}\nheader: {done.header}\n"
           f"pkg-config: {done.pkgconfig}\nentry points: {', '.join(done.functions)}")
     return 0
 
 
 def register_export(sub) -> None:
+    from . import run
     p = sub.add_parser("export", help="compile an MLIR file into a shared library for C")
     _add_compile_options(p)
+    run.add_lowering_options(p)
     p.add_argument("--name", required=True, help="C name: lib<NAME>.so, <NAME>_<func>()")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
     p.add_argument("--runtime", default="copy", choices=["copy", "link"],

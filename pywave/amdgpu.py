@@ -69,11 +69,14 @@ _initialised = False
 
 
 def lower_rocdl(module: ir.Module, *, fmt: str = "auto", opt_level: int = 3,
-                text: str | None = None) -> list[Binary]:
+                text: str | None = None, line_info: bool = False) -> list[Binary]:
     """Lower every ROCDL-targeted ``gpu.module`` of ``module`` to an hsaco and replace it with
     a ``gpu.binary`` of the same name. Returns the binaries (format ``"hsaco"``); ``fmt`` must
-    be ``"auto"`` or ``"hsaco"``."""
+    be ``"auto"`` or ``"hsaco"``. ``opt_level``: the kernels' optimisation level (0-3);
+    ``line_info``: a DWARF line table from the MLIR locations (no variables)."""
+    from .kernel_options import LINE_INFO_PIPELINE
     from .kernels import extern_dynamic_shared_memory, gpu_modules, module_target
+    from .mlirutil import run_pipeline
 
     if fmt not in ("auto", "hsaco"):
         raise CompileError(f"format={fmt!r} is an NVIDIA format; AMD targets produce "
@@ -95,6 +98,8 @@ def lower_rocdl(module: ir.Module, *, fmt: str = "auto", opt_level: int = 3,
             raise diagnostic_error(f"lowering gpu.module @{name} to ROCDL failed", exc,
                                    text) from None
         extern_dynamic_shared_memory(module)
+        if line_info:
+            run_pipeline(module, LINE_INFO_PIPELINE["rocdl"], "adding line information", text)
         kernels = _kernel_names(gmod)
         llvm_ir = translate(gmod)
         hsaco = compile_llvm_ir(llvm_ir, target.chip, kernels, opt_level=opt_level,

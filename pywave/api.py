@@ -17,9 +17,9 @@ import time
 import weakref
 from typing import Mapping
 
-from . import cache, jit, pipeline, runtime, sharedobj
+from . import cache, jit, kernel_api, pipeline, runtime, sharedobj
 from .errors import ArgumentError, CompileError, DeviceError, Error
-from .lowering import LoweringOptions
+from .lowering import LoweringOptions, options_of
 from .pipeline import Artifacts
 from .source import read_mlir
 from .program import BACKENDS, PACKED_PREFIX, RELEASE_KERNELS, Binary, Param, Program
@@ -72,7 +72,7 @@ def build(text: str, *, target: str | None = None, opt_level: int = 2, format: s
     return pipeline.Pipeline(text, target=target, opt_level=opt_level, format=format,
                              filename=filename, replacements=binaries,
                              keep_stages=keep_stages, dump_dir=dump_dir,
-                             lowering=_lowering_options(lowering)).run()
+                             lowering=options_of(lowering)).run()
 
 
 def compile(text: "str | os.PathLike[str]", *, target: str | None = None,
@@ -109,8 +109,11 @@ def compile(text: "str | os.PathLike[str]", *, target: str | None = None,
         told apart by its bytes) instead of the module's compiled one, keeping the host code.
     lowering : LoweringOptions or dict, optional
         Options of upstream's GPU lowering pipeline: ``index_bitwidth`` (32/64),
-        ``kernel_bare_ptr``, ``features`` (``"+ptx80"``), ``kernel_opt_level`` (0-3); see
-        :class:`pywave.lowering.LoweringOptions`. Part of the cache key.
+        ``kernel_bare_ptr``, ``features`` (``"+ptx80"``), ``kernel_opt_level`` (0-3, the
+        kernels' own level); and the kernel compile options ``line_info``, ``fast_math``
+        (changes results), ``max_registers`` (1-255), ``ptxas_options`` (a list of
+        strings); see :class:`pywave.lowering.LoweringOptions` for what each does. Part of
+        the cache key.
 
     Returns
     -------
@@ -126,7 +129,7 @@ def compile(text: "str | os.PathLike[str]", *, target: str | None = None,
     text, filename = _source(text)
     compiler = pipeline.Pipeline(text, target=target, opt_level=opt_level, format=format,
                                  filename=filename, replacements=binaries, dump_dir=dump_dir,
-                                 lowering=_lowering_options(lowering))
+                                 lowering=options_of(lowering), launchers=True)
     dumping = compiler.dump_root is not None
     cache_key = cache.key(text, compiler.options(), pipeline.tool_versions())
     started = time.perf_counter()
@@ -162,16 +165,6 @@ def _source(text: "str | os.PathLike[str]") -> tuple[str, str]:
     if isinstance(text, os.PathLike):
         return read_mlir(text), os.fspath(text)
     return text, "<input>"
-
-
-def _lowering_options(value: "LoweringOptions | Mapping | None") -> "LoweringOptions | None":
-    """``lowering=`` as LoweringOptions (a mapping gives its fields; TypeError otherwise)."""
-    if value is None or isinstance(value, LoweringOptions):
-        return value
-    if isinstance(value, Mapping):
-        return LoweringOptions(**value)
-    raise TypeError(f"lowering must be a pywave.lowering.LoweringOptions or a dict, got "
-                    f"{type(value).__name__}")
 
 
 class CompiledModule:
@@ -211,11 +204,18 @@ class CompiledModule:
         # keeps the code, and the module's death alone releases nothing.
         self._code = _native.HostCode(functools.partial(_release, engine, release_kernels))
         device_type = program.target.device_type
-        self._functions = {
-            sig.name: _native.HostFunction(engine.address(PACKED_PREFIX + sig.name),
-                                           sig.name, sig.params, device_type,
-                                           code=self._code, results=sig.results)
-            for sig in program.functions}
+        self._functions = {}
+        launchers = {}
+        for sig in program.functions:
+            kernel = kernel_api.kernel_of(sig.name)
+            fn = _native.HostFunction(engine.address(PACKED_PREFIX + sig.name),
+                                      kernel or sig.name, sig.params, device_type,
+                                      code=self._code, results=sig.results)
+            if kernel is None:
+                self._functions[sig.name] = fn
+            else:
+                launchers[kernel] = _native.KernelLauncher(fn, kernel)
+        self._kernels = kernel_api.Kernels(launchers, self._code)
         # Plain instance attributes: mod.NAME is then found without __getattr__ (a Python-level
         # call that would cost a few hundred ns on every launch).
         for name, fn in self._functions.items():
@@ -231,6 +231,22 @@ class CompiledModule:
     def functions(self) -> list[str]:
         """Names of the callable host functions."""
         return list(self._functions)
+
+    @property
+    def kernels(self) -> "kernel_api.Kernels":
+        """The kernels Python can launch, by ``"module::kernel"`` (or the kernel's name alone
+        when unique): ``mod.kernels["add"](a, b, c, n, grid=(g, 1, 1), block=(256, 1, 1),
+        shared_mem=0, stream=None)``. Each launch validates its arguments as a host
+        function's do (dtype, rank, static sizes, device, scalar ranges) plus the grid and
+        block (1-3 ints, each >= 1, within the device's and kernel's limits) and the dynamic
+        shared memory (bytes); it is asynchronous on the stream. See
+        :class:`pywave.kernel_api.Kernels`."""
+        return self._kernels
+
+    def kernel(self, name: str):
+        """The launcher of kernel ``name`` (``"module::kernel"`` or a unique kernel name):
+        ``mod.kernels[name]``."""
+        return self._kernels[name]
 
     @property
     def target(self) -> str:

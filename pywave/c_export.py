@@ -46,10 +46,12 @@ import re
 import shlex
 import shutil
 import subprocess
+from typing import Mapping
 
 from . import layout, pipeline, runtime
 from ._version import __version__
 from .errors import CompileError
+from .lowering import LoweringOptions, options_of
 from .program import DYNAMIC, PACKED_PREFIX, RELEASE_KERNELS, HostSignature, Target
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -108,7 +110,8 @@ class Export:
 def export(text: str, out_dir: str | os.PathLike, name: str, *, target: str | None = None,
            opt_level: int = 2, format: str = "auto", binaries: dict | None = None,
            runtime_mode: str = "copy", filename: str = "<input>",
-           cc: str | None = None) -> Export:
+           cc: str | None = None,
+           lowering: "LoweringOptions | Mapping | None" = None) -> Export:
     """Compile ``text`` ahead of time into a shared library that C programs link.
 
     Parameters
@@ -127,6 +130,8 @@ def export(text: str, out_dir: str | os.PathLike, name: str, *, target: str | No
         ``$ORIGIN``. ``"link"``: link the pywave package's libwavert.so by absolute rpath.
     cc : str, optional
         C compiler command (default ``$CC``, else ``cc``).
+    lowering : LoweringOptions or dict, optional
+        The lowering and kernel compile options, as for :func:`pywave.compile`.
 
     Returns
     -------
@@ -149,7 +154,8 @@ def export(text: str, out_dir: str | os.PathLike, name: str, *, target: str | No
                            f"({runtime.LIBRARY}); install pywave (pip install . or meson "
                            "install) before exporting")
     art = pipeline.Pipeline(text, target=target, opt_level=opt_level, format=format,
-                            filename=filename, replacements=binaries, library=True).run()
+                            filename=filename, replacements=binaries, library=True,
+                            lowering=options_of(lowering)).run()
     for fn in art.host.functions:
         if not _IDENT.match(fn.name):
             raise CompileError(f"host function @{fn.name} is not a C identifier; rename it "

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from . import cache
+from . import cache, kernel_api
 
 #: Files of the cache folder: entries, and temporary files of writes in progress (or of
 #: writes that failed).
@@ -68,7 +68,9 @@ def entries() -> list[Entry]:
         key = name[:-len(ENTRY_SUFFIX)]
         try:   # read only: cache.load would touch or remove it
             program = cache._decode(raw, key)
-            chip, functions = program.target.chip, tuple(f.name for f in program.functions)
+            chip = program.target.chip
+            functions = tuple(f.name for f in program.functions
+                              if kernel_api.kernel_of(f.name) is None)   # host functions
         except cache.CorruptEntry:   # shown as unreadable, left for cache.load to rebuild
             chip = functions = None
         out.append(Entry(key, st.st_size, st.st_mtime, chip, functions))

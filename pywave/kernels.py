@@ -62,8 +62,9 @@ def widen_bool_memrefs(module: ir.Module) -> set[tuple[str, int]]:
     """Give ``memref<...xi1>`` values i8 elements (DLPack bools are 8-bit, and MLIR 22's memref
     lowering cannot address sub-byte elements): loads gain an ``arith.trunci`` to i1, stores
     an ``arith.extui`` from i1. Applies to kernels and host code alike. Returns the
-    (host function, argument index) pairs that were ``memref<...xi1>``, which still take bool
-    tensors, and (host function, -1 - result index) for such results (returned as bools)."""
+    (host function or ``"module::kernel"``, argument index) pairs that were
+    ``memref<...xi1>``, which still take bool tensors, and (host function, -1 - result index)
+    for such results (returned as bools)."""
     host_args: set[tuple[str, int]] = set()
     i1 = ir.IntegerType.get_signless(1, module.context)
     i8 = ir.IntegerType.get_signless(8, module.context)
@@ -86,12 +87,12 @@ def widen_bool_memrefs(module: ir.Module) -> set[tuple[str, int]]:
             ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
             inputs = [widened(t) or t for t in ftype.inputs]
             results = [widened(t) or t for t in ftype.results]
-            if op.name == "func.func":
-                fname = sym_name(op)
-                host_args.update((fname, i) for i, t in enumerate(ftype.inputs)
-                                 if widened(t) is not None)
-                host_args.update((fname, -1 - i) for i, t in enumerate(ftype.results)
-                                 if widened(t) is not None)
+            fname = sym_name(op) if op.name == "func.func" else \
+                f"{sym_name(op.parent)}::{sym_name(op)}"
+            host_args.update((fname, i) for i, t in enumerate(ftype.inputs)
+                             if widened(t) is not None)
+            host_args.update((fname, -1 - i) for i, t in enumerate(ftype.results)
+                             if widened(t) is not None)
             if inputs != list(ftype.inputs) or results != list(ftype.results):
                 op.attributes["function_type"] = ir.TypeAttr.get(
                     ir.FunctionType.get(inputs, results))
@@ -221,10 +222,15 @@ def binary_pipeline(mlir_format: str, toolkit: str | None) -> str:
 
 def lower_nvvm(module: ir.Module, *, fmt: str, text: str | None = None,
                observe: "Callable[[ir.Module, str, Callable[[str], str]], None] | None" = None,
-               nvvm_pipeline: str = NVVM_PIPELINE) -> None:
-    """Lower every NVVM-targeted ``gpu.module`` and serialise it into a ``gpu.binary``.
-    ``observe(module, pipeline, pipeline_for)`` (for dumps) sees the module between the two,
-    with the serialisation pipeline and a function giving it for another MLIR format."""
+               options: "lowering.LoweringOptions | None" = None) -> None:
+    """Lower every NVVM-targeted ``gpu.module`` with ``options`` (the kernel pipeline and the
+    kernel compile options, :mod:`pywave.kernel_options`) and serialise it into a
+    ``gpu.binary``. ``observe(module, pipeline, pipeline_for)`` (for dumps) sees the module
+    between the two, with the serialisation pipeline and a function giving it for another
+    MLIR format."""
+    from . import kernel_options
+
+    options = options or lowering.LoweringOptions()
     toolkit = cuda_toolkit()
     if fmt == "auto":
         fmt = "cubin" if has_ptxas(toolkit) else "ptx"
@@ -234,7 +240,10 @@ def lower_nvvm(module: ir.Module, *, fmt: str, text: str | None = None,
     if fmt != "ptx" and not has_ptxas(toolkit):
         raise CompileError(f"format={fmt!r} needs ptxas from a CUDA toolkit (none found; set "
                            "CUDA_HOME or PYWAVE_CUDA_PATH), or use format='ptx'")
-    run_pipeline(module, nvvm_pipeline, "lowering kernels to NVVM", text)
+    kernel_options.check_target(options, Target("nvvm", ""), fmt)
+    kernel_options.before_lowering(module, options)
+    run_pipeline(module, lowering.nvvm_pipeline(options), "lowering kernels to NVVM", text)
+    kernel_options.after_lowering(module, options, "nvvm", text)
     extern_dynamic_shared_memory(module)
     _check_libdevice(module, toolkit)
     pipeline = binary_pipeline(NVVM_FORMATS[fmt], toolkit)

@@ -1,9 +1,11 @@
 """Lowering options: what upstream's ``gpu-lower-to-nvvm-pipeline`` lets a user choose
-(index bitwidth, bare-pointer kernel arguments, chip features, kernel optimisation level),
-the kernel pipeline they make, and the image format a chip can be compiled to.
+(index bitwidth, bare-pointer kernel arguments, chip features, kernel optimisation level) plus
+the kernel compile options of nvcc users (line info, fast math, a register limit, extra ptxas
+options), the kernel pipeline they make, and the image format a chip can be compiled to.
 
 Plain data and strings; no MLIR import (the options are part of the compile-cache key,
-computed before MLIR loads).
+computed before MLIR loads). :mod:`pywave.kernel_options` applies the kernel compile options
+to the IR.
 """
 
 from __future__ import annotations
@@ -14,15 +16,43 @@ import logging
 import os
 import re
 import subprocess
+from typing import Mapping
 
 from .errors import CompileError
 
 log = logging.getLogger("pywave.lowering")
 
 
+#: The most registers a thread can use on every NVIDIA GPU (sm_35 and later): the limit of
+#: ``max_registers`` (ptxas raises a value below the ABI minimum to that minimum).
+MAX_REGISTERS = 255
+
+#: ptxas options pywave sets itself (the chip, the output, the optimisation level) or that
+#: have their own LoweringOptions field, or would read more options from a file: refused in
+#: ``ptxas_options``. Keyed by every spelling ptxas accepts.
+RESERVED_PTXAS_OPTIONS = {
+    "-arch": "the chip comes from target=", "--gpu-name": "the chip comes from target=",
+    "-o": "pywave names the output", "--output-file": "pywave names the output",
+    "-O": "use kernel_opt_level=", "--opt-level": "use kernel_opt_level=",
+    "-maxrregcount": "use max_registers=", "--maxrregcount": "use max_registers=",
+    "-lineinfo": "use line_info=True", "--generate-line-info": "use line_info=True",
+    "-c": "a relocatable object cannot be loaded", "--compile-only":
+        "a relocatable object cannot be loaded",
+    "-optf": "options come from the list only", "--options-file":
+        "options come from the list only",
+    "-ias": "the PTX comes from the compile", "--input-as-string":
+        "the PTX comes from the compile",
+}
+
+#: One ptxas option: a dash or two, a name, and an optional ``=value`` without spaces, quotes
+#: or shell/pipeline metacharacters (``--def-load-cache=cg``, ``-v``, ``--warn-on-spills``).
+_PTXAS_OPTION = re.compile(r"--?[A-Za-z][A-Za-z0-9_-]*(=[A-Za-z0-9_.,:+/-]+)?")
+
+
 @dataclasses.dataclass(frozen=True)
 class LoweringOptions:
     """Options of the kernel and host lowering (the defaults are pywave's historic ones).
+    Every field is part of the compile-cache key. Thread-safe (immutable).
 
     index_bitwidth : int
         Width of ``index`` inside kernels (32 or 64; upstream's ``index-bitwidth``).
@@ -33,13 +63,58 @@ class LoweringOptions:
     features : str
         PTX features of ``#nvvm.target`` (``"+ptx80"``); "" keeps MLIR's default.
     kernel_opt_level : int
-        LLVM optimisation level of the kernels (0-3; ``#nvvm.target<O = N>``).
+        Optimisation level of the kernels (0-3), independent of the host's ``opt_level``:
+        LLVM's level for the kernel IR and, on NVIDIA, ptxas's ``--opt-level``
+        (``#nvvm.target<O = N>``); on AMD, the level of the AMDGPU code generation.
+    line_info : bool
+        Source line information for profilers and sanitizers (Nsight Compute's source view,
+        ``compute-sanitizer`` reports), as nvcc's ``-lineinfo``: the kernels keep their MLIR
+        locations as line directives (``.loc`` in the PTX; LLVM's "debug directives only",
+        no variables, no change to the generated code) and ptxas gets ``-lineinfo``, which
+        puts a line table into the cubin. On AMD, the code object gets a DWARF line table.
+        With ``format="ptx"`` the PTX carries the ``.loc`` lines; the driver's JIT compile
+        keeps them only where the driver does so by default.
+    fast_math : bool
+        nvcc's ``-use_fast_math`` (NVIDIA only). **Changes results**; off by default. It sets,
+        for every kernel:
+
+        - the ``afn`` and ``contract`` fast-math flags on each floating-point ``arith`` and
+          ``math`` op (not ``nnan``/``ninf``/``reassoc``: NaN and infinity handling and the
+          order of operations stay as written, as with nvcc): f32 division becomes
+          ``div.approx.f32`` (2 ulp for divisors in [2^-126, 2^126]; nvcc's
+          ``--prec-div=false`` gives the similar ``div.full.f32``); ``math.exp``, ``log``,
+          ``sin``, ``cos``, ``tan``, ``pow``... on f32 call libdevice's ``__nv_fast_*``
+          variants, the hardware approximations (``ex2.approx``, ``sin.approx``...) whose
+          error grows outside a small range (CUDA's ``__expf``, ``__sinf``...);
+        - f32 denormals flushed to zero (nvcc's ``--ftz=true``): LLVM's
+          ``denormal-fp-math-f32 = preserve-sign`` (``.ftz`` instructions) and libdevice's
+          flush-to-zero paths (its ``__CUDA_FTZ`` reflection, ``nvvm-reflect-ftz = 1``).
+
+        f32 square root is ``sqrt.approx.f32`` with or without it: MLIR lowers ``math.sqrt``
+        to libdevice's ``__nv_sqrtf``, whose ``__CUDA_PREC_SQRT`` reflection MLIR leaves at
+        0. Fused multiply-add contraction (``--fmad=true``) is LLVM's NVPTX default either way.
+    max_registers : int or None
+        Most registers a thread of each kernel may use (1-255), as ptxas's
+        ``--maxrregcount``: a ``.maxnreg`` directive on every kernel, so it holds for cubin,
+        fatbin and PTX compiled by the driver alike (a kernel's own smaller ``nvvm.maxnreg``
+        wins). Fewer registers allow more resident threads but may spill to local memory.
+        NVIDIA only. None: no limit.
+    ptxas_options : tuple of str
+        Extra ptxas options (NVIDIA; ``format`` ``"cubin"``, ``"fatbin"`` or ``"auto"`` with
+        ptxas), one option per string with its value after ``=``
+        (``("--warn-on-spills", "--def-load-cache=cg")``). They reach ptxas as separate
+        arguments (``#nvvm.target``'s ``ptxas-cmd-options``), never through a pass-pipeline
+        string. Options pywave sets itself are refused (:data:`RESERVED_PTXAS_OPTIONS`).
     """
 
     index_bitwidth: int = 64
     kernel_bare_ptr: bool = False
     features: str = ""
     kernel_opt_level: int = 3
+    line_info: bool = False
+    fast_math: bool = False
+    max_registers: int | None = None
+    ptxas_options: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.index_bitwidth not in (32, 64):
@@ -50,16 +125,88 @@ class LoweringOptions:
         if self.features and not re.fullmatch(r"(\+[\w.]+)(,\+[\w.]+)*", self.features):
             raise CompileError(f"features must look like '+ptx80' (comma-separated, each "
                                f"starting with '+'), got {self.features!r}")
+        for name in ("kernel_bare_ptr", "line_info", "fast_math"):
+            if not isinstance(getattr(self, name), bool):
+                raise CompileError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        regs = self.max_registers
+        if regs is not None and (isinstance(regs, bool) or not isinstance(regs, int)
+                                 or not 1 <= regs <= MAX_REGISTERS):
+            raise CompileError(f"max_registers must be an int in [1, {MAX_REGISTERS}] (the "
+                               f"per-thread register limit of NVIDIA GPUs) or None, got "
+                               f"{regs!r}")
+        object.__setattr__(self, "ptxas_options", _checked_ptxas_options(self.ptxas_options))
 
     def key(self) -> dict:
         """The options as plain data, for the compile-cache key and dumps."""
         return dataclasses.asdict(self)
 
+    @property
+    def nvidia_only(self) -> list[str]:
+        """The fields set away from their defaults that only NVIDIA targets support."""
+        return [name for name, unset in (("fast_math", False), ("max_registers", None),
+                                         ("ptxas_options", ()))
+                if getattr(self, name) != unset]
+
+    @property
+    def ptxas_arguments(self) -> tuple[str, ...]:
+        """What ptxas gets beyond pywave's own arguments: ``-lineinfo`` with line info, then
+        :attr:`ptxas_options`."""
+        return (("-lineinfo",) if self.line_info else ()) + self.ptxas_options
+
+
+def options_of(value: "LoweringOptions | Mapping[str, object] | None"
+               ) -> LoweringOptions | None:
+    """``lowering=`` of :func:`pywave.compile`/:func:`pywave.export` as LoweringOptions (a
+    mapping gives its fields; CompileError names an unknown field; TypeError for another
+    type)."""
+    if value is None or isinstance(value, LoweringOptions):
+        return value
+    if isinstance(value, Mapping):
+        fields = {f.name for f in dataclasses.fields(LoweringOptions)}
+        unknown = sorted(set(value) - fields)
+        if unknown:
+            raise CompileError(f"lowering: unknown option {unknown[0]!r}; the options are "
+                               f"{', '.join(sorted(fields))}")
+        return LoweringOptions(**value)
+    raise TypeError(f"lowering must be a pywave.lowering.LoweringOptions or a dict, got "
+                    f"{type(value).__name__}")
+
+
+def _checked_ptxas_options(options: object) -> tuple[str, ...]:
+    """``ptxas_options`` as a tuple of validated strings (CompileError naming the bad one)."""
+    if isinstance(options, (str, bytes)) or not isinstance(options, (list, tuple)):
+        raise CompileError(f"ptxas_options must be a list of strings (one option each, e.g. "
+                           f"['--warn-on-spills']), got {options!r}")
+    for i, option in enumerate(options):
+        where = f"ptxas_options[{i}] = {option!r}"
+        if not isinstance(option, str) or len(option) > 200 or \
+                not _PTXAS_OPTION.fullmatch(option):
+            raise CompileError(f"{where} is not one ptxas option: expected '-name' or "
+                               "'--name=value' (letters, digits, '_', '-'; a value without "
+                               "spaces or quotes; at most 200 characters)")
+        name = option.split("=", 1)[0]
+        reserved = RESERVED_PTXAS_OPTIONS.get(name) or \
+            (RESERVED_PTXAS_OPTIONS["-O"] if re.fullmatch(r"-O\d*", name) else None)
+        if reserved:
+            raise CompileError(f"{where}: pywave sets {name} itself ({reserved})")
+    return tuple(options)
+
 
 def nvvm_target(chip: str, options: LoweringOptions) -> str:
-    """The ``#nvvm.target`` attribute text for ``chip`` with ``options``."""
+    """The ``#nvvm.target`` attribute text for ``chip`` with ``options`` (the ptxas options
+    as a list of separate strings)."""
     features = f', features = "{options.features}"' if options.features else ""
-    return f'#nvvm.target<chip = "{chip}", O = {options.kernel_opt_level}{features}>'
+    return f'#nvvm.target<chip = "{chip}", O = {options.kernel_opt_level}{features}' \
+        f'{nvvm_flags(options)}>'
+
+
+def nvvm_flags(options: LoweringOptions) -> str:
+    """``, flags = {"ptxas-cmd-options" = [...]}`` for :attr:`LoweringOptions.ptxas_arguments`
+    ("" without any). The options are validated strings: no quote or backslash to escape."""
+    args = options.ptxas_arguments
+    if not args:
+        return ""
+    return ', flags = {"ptxas-cmd-options" = [' + ", ".join(f'"{a}"' for a in args) + "]}"
 
 
 def nvvm_pipeline(options: LoweringOptions) -> str:

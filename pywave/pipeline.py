@@ -167,6 +167,10 @@ class Pipeline:
         Also emit the runner entry of this host function (``pywave run``;
         :data:`pywave.program.RUN_ENTRY`), and skip, instead of refusing, the other public
         functions Python cannot call.
+    launchers : bool
+        Also generate a launcher host function per launchable kernel (:mod:`pywave.launchers`,
+        the Python launch API of :func:`pywave.compile`); not for ``library`` or
+        ``run_entry``, whose functions are C's and the runner's.
 
     Raises
     ------
@@ -181,7 +185,7 @@ class Pipeline:
                  replacements: Mapping | None = None, keep_stages: bool = False,
                  dump_dir: str | None = None, library: bool = False,
                  lowering: "lowering.LoweringOptions | None" = None,
-                 run_entry: str | None = None) -> None:
+                 run_entry: str | None = None, launchers: bool = False) -> None:
         if not isinstance(text, str):
             raise TypeError(f"compile() takes MLIR text (str), got {type(text).__name__}")
         self.text = text
@@ -197,6 +201,7 @@ class Pipeline:
         self.library = library
         self.lowering = lowering or _lowering.LoweringOptions()
         self.run_entry = run_entry
+        self.launchers = launchers
 
     def options(self) -> dict:
         """The options that decide the output (with the text: the compile-cache key)."""
@@ -211,6 +216,8 @@ class Pipeline:
             out["lowering"] = self.lowering.key()
         if self.run_entry is not None:
             out["run_entry"] = self.run_entry
+        if self.launchers:
+            out["kernel_launchers"] = 1
         return out
 
     def run(self) -> Artifacts:
@@ -231,6 +238,9 @@ class Pipeline:
             rec.done("prepare", module)
             functions = signature.read_signatures(module, self.text, bool_args,
                                                   strict=self.run_entry is None)
+            if self.launchers:
+                from . import launchers
+                functions += launchers.add_launchers(module, self.text, bool_args)
             rec.done("signatures")
             target, binaries = self._kernels(module, requested, rec.dump)
             rec.done("kernels", module)
@@ -256,18 +266,23 @@ class Pipeline:
         """Assign targets, lower and serialise the kernels, swap in the replacements."""
         from . import kernels
 
+        from . import kernel_options
+        kernel_options.add_ptxas_arguments(module, self.lowering)
         self._attach_nvvm_targets(module, requested or self.target.found)
         target = kernels.assign_targets(module, requested, self.target.found)
         if target.backend == "rocdl":
             from . import amdgpu
-            binaries = amdgpu.lower_rocdl(module, fmt=self.format, text=self.text)
+            kernel_options.check_target(self.lowering, target, self.format)
+            binaries = amdgpu.lower_rocdl(module, fmt=self.format, text=self.text,
+                                          opt_level=self.lowering.kernel_opt_level,
+                                          line_info=self.lowering.line_info)
         else:
             from . import subgroups
             subgroups.lower_subgroup_ops(module)
             fmt = _lowering.image_format(self.format, target.chip, kernels.cuda_toolkit())
             kernels.lower_nvvm(module, fmt=fmt, text=self.text,
                                observe=dumper.kernels_lowered if dumper else None,
-                               nvvm_pipeline=_lowering.nvvm_pipeline(self.lowering))
+                               options=self.lowering)
             binaries = kernels.collect_binaries(module, target)
         binaries = images.replace(binaries, self.replacements, target)
         if dumper:

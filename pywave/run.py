@@ -72,7 +72,17 @@ def add_lowering_options(parser: argparse.ArgumentParser) -> None:
                         help="accepted for upstream parity; an entry takes no arguments, and "
                         "host functions calling each other agree on their convention")
     parser.add_argument("--kernel-opt-level", type=int, default=3, choices=range(4),
-                        help="kernel optimisation level (default 3)")
+                        help="kernel optimisation level: LLVM's and ptxas's (default 3)")
+    parser.add_argument("--line-info", action="store_true",
+                        help="source line information in the kernels (nvcc -lineinfo)")
+    parser.add_argument("--fast-math", action="store_true",
+                        help="approximate division and math functions, f32 denormals "
+                        "flushed to zero (nvcc -use_fast_math; changes results)")
+    parser.add_argument("--max-registers", type=int, default=None, metavar="N",
+                        help="at most N registers per thread in each kernel (1-255)")
+    parser.add_argument("--ptxas-option", dest="ptxas_options", action="append", default=[],
+                        metavar="OPT", help="extra ptxas option, one per flag, written with "
+                        "'=': --ptxas-option=--warn-on-spills")
 
 
 def lowering_options(args: argparse.Namespace) -> lowering.LoweringOptions:
@@ -80,7 +90,10 @@ def lowering_options(args: argparse.Namespace) -> lowering.LoweringOptions:
     return lowering.LoweringOptions(index_bitwidth=args.index_bitwidth,
                                     kernel_bare_ptr=args.kernel_bare_ptr,
                                     features=args.features,
-                                    kernel_opt_level=args.kernel_opt_level)
+                                    kernel_opt_level=args.kernel_opt_level,
+                                    line_info=args.line_info, fast_math=args.fast_math,
+                                    max_registers=args.max_registers,
+                                    ptxas_options=tuple(args.ptxas_options))
 
 
 def load_shared_libs(specs: list[str]) -> None:

@@ -543,6 +543,26 @@ static PyObject *hf_get_code(HostFunction *self, void *closure) {
   return code;
 }
 
+/* `__signature__` and `__doc__` are built when asked for, by pywave.introspect.<what>(obj). */
+static PyObject *introspect(PyObject *obj, const char *what) {
+  PyObject *mod = PyImport_ImportModule("pywave.introspect");
+  if (!mod)
+    return NULL;
+  PyObject *r = PyObject_CallMethod(mod, what, "O", obj);
+  Py_DECREF(mod);
+  return r;
+}
+
+static PyObject *hf_get_signature(PyObject *self, void *closure) {
+  (void)closure;
+  return introspect(self, "signature");
+}
+
+static PyObject *hf_get_doc(PyObject *self, void *closure) {
+  (void)closure;
+  return introspect(self, "doc");
+}
+
 static PyGetSetDef hf_getset[] = {
     {"name", (getter)hf_get_name, NULL, "Name of the host function.", NULL},
     {"params", (getter)hf_get_params, NULL, "The parameter objects given at construction (a tuple).", NULL},
@@ -552,6 +572,10 @@ static PyGetSetDef hf_getset[] = {
     {"device_type", (getter)hf_get_device_type, NULL, "DLPack device type (2 CUDA, 10 ROCm).",
      NULL},
     {"code", (getter)hf_get_code, NULL, "The HostCode holding the entry (kept alive), or None.",
+     NULL},
+    {"__signature__", (getter)hf_get_signature, NULL,
+     "inspect.Signature: the parameters (names, tensor dtypes and shapes), then stream=.", NULL},
+    {"__doc__", (getter)hf_get_doc, NULL, "What help() shows: this function's parameters.",
      NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
@@ -711,6 +735,10 @@ PyMODINIT_FUNC PyInit__native(void) {
   Py_INCREF(&Memref_Type);
   if (PyModule_AddObject(m, "Memref", (PyObject *)&Memref_Type) < 0) {
     Py_DECREF(&Memref_Type);
+    Py_DECREF(m);
+    return NULL;
+  }
+  if (launcher_add_type(m) < 0) {
     Py_DECREF(m);
     return NULL;
   }

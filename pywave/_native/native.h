@@ -12,6 +12,7 @@
  *   params.c        parameter objects -> the compact param_t, their type text
  *   results.c       results: scalars to numbers, memrefs to Memref objects (DLPack export)
  *   hostfunction.c  the HostFunction type, its call in named phases, the module
+ *   launch.c        the KernelLauncher type: a kernel launched with grid=, block=
  * Module state is only touched with the GIL held.
  */
 #ifndef PYWAVE_NATIVE_H
@@ -181,5 +182,8 @@ static int cupy_api_stream(int32_t device_id, void **out);
 static int classify_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v);
 static int take_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v);
 static void release_tensors(tensor_state *ts, Py_ssize_t n);
+
+/* launch.c */
+static int launcher_add_type(PyObject *module);
 
 #endif /* PYWAVE_NATIVE_H */
