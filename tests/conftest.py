@@ -15,6 +15,26 @@ import pywave
 DATA = Path(__file__).parent / "data"
 
 
+def fake_driver() -> Path | None:
+    """libwavert's recording driver stand-in (libfake_cuda.so) from a build folder of this
+    checkout (`meson setup build/tests -Dtests=true`), or None when none is built. A build
+    under AddressSanitizer (.ci/run's build/sanitize) is passed over: loading it into an
+    uninstrumented process needs libasan preloaded."""
+    for path in sorted((Path(__file__).resolve().parent.parent / "build").glob(
+            "*/libwavert/tests/libfake_cuda.so")):
+        if b"libasan.so" not in path.read_bytes():
+            return path
+    return None
+
+
+def need_fake_driver() -> Path:
+    """fake_driver(), or skip the test saying how to build it."""
+    found = fake_driver()
+    if found is None:
+        pytest.skip("the driver stand-in is not built (meson setup build/tests -Dtests=true)")
+    return found
+
+
 def _native_built() -> bool:
     try:
         from pywave import _native

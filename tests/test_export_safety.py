@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import pywave
+from conftest import fake_driver
 
 ROOT = Path(__file__).resolve().parent.parent
 CC = os.environ.get("CC", "cc")
@@ -39,8 +40,8 @@ func.func @{fn}(%k: i32, %x: f32) {{
 
 
 def _fake_driver() -> str | None:
-    found = sorted((ROOT / "build").glob("*/libwavert/tests/libfake_cuda.so"))
-    return str(found[0]) if found else None
+    found = fake_driver()
+    return str(found) if found else None
 
 
 def _compile_c(source: str, exe: Path, *flags: str) -> None:

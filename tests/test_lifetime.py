@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import need_fake_driver
+
 import pywave
 
 #: A host function without kernels: it runs on the driver stand-in.
@@ -43,16 +45,8 @@ def test_function_outlives_its_module():
     assert not f.code.closed  # another module's code
 
 
-def _fake_driver() -> Path:
-    root = Path(__file__).resolve().parent.parent / "build"
-    found = sorted(root.glob("*/libwavert/tests/libfake_cuda.so"))
-    if not found:
-        pytest.skip("the driver stand-in is not built (meson setup build/tests -Dtests=true)")
-    return found[0]
-
-
 def _run_on_fake_driver(code: str) -> None:
-    env = dict(os.environ, WAVERT_CUDA_LIBRARY=str(_fake_driver()),
+    env = dict(os.environ, WAVERT_CUDA_LIBRARY=str(need_fake_driver()),
                WAVERT_HIP_LIBRARY="/nonexistent/libamdhip64.so")
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
                           text=True, env=env, timeout=300, cwd=Path(__file__).parent)

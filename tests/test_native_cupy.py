@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import need_fake_driver
+
 HERE = Path(__file__).resolve().parent
 
 PRELUDE = """
@@ -40,15 +42,8 @@ def words(w):
 """
 
 
-def _fake_driver() -> Path:
-    found = sorted((HERE.parent / "build").glob("*/libwavert/tests/libfake_cuda.so"))
-    if not found:
-        pytest.skip("the driver stand-in is not built (meson setup build/tests -Dtests=true)")
-    return found[0]
-
-
 def run(code: str) -> None:
-    env = dict(os.environ, WAVERT_CUDA_LIBRARY=str(_fake_driver()),
+    env = dict(os.environ, WAVERT_CUDA_LIBRARY=str(need_fake_driver()),
                WAVERT_HIP_LIBRARY="/nonexistent/libamdhip64.so")
     env["PYTHONPATH"] = os.pathsep.join([str(HERE)] + [p for p in sys.path if p])
     proc = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(code) +

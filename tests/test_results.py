@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import weakref
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +24,7 @@ import pywave
 import pywave.api as api
 from pywave import cache
 from pywave.program import Program, Target
+from conftest import need_fake_driver
 
 # ------------------------------------------------------------------------------------------
 # Compile only: signatures, the packed entry, refusals, the cache format
@@ -159,16 +159,8 @@ def test_host_function_results_field_is_checked():
 # ------------------------------------------------------------------------------------------
 # On the driver stand-in
 # ------------------------------------------------------------------------------------------
-def _fake_driver() -> Path:
-    root = Path(__file__).resolve().parent.parent / "build"
-    found = sorted(root.glob("*/libwavert/tests/libfake_cuda.so"))
-    if not found:
-        pytest.skip("the driver stand-in is not built (meson setup build/tests -Dtests=true)")
-    return found[0]
-
-
 def _run_on_fake_driver(code: str) -> None:
-    fake = _fake_driver()
+    fake = need_fake_driver()
     env = dict(os.environ, WAVERT_CUDA_LIBRARY=str(fake),
                WAVERT_HIP_LIBRARY="/nonexistent/libamdhip64.so")
     prelude = textwrap.dedent(f"""
