@@ -14,7 +14,7 @@ import time
 import weakref
 from typing import TYPE_CHECKING
 
-from . import cache, jit, runtime
+from . import cache, isolation, jit, runtime, validate
 from .errors import ArgumentError, CompileError, DeviceError, Error
 
 if TYPE_CHECKING:
@@ -113,8 +113,9 @@ def build(text: str, *, target: str | None = None, opt_level: int = 2, format: s
 
     from . import binfile, dump, host, kernels, parse
 
-    if not isinstance(text, str):
-        raise TypeError(f"compile() takes MLIR text (str), got {type(text).__name__}")
+    validate.options(text, target=target, opt_level=opt_level, format=format,  # hook
+                     filename=filename, dump_dir=dump_dir, binaries=binaries,
+                     keep_stages=keep_stages)
     requested = kernels.Target.parse(target) if target is not None else None
     stages: dict[str, str] = {}
     seconds: dict[str, float] = {}
@@ -139,14 +140,18 @@ def build(text: str, *, target: str | None = None, opt_level: int = 2, format: s
             if module is not None:
                 dumper.module(stage, module)
             dumper.update(seconds=seconds)
+        isolation.stage_finished(stage)       # hook: the compile worker reports progress
         clock = time.perf_counter()
 
     with ir.Context() as ctx:
+        validate.single_threaded(ctx)                               # hook
         module = parse.parse(text, ctx, filename=filename)
+        validate.module(module)                                     # hook
         mark("parse", module)
         bool_args = kernels.widen_bool_memrefs(module)
         kernels.run_pipeline(module, kernels.PREPARE_PIPELINE, "preparing the module", text)
         kernels.check_kernels(module)
+        validate.prepared(module, text)                             # hook
         mark("prepare", module)
         functions = host.host_functions(module, text, bool_args)
         if not functions:
@@ -185,7 +190,8 @@ def build(text: str, *, target: str | None = None, opt_level: int = 2, format: s
 
 def compile(text: str, *, target: str | None = None, opt_level: int = 2,
             format: str = "auto", disk_cache: bool = True, dump_dir: str | None = None,
-            binaries: dict | None = None) -> "CompiledModule":
+            binaries: dict | None = None, isolate: bool | None = None,
+            timeout: float | None = None) -> "CompiledModule":
     """Compile an MLIR module of ``gpu.module`` kernels and host ``func.func``s.
 
     Parameters
@@ -212,6 +218,13 @@ def compile(text: str, *, target: str | None = None, opt_level: int = 2,
     binaries : dict, optional
         ``{gpu.module name: path or bytes}``: use this image (PTX, cubin, fatbin or hsaco,
         told apart by its bytes) instead of the module's compiled one, keeping the host code.
+    isolate : bool, optional
+        Run MLIR and LLVM in a worker process (default; ``$PYWAVE_ISOLATE=0`` turns it off):
+        a crash or hang there becomes a ``CompileError`` naming the stage, the tool's last
+        message and a saved reproducer (:mod:`pywave.isolation`). ``False`` compiles in this
+        process (for debuggers).
+    timeout : float, optional
+        Seconds an isolated compile may take (default ``$PYWAVE_COMPILE_TIMEOUT``, else 300).
 
     Returns
     -------
@@ -243,9 +256,11 @@ def compile(text: str, *, target: str | None = None, opt_level: int = 2,
         return hit
     program = cache.load(cache_key) if disk_cache and dump_root is None else None
     if program is None:
-        program = build(text, target=target, opt_level=opt_level, format=format,
-                        dump_dir=dump_root,
-                        binaries={n: d for n, (_, d) in loaded.items()}).program()
+        # Hook: the build runs in a compile worker unless isolation is off.
+        program = isolation.program(
+            text, isolate=isolate, timeout=timeout, target=target or chip or None,
+            opt_level=opt_level, format=format, dump_dir=dump_root,
+            binaries={n: d for n, (_, d) in loaded.items()})
         if disk_cache:
             cache.store(cache_key, program)
     module = CompiledModule(program)

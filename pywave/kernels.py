@@ -15,6 +15,7 @@ from typing import Callable
 from mlir import ir, passmanager
 from mlir.dialects import arith, gpu
 
+from . import validate
 from .cache import Binary
 from .errors import CompileError
 from .parse import diagnostic_error
@@ -198,6 +199,8 @@ def _module_target(gmod: ir.Operation) -> Target | None:
                            f"the target {text}; pywave supports #nvvm.target and #rocdl.target")
     chip = text.split('chip = "')[1].split('"')[0] if 'chip = "' in text else \
         ("sm_50" if backend == "nvvm" else "gfx900")
+    name = ir.StringAttr(gmod.attributes["sym_name"]).value
+    validate.chip(chip, f"the chip of gpu.module @{name}")      # hook
     return Target(backend, chip)
 
 
@@ -245,7 +248,7 @@ def binary_pipeline(mlir_format: str, toolkit: str | None) -> str:
     """The ``gpu-module-to-binary`` pipeline for an MLIR format (``isa``, ``bin``, ``llvm``...)."""
     options = f"format={mlir_format}"
     if toolkit:
-        options += f" toolkit={toolkit}"
+        options += " toolkit=" + validate.pipeline_value("the CUDA toolkit path", toolkit)
     return f"builtin.module(gpu-module-to-binary{{{options}}})"
 
 
