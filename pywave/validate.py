@@ -136,6 +136,8 @@ LAUNCH_BOUND_ATTRIBUTES = ("known_block_size", "known_grid_size", "known_cluster
                            "nvvm.minctasm", "nvvm.maxnreg", "nvvm.maxclusterrank",
                            "rocdl.flat_work_group_size", "rocdl.reqd_work_group_size")
 MAX_LAUNCH_BOUND = (1 << 31) - 2
+#: Flattened LLVM arguments of one host function (see _check_argument_words).
+MAX_HOST_ARGUMENT_WORDS = 4096
 #: Ops that read or write memref elements (host code must not run them on device memory).
 ELEMENT_ACCESS_OPS = frozenset({
     "memref.load", "memref.store", "memref.copy", "memref.atomic_rmw",
@@ -282,8 +284,25 @@ def prepared(mod: "ir.Module", text: str | None = None) -> None:
             _check_lowerable(top, KERNEL_DIALECTS, "kernels (convert-gpu-to-nvvm/rocdl)", ir,
                              skip_self=True)
         elif top.name == "func.func":
+            _check_argument_words(top, ir)
             _check_lowerable(top, HOST_DIALECTS, "host (gpu-to-llvm, convert-to-llvm)", ir)
             _check_host_access(top, text, ir)
+
+
+def _check_argument_words(func: "ir.Operation", ir) -> None:
+    """Host functions pass at most MAX_HOST_ARGUMENT_WORDS LLVM arguments: LLVM's O2 module
+    pipeline takes time quadratic in the arguments of the packed entry's call (1,000
+    memrefs, 5,000 words: 4 s; 10,000 words: 20 s)."""
+    attr = func.attributes["function_type"]
+    words = 0
+    for t in ir.FunctionType(ir.TypeAttr(attr).value).inputs:
+        words += 3 + 2 * ir.MemRefType(t).rank if isinstance(t, ir.MemRefType) else 1
+    if words > MAX_HOST_ARGUMENT_WORDS:
+        name = ir.StringAttr(func.attributes["sym_name"]).value
+        raise CompileError(
+            f"host function @{name} at {_where(func)} takes {words} argument words (a rank-r "
+            f"memref is 3 + 2r, a scalar 1); the limit is {MAX_HOST_ARGUMENT_WORDS}: pass "
+            "many scalars in one memref instead")
 
 
 def _check_lowerable(root: "ir.Operation", dialects: frozenset[str], stage: str, ir,
