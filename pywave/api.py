@@ -237,8 +237,9 @@ def compile(text: str, *, target: str | None = None, opt_level: int = 2,
     CompileError
         Malformed or unsupported MLIR, a failing pass, a missing tool or library.
     """
-    if not isinstance(text, str):
-        raise TypeError(f"compile() takes MLIR text (str), got {type(text).__name__}")
+    validate.options(text, target=target, opt_level=opt_level, format=format,  # hook
+                     dump_dir=dump_dir, binaries=binaries)
+    isolation.enabled(isolate), isolation.time_limit(timeout)
     chip = target
     if chip is None:
         found = default_target()

@@ -315,7 +315,7 @@ def _check_lowerable(root: "ir.Operation", dialects: frozenset[str], stage: str,
             return ir.WalkResult.INTERRUPT
         return ir.WalkResult.ADVANCE
 
-    root.walk(visit)
+    root.walk(visit, ir.WalkOrder.PRE_ORDER)      # the outermost unlowerable op
     if found:
         op = found[0]
         raise CompileError(
