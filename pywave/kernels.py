@@ -15,7 +15,7 @@ from typing import Callable
 from mlir import ir, passmanager
 from mlir.dialects import arith, gpu
 
-from . import validate
+from . import toolchain, validate
 from .cache import Binary
 from .errors import CompileError
 from .parse import diagnostic_error
@@ -267,6 +267,8 @@ def lower_nvvm(module: ir.Module, *, fmt: str, text: str | None = None,
     if fmt != "ptx" and not has_ptxas(toolkit):
         raise CompileError(f"format={fmt!r} needs ptxas from a CUDA toolkit (none found; set "
                            "CUDA_HOME or PYWAVE_CUDA_PATH), or use format='ptx'")
+    if fmt != "ptx":
+        toolchain.raise_ptx_version(module, toolkit)                # hook
     run_pipeline(module, NVVM_PIPELINE, "lowering kernels to NVVM", text)
     _extern_dynamic_shared_memory(module)
     _check_libdevice(module, toolkit)

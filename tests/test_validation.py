@@ -180,3 +180,38 @@ def test_chip_lists_are_known_to_llvm():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert "not a recognized processor" not in out.stderr, out.stderr[:2000]
+
+
+def test_ptx_isa_follows_the_ptxas_release():
+    from pywave import toolchain
+    assert toolchain.ptx_isa((12, 1)) == 81
+    assert toolchain.ptx_isa((12, 6)) == 85
+    assert toolchain.ptx_isa((14, 2)) == toolchain.LLVM_MAX_PTX
+    assert toolchain.ptx_isa((11, 0)) is None
+
+
+@pytest.mark.skipif(not kernels.has_ptxas(kernels.cuda_toolkit()), reason="needs ptxas")
+def test_kernel_with_5472_bytes_of_parameters_compiles():
+    """137 memref<?xf32> descriptors of 40 bytes: 5,480 bytes, over PTX 7.8's 4 KiB limit
+    (ptxas: "requires PTX ISA .version 8.1")."""
+    n = 137
+    params = ", ".join(f"%a{i}: memref<?xf32>" for i in range(n))
+    args = ", ".join(f"%a{i} : memref<?xf32>" for i in range(n))
+    text = f"""module attributes {{gpu.container_module}} {{
+  gpu.module @k {{
+    gpu.func @wide({params}) kernel {{
+      %c0 = arith.constant 0 : index
+      %x = memref.load %a0[%c0] : memref<?xf32>
+      memref.store %x, %a{n - 1}[%c0] : memref<?xf32>
+      gpu.return
+    }}
+  }}
+  func.func @main({params}) {{
+    %c1 = arith.constant 1 : index
+    gpu.launch_func @k::@wide blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1)
+        args({args})
+    return
+  }}
+}}"""
+    art = build(text, target="sm_90", format="cubin")
+    assert art.binaries[0].format == "cubin"
