@@ -435,6 +435,7 @@ def serve() -> None:
     channel = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
+    _watch_parent(os.getppid())
     _preload()
     requests = sys.stdin.buffer
     threading.stack_size(WORKER_STACK_BYTES)
@@ -457,6 +458,16 @@ def serve() -> None:
         thread.start()
         thread.join()
         send(result[0])
+
+
+def _watch_parent(parent: int) -> None:
+    """Exit when the parent process is gone (a build in progress would otherwise run on,
+    orphaned, until it ends)."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(3)
+    threading.Thread(target=watch, name="pywave-parent-watch", daemon=True).start()
 
 
 def _preload() -> None:

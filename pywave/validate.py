@@ -15,6 +15,7 @@ Python type) naming the parameter or op, the value and the limit.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,8 @@ from .errors import CompileError
 
 if TYPE_CHECKING:
     from mlir import ir
+
+log = logging.getLogger("pywave.validate")
 
 # --------------------------------------------------------------------------------------------
 # Targets
@@ -112,6 +115,34 @@ def source(text: Any) -> None:
             "a lone UTF-16 surrogate that is not valid Unicode text (UTF-8 cannot encode "
             "it); remove it or write the character it was meant to pair into",
             line=line, column=column) from None
+    nesting(text)
+
+
+#: Brackets nested deeper than this are refused before parsing: MLIR's parser and verifier
+#: recurse per level and their time grows faster than linearly (100,000 levels: > 60 s).
+MAX_NESTING = 1000
+_BRACKETS = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|[(){}\[\]]')
+_OPEN = "({["
+
+
+def nesting(text: str) -> None:
+    """CompileError when (), {} or [] outside strings and comments nest deeper than
+    MAX_NESTING, naming the line and column where the limit is passed."""
+    depth = 0
+    for match in _BRACKETS.finditer(text):
+        token = match.group()
+        if token in _OPEN:
+            depth += 1
+            if depth > MAX_NESTING:
+                at = match.start()
+                line = text.count("\n", 0, at) + 1
+                column = at - (text.rfind("\n", 0, at) + 1) + 1
+                raise CompileError(
+                    f"the MLIR text nests brackets deeper than {MAX_NESTING} levels at line "
+                    f"{line}, column {column}; flatten the nesting (regions, affine "
+                    "expressions, attributes)", line=line, column=column)
+        elif len(token) == 1:
+            depth = max(depth - 1, 0)
 
 
 def pipeline_value(what: str, value: str) -> str:
@@ -136,6 +167,9 @@ LAUNCH_BOUND_ATTRIBUTES = ("known_block_size", "known_grid_size", "known_cluster
                            "nvvm.minctasm", "nvvm.maxnreg", "nvvm.maxclusterrank",
                            "rocdl.flat_work_group_size", "rocdl.reqd_work_group_size")
 MAX_LAUNCH_BOUND = (1 << 31) - 2
+#: Launch-size hints and the largest launch each dimension (x, y, z) can have.
+HINT_LIMITS = {"known_block_size": (1024, 1024, 64),
+               "known_grid_size": ((1 << 31) - 1, 65535, 65535)}
 #: Flattened LLVM arguments of one host function (see _check_argument_words).
 MAX_HOST_ARGUMENT_WORDS = 4096
 #: Ops that read or write memref elements (host code must not run them on device memory).
@@ -281,12 +315,33 @@ def prepared(mod: "ir.Module", text: str | None = None) -> None:
     for top in mod.body.operations:
         top = top.operation
         if top.name == "gpu.module":
+            _drop_impossible_launch_hints(top, ir)
             _check_lowerable(top, KERNEL_DIALECTS, "kernels (convert-gpu-to-nvvm/rocdl)", ir,
                              skip_self=True)
         elif top.name == "func.func":
             _check_argument_words(top, ir)
             _check_lowerable(top, HOST_DIALECTS, "host (gpu-to-llvm, convert-to-llvm)", ir)
             _check_host_access(top, text, ir)
+
+
+def _drop_impossible_launch_hints(gmod: "ir.Operation", ir) -> None:
+    """Remove ``known_block_size``/``known_grid_size`` hints outside the GPU's launch limits.
+    gpu-kernel-outlining copies them from constant launch sizes (an index constant above
+    2^31 even wraps to a negative i32), and NVVM's range metadata then asserts in LLVM
+    (ConstantRange, APInt). They are hints only: such a launch is refused at run time with
+    an ArgumentError naming the limit, as one of a non-constant size is."""
+    for op in gmod.regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name != "gpu.func":
+            continue
+        for name, limits in HINT_LIMITS.items():
+            if name not in op.attributes:
+                continue
+            values = _integers(op.attributes[name], ir) or []
+            if any(not 1 <= v <= hi for v, hi in zip(values, limits)):
+                log.debug("dropping %s = %s of @%s: outside the launch limits %s", name,
+                          values, ir.StringAttr(op.attributes["sym_name"]).value, limits)
+                del op.attributes[name]
 
 
 def _check_argument_words(func: "ir.Operation", ir) -> None:

@@ -215,3 +215,26 @@ def test_kernel_with_5472_bytes_of_parameters_compiles():
 }}"""
     art = build(text, target="sm_90", format="cubin")
     assert art.binaries[0].format == "cubin"
+
+
+def test_deep_nesting_is_refused_before_parsing():
+    text = f"#map = affine_map<(d0) -> ({'(' * 100000}d0{')' * 100000})>\n" + V
+    with pytest.raises(pywave.CompileError, match="deeper than 1000 levels at line 1") as info:
+        pywave.compile(text, target="sm_90", disk_cache=False)
+    assert info.value.column == 1027
+
+
+def test_nesting_below_the_limit_compiles():
+    text = f"#map = affine_map<(d0) -> ({'(' * 900}d0{')' * 900})>\n" + V
+    pywave.compile(text, target="sm_90", format="ptx", disk_cache=False)
+
+
+@pytest.mark.parametrize("size", ["65536", "2147483648"])
+def test_constant_launch_sizes_beyond_the_limits_compile(size):
+    """Outlining turns them into known_block_size hints that NVVM's range metadata asserts
+    on (ConstantRange, APInt); the launch itself is refused at run time."""
+    text = open(os.path.join(DATA, "launch_outline.mlir"), encoding="utf-8").read()
+    text = text.replace("%sy = %c1", "%sy = %cbig").replace(
+        "%c256 = arith.constant 256 : index",
+        f"%c256 = arith.constant 256 : index\n    %cbig = arith.constant {size} : index")
+    pywave.compile(text, target="sm_90", format="ptx", disk_cache=False)
