@@ -12,7 +12,7 @@ import argparse
 import logging
 import sys
 
-from . import api
+from . import api, isolation
 from .errors import Error
 
 
@@ -80,9 +80,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"target: {done.target}\nlibrary: {done.library}\nheader: {done.header}\n"
                   f"pkg-config: {done.pkgconfig}\nentry points: {', '.join(done.functions)}")
             return 0
-        artifacts = api.build(text, target=args.target, opt_level=args.opt_level,
-                              format=args.format, filename=args.file, keep_stages=args.print_ir,
-                              dump_dir=args.dump_dir, binaries=_binaries(args.binary))
+        artifacts = isolation.build(text, target=args.target, opt_level=args.opt_level,
+                                    format=args.format, filename=args.file,
+                                    keep_stages=args.print_ir, dump_dir=args.dump_dir,
+                                    binaries=_binaries(args.binary))
     except (Error, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -32,7 +32,7 @@ import shlex
 import shutil
 import subprocess
 
-from . import api, jit, runtime
+from . import api, isolation, jit, runtime
 from .errors import CompileError
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -112,8 +112,8 @@ def export(text: str, out_dir: str | os.PathLike, name: str, *, target: str | No
         raise CompileError(f"libwavert.so is missing from the pywave package "
                            f"({runtime.LIBRARY}); install pywave (pip install . or meson "
                            "install) before exporting")
-    art = api.build(text, target=target, opt_level=opt_level, format=format,
-                    filename=filename, binaries=binaries)
+    art = isolation.build(text, target=target, opt_level=opt_level,  # hook: compile worker
+                          format=format, filename=filename, binaries=binaries)
     for fn in art.host.functions:
         if not _IDENT.match(fn.name):
             raise CompileError(f"host function @{fn.name} is not a C identifier; rename it "
