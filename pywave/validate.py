@@ -261,6 +261,8 @@ def _check_op(op: "ir.Operation", ir) -> None:
                 _check_type(t, op, ir)
     if op.name == "memref.alloca":
         _check_alloca(op, ir)
+    if op.name == "memref.dim":
+        _check_dim_index(op, ir)
     if op.name in ("gpu.func", "llvm.func"):
         _check_launch_bounds(op, ir)
 
@@ -276,6 +278,25 @@ def _check_type(t: "ir.Type", op: "ir.Operation", ir) -> None:
         raise CompileError(f"{op.name} at {_where(op)} uses the type {t} with memory space "
                            f"{value}; memory spaces are 0..{MAX_ADDRESS_SPACE} (LLVM "
                            "address spaces), or #gpu.address_space<global|workgroup|private>")
+
+
+def _check_dim_index(op: "ir.Operation", ir) -> None:
+    """A ``memref.dim`` of a ranked memref whose index is a constant must name one of its
+    dimensions: MLIR leaves an out-of-range index undefined (memref dialect, ``memref.dim``)
+    and its folding asserts on one (ShapedType::isDynamicDim)."""
+    source, index = op.operands[0], op.operands[1]
+    if not isinstance(source.type, ir.MemRefType) or not isinstance(index, ir.OpResult):
+        return
+    owner = index.owner
+    if owner.name not in ("arith.constant", "index.constant") or \
+            not isinstance(owner.attributes["value"], ir.IntegerAttr):
+        return
+    value = ir.IntegerAttr(owner.attributes["value"]).value
+    rank = ir.MemRefType(source.type).rank
+    if not 0 <= value < rank:
+        raise CompileError(f"memref.dim at {_where(op)} asks for dimension {value} of "
+                           f"{source.type}, which has {rank} dimension(s): the index must be "
+                           f"0..{rank - 1}")
 
 
 def _check_alloca(op: "ir.Operation", ir) -> None:

@@ -289,3 +289,25 @@ def test_gpu_alloc_written_on_the_host_unless_host_shared(shared):
         build(text, target="sm_90", format="ptx")
     else:
         assert compile_error(text).startswith("memref.store at line")
+
+
+@pytest.mark.parametrize("index", ["-1", "1", "2147483648"])
+def test_memref_dim_of_a_constant_index_out_of_range(index):
+    """Canonicalisation folds such a memref.dim and asserts (ShapedType::isDynamicDim)."""
+    text = V.replace("%n = memref.dim %c, %c0", "%n = memref.dim %c, %cbad").replace(
+        "%c0 = arith.constant 0 : index",
+        f"%c0 = arith.constant 0 : index\n    %cbad = arith.constant {index} : index")
+    message = compile_error(text)
+    assert message.startswith("memref.dim at line") and f"dimension {index} of" in message
+    assert "0..0" in message
+
+
+def test_host_op_left_unlowered_is_named_not_a_crash():
+    """convert-to-llvm leaves an op it cannot lower (here a transfer_read at an index that
+    vector-to-scf gives up on); translating the module would crash the bindings."""
+    text = open(os.path.join(DATA, "runner", "host_memref.mlir"), encoding="utf-8").read()
+    for name in ("%c0", "%c1", "%c2"):
+        text = text.replace(f"{name} = arith.constant {name[2:]} : index",
+                            f"{name} = arith.constant 2143289344 : index", 1)
+    message = compile_error(text)
+    assert message.startswith("vector.transfer_read at line") and "host stage" in message
