@@ -19,7 +19,7 @@ import time
 import weakref
 from typing import Mapping
 
-from . import cache, isolation, jit, pipeline, runtime, sharedobj
+from . import cache, jit, pipeline, runtime, sharedobj, validate
 from .errors import ArgumentError, CompileError, DeviceError, Error
 from .lowering import LoweringOptions
 from .pipeline import Artifacts
@@ -141,7 +141,9 @@ def compile(text: "str | os.PathLike[str]", *, target: str | None = None,
     compiler = pipeline.Pipeline(text, target=target, opt_level=opt_level, format=format,
                                  filename=filename, replacements=binaries, dump_dir=dump_dir,
                                  lowering=_lowering_options(lowering))
-    isolation.enabled(isolate), isolation.time_limit(timeout)    # checked on hits too
+    validate.isolate(isolate)                                # checked on hits too
+    if timeout is not None:
+        validate.timeout(timeout)
     dumping = compiler.dump_root is not None
     cache_key = cache.key(text, compiler.options(), pipeline.tool_versions())
     started = time.perf_counter()
@@ -160,6 +162,7 @@ def compile(text: "str | os.PathLike[str]", *, target: str | None = None,
             cache.discard(cache_key, f"the module does not load: {exc}")
     how = "disk cache hit"
     if module is None:
+        from . import isolation   # a warm start neither imports it nor starts a worker
         program = isolation.program(compiler, isolate=isolate, timeout=timeout)
         if disk_cache:
             cache.store(cache_key, program)

@@ -39,6 +39,7 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any, Callable
 
+from . import validate
 from .errors import CompileError, Error
 
 if TYPE_CHECKING:
@@ -66,9 +67,8 @@ _MESSAGE_PATTERNS = (re.compile(r"Assertion .* failed"), re.compile(r"LLVM ERROR
 # --------------------------------------------------------------------------------------------
 def enabled(isolate: bool | None) -> bool:
     """Whether a compile runs in a worker: ``isolate`` if given, else ``$PYWAVE_ISOLATE``."""
+    validate.isolate(isolate)
     if isolate is not None:
-        if not isinstance(isolate, bool):
-            raise TypeError(f"isolate must be a bool or None, got {isolate!r}")
         return isolate
     value = os.environ.get(ENV_ISOLATE, "1").strip().lower()
     return value not in ("0", "false", "no", "off")
@@ -76,21 +76,16 @@ def enabled(isolate: bool | None) -> bool:
 
 def time_limit(timeout: float | None) -> float:
     """Seconds one isolated compile may take: ``timeout``, else ``$PYWAVE_COMPILE_TIMEOUT``."""
-    source = "timeout"
-    if timeout is None:
-        raw = os.environ.get(ENV_TIMEOUT)
-        if raw is None:
-            return DEFAULT_TIMEOUT
-        source = ENV_TIMEOUT
-        try:
-            timeout = float(raw)
-        except ValueError:
-            raise Error(f"{ENV_TIMEOUT}={raw!r} is not a number of seconds") from None
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(f"timeout must be a number of seconds, got {timeout!r}")
-    if not timeout > 0 or timeout == float("inf"):
-        raise Error(f"{source} must be a finite number of seconds > 0, got {timeout!r}")
-    return float(timeout)
+    if timeout is not None:
+        return validate.timeout(timeout)
+    raw = os.environ.get(ENV_TIMEOUT)
+    if raw is None:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        raise Error(f"{ENV_TIMEOUT}={raw!r} is not a number of seconds") from None
+    return validate.timeout(value, ENV_TIMEOUT)
 
 
 # --------------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Mapping
 
-from . import cache, dump, images, isolation, jit, lowering, runtime, toolkit, validate
+from . import cache, dump, images, jit, lowering, runtime, toolkit, validate
 from ._version import __version__
 from .errors import Error
 from .program import BACKENDS, Binary, HostModule, Program, Target
@@ -131,6 +131,7 @@ class Recorder:
                 self.dump.module(stage, module)
         if self.dump:
             self.dump.update(seconds=self.seconds)
+        from . import isolation   # imported by compiles only, not by warm starts
         isolation.stage_finished(stage)       # a compile worker tells its parent
         self._clock = time.perf_counter()
 

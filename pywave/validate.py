@@ -2,15 +2,17 @@
 
 Two halves:
 
-- :func:`options`, :func:`chip`, :func:`source` and :func:`pipeline_value` need no MLIR:
-  they check what the caller passed (types, target names, the text's encoding, strings
-  that go into a pass pipeline) and run in the user's process before a compile starts.
+- :func:`options`, :func:`chip`, :func:`source`, :func:`isolate`, :func:`timeout` and
+  :func:`pipeline_value` need no MLIR: they check what the caller passed (types, target
+  names, the text's encoding and nesting, strings that go into a pass pipeline) and run in
+  the user's process before a compile starts (on cache hits too: they are cheap).
 - :func:`module` and :func:`prepared` walk a parsed module (in the compile worker): memory
-  spaces, allocas, kernel launch-bound attributes, host code that touches device memory,
-  ops that no stage lowers.
+  spaces, allocas, ``memref.dim`` indices, kernel launch-bound attributes, host code that
+  touches device memory, ops that no stage lowers.
 
-Every failure is a :class:`~pywave.errors.CompileError` (or ``TypeError`` for a wrong
-Python type) naming the parameter or op, the value and the limit.
+Every failure is a :class:`~pywave.errors.CompileError` (a bad ``timeout``: a
+:class:`~pywave.errors.Error`; ``TypeError`` for a wrong Python type) naming the parameter or
+op, the value and the limit.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import os
 import re
 from typing import TYPE_CHECKING, Any, Mapping
 
-from .errors import CompileError
+from .errors import CompileError, Error
 
 if TYPE_CHECKING:
     from mlir import ir
@@ -115,6 +117,21 @@ def _replacements(replacements: Any) -> None:
                 not isinstance(value, (str, bytes, bytearray, os.PathLike)):
             raise TypeError(f"binaries[{name!r}] must map a gpu.module name (str) to a "
                             f"path or bytes, got {type(value).__name__}")
+
+
+def isolate(value: Any) -> None:
+    """``isolate=`` is a bool or None (TypeError otherwise)."""
+    if value is not None and not isinstance(value, bool):
+        raise TypeError(f"isolate must be a bool or None, got {value!r}")
+
+
+def timeout(value: Any, parameter: str = "timeout") -> float:
+    """``value`` as seconds: TypeError unless a number, pywave.Error unless finite and > 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{parameter} must be a number of seconds, got {value!r}")
+    if not value > 0 or value == float("inf"):
+        raise Error(f"{parameter} must be a finite number of seconds > 0, got {value!r}")
+    return float(value)
 
 
 def source(text: Any) -> None:
