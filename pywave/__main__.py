@@ -2,6 +2,8 @@
 
 - ``compile FILE.mlir [--target sm_90] [--format cubin] [--dump-dir DIR] [--binary NAME=PATH]``
   compiles (no GPU needed when ``--target`` is given) and prints what each stage produced;
+  ``compile``, ``run`` and ``export`` compile in a worker process (:mod:`pywave.isolation`;
+  ``PYWAVE_ISOLATE=0`` compiles in-process);
 - ``export FILE.mlir --target sm_90 --name NAME -o DIR`` writes a shared library, header and
   pkg-config file for C (:mod:`pywave.c_export`);
 - ``info [--json]``: versions, the built runtime, the toolkit and tools found, driver, GPUs,
@@ -79,14 +81,14 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
 
 
 def _run_compile(args: argparse.Namespace) -> int:
-    from . import pipeline, run
+    from . import isolation, pipeline, run
     text = read_mlir(args.file)
     started = time.perf_counter()
-    artifacts = pipeline.Pipeline(
+    artifacts = isolation.artifacts(pipeline.Pipeline(
         text, target=args.target, opt_level=args.opt_level, format=args.format,
         filename=args.file, replacements=_binaries(args.binary),
         keep_stages=args.print_ir, dump_dir=args.dump_dir,
-        lowering=run.lowering_options(args)).run()
+        lowering=run.lowering_options(args)))
     log.info("compiled %s for %s in %.1f ms", args.file, artifacts.target.chip,
              (time.perf_counter() - started) * 1e3)
     print(_summary(artifacts, args.print_ir))

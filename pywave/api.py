@@ -1,10 +1,12 @@
 """The public surface: :func:`compile` and :class:`CompiledModule`.
 
 ``compile`` looks up the compile caches (in memory here, on disk in :mod:`pywave.cache`) and
-on a miss runs the :class:`pywave.pipeline.Pipeline`; a :class:`CompiledModule` loads the
-program's host object code into the JIT and wraps each host function in
-``pywave._native.HostFunction``. MLIR is imported only when something must be compiled: a
-compile-cache hit needs llvmlite and libwavert alone.
+on a miss runs the :class:`pywave.pipeline.Pipeline` in a compile worker
+(:mod:`pywave.isolation`: a crash or hang of MLIR/LLVM there is a CompileError); a
+:class:`CompiledModule` loads the program's host object code into the JIT and wraps each
+host function in ``pywave._native.HostFunction``. MLIR is imported only when something must
+be compiled, and then in the worker: a compile-cache hit needs llvmlite and libwavert alone
+and starts no worker.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import time
 import weakref
 from typing import Mapping
 
-from . import cache, jit, kernel_api, pipeline, runtime, sharedobj
+from . import cache, jit, kernel_api, pipeline, runtime, sharedobj, validate
 from .errors import ArgumentError, CompileError, DeviceError, Error
 from .lowering import LoweringOptions, options_of
 from .pipeline import Artifacts
@@ -66,7 +68,8 @@ def build(text: str, *, target: str | None = None, opt_level: int = 2, format: s
           dump_dir: str | None = None, binaries: Mapping | None = None,
           lowering: "LoweringOptions | Mapping | None" = None) -> Artifacts:
     """Run every compile stage on ``text`` and return their plain outputs (no GPU needed
-    when ``target`` is given): :class:`pywave.pipeline.Pipeline` with ``compile``'s options.
+    when ``target`` is given): :class:`pywave.pipeline.Pipeline` with ``compile``'s options,
+    in this process (no compile worker: for tests and debuggers).
     ``keep_stages``: keep each stage's IR text. ``dump_dir`` (or ``$PYWAVE_DUMP_DIR``):
     write every intermediate into a fresh numbered folder there (:mod:`pywave.dump`)."""
     return pipeline.Pipeline(text, target=target, opt_level=opt_level, format=format,
@@ -78,7 +81,8 @@ def build(text: str, *, target: str | None = None, opt_level: int = 2, format: s
 def compile(text: "str | os.PathLike[str]", *, target: str | None = None,
             opt_level: int = 2, format: str = "auto", disk_cache: bool = True,
             dump_dir: str | None = None, binaries: dict | None = None,
-            lowering: "LoweringOptions | Mapping | None" = None) -> "CompiledModule":
+            lowering: "LoweringOptions | Mapping | None" = None,
+            isolate: bool | None = None, timeout: float | None = None) -> "CompiledModule":
     """Compile an MLIR module of ``gpu.module`` kernels and host ``func.func``s.
 
     Parameters
@@ -114,6 +118,13 @@ def compile(text: "str | os.PathLike[str]", *, target: str | None = None,
         (changes results), ``max_registers`` (1-255), ``ptxas_options`` (a list of
         strings); see :class:`pywave.lowering.LoweringOptions` for what each does. Part of
         the cache key.
+    isolate : bool, optional
+        Run MLIR and LLVM in a compile worker process (the default; ``$PYWAVE_ISOLATE=0``
+        turns it off): a crash, abort or hang there becomes a ``CompileError`` naming the
+        stage, the tool's last message and a saved reproducer (:mod:`pywave.isolation`).
+        ``False`` compiles in this process (for debuggers). Cache hits start no worker.
+    timeout : float, optional
+        Seconds an isolated compile may take (default ``$PYWAVE_COMPILE_TIMEOUT``, else 300).
 
     Returns
     -------
@@ -124,12 +135,18 @@ def compile(text: "str | os.PathLike[str]", *, target: str | None = None,
     Raises
     ------
     CompileError
-        Malformed or unsupported MLIR, a failing pass, a missing tool or library.
+        Malformed or unsupported MLIR, a failing pass, a missing tool or library, an unknown
+        chip or an option out of range, a crash or time-out of the compile worker.
+    TypeError
+        An option of the wrong type (naming it).
     """
     text, filename = _source(text)
     compiler = pipeline.Pipeline(text, target=target, opt_level=opt_level, format=format,
                                  filename=filename, replacements=binaries, dump_dir=dump_dir,
                                  lowering=options_of(lowering), launchers=True)
+    validate.isolate(isolate)                                # checked on hits too
+    if timeout is not None:
+        validate.timeout(timeout)
     dumping = compiler.dump_root is not None
     cache_key = cache.key(text, compiler.options(), pipeline.tool_versions())
     started = time.perf_counter()
@@ -148,7 +165,8 @@ def compile(text: "str | os.PathLike[str]", *, target: str | None = None,
             cache.discard(cache_key, f"the module does not load: {exc}")
     how = "disk cache hit"
     if module is None:
-        program = compiler.run().program()
+        from . import isolation   # a warm start neither imports it nor starts a worker
+        program = isolation.program(compiler, isolate=isolate, timeout=timeout)
         if disk_cache:
             cache.store(cache_key, program)
         how = "compiled (cache miss)" if disk_cache and not dumping else "compiled (cache off)"

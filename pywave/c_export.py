@@ -17,7 +17,8 @@ Writes into ``out_dir``:
   status codes, device memory helpers), ``wavert_jit.h`` (the call bracket the wrapper
   uses), ``<name>.pc`` (pkg-config, absolute paths), ``<name>_wrapper.c`` and
   ``<name>_host.o`` (the inputs of the link; the host object comes from one run of the
-  :class:`pywave.pipeline.Pipeline` with ``library=True``);
+  :class:`pywave.pipeline.Pipeline` with ``library=True``, in a compile worker as
+  :func:`pywave.compile`'s: :mod:`pywave.isolation`);
 - ``libwavert.so``: a copy of pywave's runtime, found through ``$ORIGIN``, so the folder is
   self-contained and survives changes to the Python installation (``runtime="link"``
   instead links the pywave package's copy by absolute rpath). The run path is a DT_RPATH
@@ -48,7 +49,7 @@ import shutil
 import subprocess
 from typing import Mapping
 
-from . import layout, pipeline, runtime
+from . import isolation, layout, pipeline, runtime
 from ._version import __version__
 from .errors import CompileError
 from .lowering import LoweringOptions, options_of
@@ -153,9 +154,9 @@ def export(text: str, out_dir: str | os.PathLike, name: str, *, target: str | No
         raise CompileError(f"libwavert.so is missing from the pywave package "
                            f"({runtime.LIBRARY}); install pywave (pip install . or meson "
                            "install) before exporting")
-    art = pipeline.Pipeline(text, target=target, opt_level=opt_level, format=format,
-                            filename=filename, replacements=binaries, library=True,
-                            lowering=options_of(lowering)).run()
+    art = isolation.artifacts(pipeline.Pipeline(
+        text, target=target, opt_level=opt_level, format=format, filename=filename,
+        replacements=binaries, library=True, lowering=options_of(lowering)))
     for fn in art.host.functions:
         if not _IDENT.match(fn.name):
             raise CompileError(f"host function @{fn.name} is not a C identifier; rename it "

@@ -30,7 +30,7 @@ from mlir.dialects import gpu, llvm
 
 from .async_inline import inline_async_execute
 from .errors import CompileError
-from .mlirutil import diagnostic_error, run_pipeline, sym_name
+from .mlirutil import diagnostic_error, file_location, run_pipeline, sym_name
 from .program import (PACKED_PREFIX, RELEASE_KERNELS, RUN_ENTRY, Binary, HostModule,
                       HostSignature)
 
@@ -100,12 +100,39 @@ def lower(module: ir.Module, binaries: list[Binary], functions: list[HostSignatu
     if leftovers:
         raise CompileError("host code still holds GPU ops after lowering: "
                            + ", ".join(sorted(set(leftovers))))
+    _check_all_llvm(module)
     try:
         module.operation.verify()
         ir_text = llvm.translate_module_to_llvmir(module.operation)
     except ir.MLIRError as exc:
         raise diagnostic_error("translating host code to LLVM IR", exc, None) from None
     return HostModule(ir_text, tuple(functions), run_result)
+
+
+def _check_all_llvm(module: ir.Module) -> None:
+    """CompileError naming the first op the host lowering left outside the LLVM dialect
+    (convert-to-llvm is a partial conversion: an op it cannot lower stays, wrapped in
+    ``builtin.unrealized_conversion_cast``s). Translating such a module fails, and MLIR 22's
+    Python binding then dereferences the missing result (SIGSEGV)."""
+    left: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name != "builtin.module" and not op.name.startswith("llvm."):
+            left.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    if not left:
+        return
+    op = next((o for o in left if o.name != "builtin.unrealized_conversion_cast"), left[0])
+    loc = file_location(op.location)
+    where = f" at line {loc[0]}, column {loc[1]}" if loc else ""
+    types = ", ".join(str(v.type) for v in op.operands)
+    raise CompileError(
+        f"{op.name}{where} (operands: {types or 'none'}) was not lowered to LLVM by the host "
+        "stage (gpu-to-llvm, convert-to-llvm); rewrite it with ops that lower, or look at "
+        "the IR of each stage in a dump (dump_dir= or $PYWAVE_DUMP_DIR)",
+        line=loc[0] if loc else None, column=loc[1] if loc else None)
 
 
 def _join_async_dependencies(module: ir.Module) -> None:

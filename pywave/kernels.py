@@ -14,11 +14,11 @@ from typing import Callable
 from mlir import ir
 from mlir.dialects import arith, gpu
 
-from . import lowering
+from . import lowering, validate
 from .errors import CompileError
 from .mlirutil import run_pipeline, sym_name
 from .program import FORMATS, Binary, Target
-from .toolkit import cuda_toolkit
+from .toolkit import Toolkit, cuda_toolkit, find_toolkit, ptx_isa
 
 log = logging.getLogger("pywave.kernels")
 
@@ -155,7 +155,8 @@ def check_element_width(t: ir.Type, where: str) -> None:
 
 def module_target(gmod: ir.Operation) -> Target | None:
     """The target of a ``gpu.module``'s first ``#nvvm.target``/``#rocdl.target`` (None when it
-    has none; the chip defaults as MLIR's do)."""
+    has none; the chip defaults as MLIR's do). CompileError for a chip LLVM does not know
+    (:func:`pywave.validate.chip`: LLVM asserts on some)."""
     if "targets" not in gmod.attributes:
         return None
     targets = ir.ArrayAttr(gmod.attributes["targets"])
@@ -169,6 +170,7 @@ def module_target(gmod: ir.Operation) -> Target | None:
                            f"the target {text}; pywave supports #nvvm.target and #rocdl.target")
     chip = text.split('chip = "')[1].split('"')[0] if 'chip = "' in text else \
         ("sm_50" if backend == "nvvm" else "gfx900")
+    validate.chip(chip, f"the chip of gpu.module @{sym_name(gmod)}")
     return Target(backend, chip)
 
 
@@ -213,10 +215,12 @@ def assign_targets(module: ir.Module, requested: Target | None,
 
 
 def binary_pipeline(mlir_format: str, toolkit: str | None) -> str:
-    """The ``gpu-module-to-binary`` pipeline for an MLIR format (``isa``, ``bin``, ``llvm``...)."""
+    """The ``gpu-module-to-binary`` pipeline for an MLIR format (``isa``, ``bin``, ``llvm``...).
+    The toolkit path is quoted (a space, ``}`` or ``=`` in it stays inside the option);
+    CompileError for a path that cannot be quoted."""
     options = f"format={mlir_format}"
     if toolkit:
-        options += f" toolkit={toolkit}"
+        options += " toolkit=" + validate.pipeline_value("the CUDA toolkit path", toolkit)
     return f"builtin.module(gpu-module-to-binary{{{options}}})"
 
 
@@ -227,11 +231,13 @@ def lower_nvvm(module: ir.Module, *, fmt: str, text: str | None = None,
     kernel compile options, :mod:`pywave.kernel_options`) and serialise it into a
     ``gpu.binary``. ``observe(module, pipeline, pipeline_for)`` (for dumps) sees the module
     between the two, with the serialisation pipeline and a function giving it for another
-    MLIR format."""
+    MLIR format. When ptxas assembles the kernels, targets without ``features`` get the
+    highest PTX ISA it accepts (:func:`raise_ptx_version`)."""
     from . import kernel_options
 
     options = options or lowering.LoweringOptions()
-    toolkit = cuda_toolkit()
+    found = find_toolkit()
+    toolkit = found.root if found else None
     if fmt == "auto":
         fmt = "cubin" if has_ptxas(toolkit) else "ptx"
     if fmt not in NVVM_FORMATS:
@@ -242,6 +248,8 @@ def lower_nvvm(module: ir.Module, *, fmt: str, text: str | None = None,
                            "CUDA_HOME or PYWAVE_CUDA_PATH), or use format='ptx'")
     kernel_options.check_target(options, Target("nvvm", ""), fmt)
     kernel_options.before_lowering(module, options)
+    if fmt != "ptx":
+        raise_ptx_version(module, found)
     run_pipeline(module, lowering.nvvm_pipeline(options), "lowering kernels to NVVM", text)
     kernel_options.after_lowering(module, options, "nvvm", text)
     extern_dynamic_shared_memory(module)
@@ -250,6 +258,36 @@ def lower_nvvm(module: ir.Module, *, fmt: str, text: str | None = None,
     if observe is not None:
         observe(module, pipeline, lambda mlir_format: binary_pipeline(mlir_format, toolkit))
     run_pipeline(module, pipeline, "compiling kernels (gpu-module-to-binary)", text)
+
+
+def raise_ptx_version(module: ir.Module, found: Toolkit | None) -> int | None:
+    """Give every ``#nvvm.target`` without ``features`` the ``+ptxNN`` that ``found``'s ptxas
+    accepts (:func:`pywave.toolkit.ptx_isa`); returns NN (None: nothing to raise to). Only
+    for images ptxas assembles: PTX handed to the driver keeps LLVM's default, since the
+    driver's own PTX version is known at run time only. Targets with ``features`` (the
+    user's, ``lowering=LoweringOptions(features=...)``) are left as they are."""
+    version = ptx_isa(found.version) if found else None
+    if version is None:
+        return None
+    for gmod in gpu_modules(module):
+        if "targets" not in gmod.attributes:
+            continue
+        targets = [str(t) for t in ir.ArrayAttr(gmod.attributes["targets"])]
+        raised = [_with_features(t, f"+ptx{version}") for t in targets]
+        if raised != targets:
+            gmod.attributes["targets"] = ir.Attribute.parse(f"[{', '.join(raised)}]",
+                                                            module.context)
+    return version
+
+
+def _with_features(target: str, features: str) -> str:
+    """``#nvvm.target<...>`` text with ``features`` added when it has none (other targets and
+    targets with features unchanged). All-default targets print bare: ``#nvvm.target``."""
+    if not target.startswith("#nvvm.target") or "features" in target:
+        return target
+    if target == "#nvvm.target":
+        return f'#nvvm.target<features = "{features}">'
+    return target[:-1] + f', features = "{features}">'
 
 
 def serialise_clone(module: ir.Module, pipeline: str) -> list[tuple[str, bytes]]:

@@ -15,7 +15,11 @@ stage                   runs                                           produces
 :func:`pywave.compile` (JIT), :func:`pywave.export` (a shared library for C), dumping
 (:mod:`pywave.dump`) and ``python -m pywave`` all run one :class:`Pipeline`. The target is
 resolved once, when the pipeline is made (the compile cache keys on it before anything runs);
-MLIR is imported by :meth:`Pipeline.run` only, so a cache hit never loads it.
+MLIR is imported by :meth:`Pipeline.run` only, so a cache hit never loads it. The options
+are checked when the pipeline is made (:func:`pywave.validate.options`); the module is checked
+after ``parse`` and ``prepare`` (:mod:`pywave.validate`), before LLVM sees it. A Pipeline is
+plain data until it runs: :mod:`pywave.isolation` pickles it into a compile worker, where
+:meth:`Pipeline.run` runs.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Mapping
 
-from . import cache, dump, images, jit, lowering, runtime, toolkit
+from . import cache, dump, images, jit, lowering, runtime, toolkit, validate
 from ._version import __version__
 from .errors import Error
 from .program import BACKENDS, Binary, HostModule, Program, Target
@@ -127,6 +131,8 @@ class Recorder:
                 self.dump.module(stage, module)
         if self.dump:
             self.dump.update(seconds=self.seconds)
+        from . import isolation   # imported by compiles only, not by warm starts
+        isolation.stage_finished(stage)       # a compile worker tells its parent
         self._clock = time.perf_counter()
 
     def keep(self, stage: str, ir_text) -> None:
@@ -175,9 +181,11 @@ class Pipeline:
     Raises
     ------
     TypeError
-        ``text`` is not a str.
+        An option of the wrong type (``text`` not a str, ...), naming the parameter.
     CompileError
-        An unreadable or unknown replacement image (an unknown target: from :meth:`run`).
+        A value out of range (an unknown chip, ``opt_level``, ``format``), text that is not
+        valid Unicode or nests too deeply (:func:`pywave.validate.options`), an unreadable
+        or unknown replacement image.
     """
 
     def __init__(self, text: str, *, target: str | None = None, opt_level: int = 2,
@@ -186,8 +194,9 @@ class Pipeline:
                  dump_dir: str | None = None, library: bool = False,
                  lowering: "lowering.LoweringOptions | None" = None,
                  run_entry: str | None = None, launchers: bool = False) -> None:
-        if not isinstance(text, str):
-            raise TypeError(f"compile() takes MLIR text (str), got {type(text).__name__}")
+        validate.options(text, target=target, opt_level=opt_level, format=format,
+                         filename=filename, dump_dir=dump_dir, replacements=replacements,
+                         keep_stages=keep_stages, library=library, run_entry=run_entry)
         self.text = text
         self.target = TargetChoice(target)
         self.opt_level = opt_level
@@ -220,8 +229,17 @@ class Pipeline:
             out["kernel_launchers"] = 1
         return out
 
+    def describe(self) -> dict:
+        """The options as plain data (JSON-ready: dumps, crash reproducers)."""
+        return {"target": self.target.name, "chip": self.target.chip,
+                "opt_level": self.opt_level, "format": self.format,
+                "filename": self.filename, "binaries": self._described,
+                "library": self.library, "lowering": self.lowering.key(),
+                "run_entry": self.run_entry}
+
     def run(self) -> Artifacts:
-        """Run every stage once (no GPU needed when a target was given)."""
+        """Run every stage once, in this process (no GPU needed when a target was given);
+        :mod:`pywave.isolation` runs it in a compile worker."""
         from mlir import ir
 
         from . import host, kernels, parse, signature
@@ -230,11 +248,14 @@ class Pipeline:
         requested = self.target.requested     # an unknown chip fails before any work
         rec = Recorder(self.keep_stages, self._start_dump())
         with ir.Context() as ctx:
+            validate.single_threaded(ctx)
             module = parse.parse(self.text, ctx, filename=self.filename)
+            validate.module(module)
             rec.done("parse", module)
             bool_args = kernels.widen_bool_memrefs(module)
             run_pipeline(module, kernels.PREPARE_PIPELINE, "preparing the module", self.text)
             kernels.check_kernels(module)
+            validate.prepared(module, device_arguments=self.run_entry is None)
             rec.done("prepare", module)
             functions = signature.read_signatures(module, self.text, bool_args,
                                                   strict=self.run_entry is None)
@@ -304,10 +325,9 @@ class Pipeline:
                 gmod.attributes["targets"] = ir.Attribute.parse(attr, module.context)
 
     def _start_dump(self) -> "dump.Dump | None":
-        dumper = dump.Dump.start(self.dump_root, self.text, filename=self.filename, options={
-            "target": self.target.name, "opt_level": self.opt_level, "format": self.format,
-            "binaries": self._described, "library": self.library,
-            "lowering": self.lowering.key(), "run_entry": self.run_entry})
+        options = {k: v for k, v in self.describe().items() if k not in ("chip", "filename")}
+        dumper = dump.Dump.start(self.dump_root, self.text, filename=self.filename,
+                                 options=options)
         if dumper:
             from . import host, kernels
             dumper.update(tool_versions=tool_versions(), pipelines={

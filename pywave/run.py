@@ -27,7 +27,7 @@ import os
 import struct
 import sys
 
-from . import jit, lowering, pipeline, runtime
+from . import isolation, jit, lowering, pipeline, runtime
 from .errors import Error
 from .source import read_mlir
 from .program import RELEASE_KERNELS, RUN_ENTRY, Target
@@ -141,12 +141,12 @@ class _Call:
 
 
 def run_file(text: str, args: argparse.Namespace, filename: str) -> int:
-    """Compile ``text``, run its entry, print its result; returns the exit status."""
+    """Compile ``text`` (in a compile worker: :mod:`pywave.isolation`), run its entry, print
+    its result; returns the exit status."""
     result_format, result_type = RESULTS[args.entry_point_result]
-    artifacts = pipeline.Pipeline(text, target=args.target, opt_level=args.opt_level,
-                                  format=args.format, filename=filename,
-                                  lowering=lowering_options(args),
-                                  run_entry=args.entry).run()
+    artifacts = isolation.artifacts(pipeline.Pipeline(
+        text, target=args.target, opt_level=args.opt_level, format=args.format,
+        filename=filename, lowering=lowering_options(args), run_entry=args.entry))
     returned = artifacts.host.run_result
     if returned != result_type:
         raise Error(f"--entry-point-result={args.entry_point_result}: @{args.entry} returns "

@@ -1,6 +1,6 @@
 """Finding the CUDA toolkit that kernel compiles use: ``ptxas`` (cubin, fatbin) and libdevice
-(``math.*``). Imports no MLIR: the compile-cache key reads :func:`find_toolkit`'s version on
-cache hits too.
+(``math.*``), and the PTX ISA version its ptxas accepts (:func:`ptx_isa`). Imports no MLIR:
+the compile-cache key reads :func:`find_toolkit`'s version on cache hits too.
 """
 
 from __future__ import annotations
@@ -22,6 +22,13 @@ log = logging.getLogger("pywave.toolkit")
 WHEEL_ROOTS = (os.path.join("nvidia", "cu13"), os.path.join("nvidia", "cuda_nvcc"))
 
 LIBDEVICE = os.path.join("nvvm", "libdevice", "libdevice.10.bc")
+
+#: PTX ISA version (x10) each CUDA release introduced (NVIDIA's PTX ISA manual, "PTX ISA
+#: Version" release history): ptxas of that release accepts ``.version`` up to it.
+PTX_OF_CUDA = {(11, 8): 78, (12, 0): 80, (12, 1): 81, (12, 2): 82, (12, 3): 83, (12, 4): 84,
+               (12, 5): 85, (12, 6): 85, (12, 7): 86, (12, 8): 87, (12, 9): 88, (13, 0): 90}
+#: Highest PTX ISA version the NVPTX backend of MLIR's LLVM (22) emits (``+ptx90``).
+LLVM_MAX_PTX = 90
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,3 +125,16 @@ def cuda_toolkit() -> str | None:
     """Root of :func:`find_toolkit`'s toolkit (None when none was found)."""
     found = find_toolkit()
     return found.root if found else None
+
+
+def ptx_isa(release: str) -> int | None:
+    """The PTX ISA version (x10) to emit for a ptxas of ``release`` (``"13.0.88"``): the one
+    that release introduced, capped at :data:`LLVM_MAX_PTX`; None when the release is older
+    than :data:`PTX_OF_CUDA` or cannot be read (then LLVM's default stays: PTX 7.8 for LLVM
+    22, whose kernels take at most 4 KiB of parameters; PTX 8.1+ allows 32,764 bytes)."""
+    found = re.match(r"(\d+)\.(\d+)", release or "")
+    if not found:
+        return None
+    key = (int(found.group(1)), int(found.group(2)))
+    known = [v for r, v in PTX_OF_CUDA.items() if r <= key]
+    return min(max(known), LLVM_MAX_PTX) if known else None

@@ -185,6 +185,7 @@ def test_fresh_process_hits_disk_without_importing_mlir(tmp_path):
         "pipeline.Pipeline.run = no_build\n"
         "mod = pywave.compile(open(sys.argv[1]).read(), target='sm_90')\n"
         "assert mod.functions == ['main'] and mod.target == 'sm_90', mod\n"
+        "assert 'pywave.isolation' not in sys.modules, 'the compile worker was used'\n"
         "loaded = sorted(m for m in sys.modules if m == 'mlir' or m.startswith('mlir.'))\n"
         "assert not loaded, loaded\n"
         "mod.close()\n"

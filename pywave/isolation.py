@@ -1,0 +1,532 @@
+"""Compile isolation: the MLIR and LLVM work of a compile runs in a worker process.
+
+A crash, abort, stack overflow or hang in MLIR or LLVM then costs the worker, not the
+user's process: it becomes a :class:`~pywave.errors.CompileError` naming the stage the
+worker was in, quoting the last message the tool wrote to stderr (an assertion, ``LLVM
+ERROR: ...``) and the path of a saved reproducer (the input text and the options).
+
+Design (measured in the issue note): a small pool of warm workers, each a plain
+``python -c`` child of the same interpreter and ``sys.path`` that pre-imports MLIR and
+llvmlite once and then serves compiles over a pipe (length-prefixed pickles). A request is
+a :class:`pywave.pipeline.Pipeline` (plain data: the text, the target resolved in the
+parent, the options, the loaded replacement images); the answer is its
+:class:`~pywave.pipeline.Artifacts` or :class:`~pywave.program.Program` (plain data too),
+or the exception it raised. The worker's ``pywave`` log records are re-emitted in the
+parent, at the parent's level. A worker that died is replaced on the next compile; the
+parent never imports MLIR. The worker runs each build on a thread with a large stack, so
+deeply nested input that overflows an 8 MiB stack compiles or fails with a typed error.
+
+Environment: ``PYWAVE_ISOLATE=0`` compiles in-process (for debuggers), as does
+``isolate=False``; ``PYWAVE_COMPILE_TIMEOUT`` (seconds, default 300) bounds one compile;
+``PYWAVE_COMPILE_WORKERS`` (default 2) bounds the number of concurrent workers.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import pickle
+import re
+import select
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from typing import TYPE_CHECKING, Any, Callable
+
+from . import validate
+from .errors import CompileError, Error
+
+if TYPE_CHECKING:
+    from .pipeline import Artifacts, Pipeline
+    from .program import Program
+
+log = logging.getLogger("pywave.isolation")
+
+ENV_ISOLATE = "PYWAVE_ISOLATE"
+ENV_TIMEOUT = "PYWAVE_COMPILE_TIMEOUT"
+ENV_WORKERS = "PYWAVE_COMPILE_WORKERS"
+DEFAULT_TIMEOUT = 300.0
+DEFAULT_WORKERS = 2
+#: Stack of the worker's build thread: deep nesting recurses in MLIR's parser and verifier.
+WORKER_STACK_BYTES = 1 << 30
+_HEADER = struct.Struct("<Q")
+_STDERR_TAIL_BYTES = 64 * 1024
+_MESSAGE_PATTERNS = (re.compile(r"Assertion .* failed"), re.compile(r"LLVM ERROR:"),
+                     re.compile(r"terminate called|what\(\):"),
+                     re.compile(r"Fatal Python error"), re.compile(r"\berror\b", re.I))
+
+
+# --------------------------------------------------------------------------------------------
+# Options
+# --------------------------------------------------------------------------------------------
+def enabled(isolate: bool | None) -> bool:
+    """Whether a compile runs in a worker: ``isolate`` if given, else ``$PYWAVE_ISOLATE``."""
+    validate.isolate(isolate)
+    if isolate is not None:
+        return isolate
+    value = os.environ.get(ENV_ISOLATE, "1").strip().lower()
+    return value not in ("0", "false", "no", "off")
+
+
+def time_limit(timeout: float | None) -> float:
+    """Seconds one isolated compile may take: ``timeout``, else ``$PYWAVE_COMPILE_TIMEOUT``."""
+    if timeout is not None:
+        return validate.timeout(timeout)
+    raw = os.environ.get(ENV_TIMEOUT)
+    if raw is None:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        raise Error(f"{ENV_TIMEOUT}={raw!r} is not a number of seconds") from None
+    return validate.timeout(value, ENV_TIMEOUT)
+
+
+# --------------------------------------------------------------------------------------------
+# Public entry points
+# --------------------------------------------------------------------------------------------
+def artifacts(compiler: "Pipeline", *, isolate: bool | None = None,
+              timeout: float | None = None) -> "Artifacts":
+    """``compiler.run()`` (:class:`pywave.pipeline.Artifacts`), in a worker unless isolation
+    is off (``isolate=False`` or ``$PYWAVE_ISOLATE=0``). ``timeout``: seconds (default
+    ``$PYWAVE_COMPILE_TIMEOUT``, else 300). The parent imports no MLIR on this path."""
+    return _run("artifacts", compiler, isolate, timeout)
+
+
+def program(compiler: "Pipeline", *, isolate: bool | None = None,
+            timeout: float | None = None) -> "Program":
+    """``compiler.run().program()`` (:class:`pywave.program.Program`, what the compile cache
+    stores), in a worker unless isolation is off; as :func:`artifacts`."""
+    return _run("program", compiler, isolate, timeout)
+
+
+def _run(kind: str, compiler: "Pipeline", isolate: bool | None, timeout: float | None):
+    limit = time_limit(timeout)
+    if not enabled(isolate):
+        return _build_here(kind, compiler)
+    return _POOL.run(kind, compiler, limit)
+
+
+def _build_here(kind: str, compiler: "Pipeline"):
+    done = compiler.run()
+    return done.program() if kind == "program" else done
+
+
+# --------------------------------------------------------------------------------------------
+# Stage reporting (called by api.build)
+# --------------------------------------------------------------------------------------------
+_stage_listener: Callable[[str], None] | None = None
+
+
+def stage_finished(stage: str) -> None:
+    """Hook of :class:`pywave.pipeline.Recorder`: ``stage`` is done (a worker tells its
+    parent, which then knows the stage a crash or hang happened in)."""
+    if _stage_listener is not None:
+        _stage_listener(stage)
+
+
+def next_stage(finished: str | None) -> str:
+    """The stage running after ``finished`` (None: nothing finished yet)."""
+    from .pipeline import STAGES
+    if finished is None:
+        return STAGES[0]
+    if finished in STAGES and finished != STAGES[-1]:
+        return STAGES[STAGES.index(finished) + 1]
+    return f"after {finished}"
+
+
+# --------------------------------------------------------------------------------------------
+# Parent side: workers and the pool
+# --------------------------------------------------------------------------------------------
+class WorkerDied(Exception):
+    """The worker exited, was killed or timed out; carries what the parent knows."""
+
+    def __init__(self, reason: str, stage: str, stderr: str) -> None:
+        super().__init__(reason)
+        self.reason, self.stage, self.stderr = reason, stage, stderr
+
+
+_BOOT = ("import sys, json; sys.path[:] = json.loads(sys.argv[1]); "
+         "from pywave import isolation; isolation.serve()")
+
+
+class _Worker:
+    """One warm worker process: ``python -c BOOT`` with stdin/stdout pipes and stderr in an
+    append-mode temporary file (truncated before each request)."""
+
+    def __init__(self) -> None:
+        import tempfile
+        self.stderr = tempfile.TemporaryFile(mode="w+b", prefix="pywave-worker-")
+        env = dict(os.environ)
+        env[ENV_ISOLATE] = "0"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _BOOT, json.dumps(sys.path)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
+            env=env, close_fds=True)
+        self.pid = self.proc.pid
+        self._buffer = b""
+        log.debug("started compile worker %d", self.pid)
+
+    def request(self, kind: str, compiler: "Pipeline", limit: float):
+        """Send one compile; return ("ok", value) or ("error", exception). Stage frames
+        track progress, log frames are re-emitted here."""
+        self.stderr.seek(0)
+        self.stderr.truncate()
+        message = {"kind": kind, "pipeline": compiler, "env": dict(os.environ),
+                   "cwd": os.getcwd(), "log_level": log.parent.getEffectiveLevel()}
+        payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        finished: str | None = None
+        deadline = time.monotonic() + limit
+        try:
+            self.proc.stdin.write(_HEADER.pack(len(payload)) + payload)
+            self.proc.stdin.flush()
+        except OSError:
+            raise self._died(next_stage(finished)) from None
+        while True:
+            frame = self._read_frame(deadline, finished, limit)
+            tag = frame[0]
+            if tag == "stage":
+                finished = frame[1]
+                continue
+            if tag == "log":
+                record = logging.makeLogRecord(frame[1])
+                logging.getLogger(record.name).handle(record)
+                continue
+            return frame
+
+    def _read_frame(self, deadline: float, finished: str | None, limit: float) -> tuple:
+        while True:
+            if len(self._buffer) >= _HEADER.size:
+                (size,) = _HEADER.unpack_from(self._buffer)
+                if len(self._buffer) >= _HEADER.size + size:
+                    body = self._buffer[_HEADER.size:_HEADER.size + size]
+                    self._buffer = self._buffer[_HEADER.size + size:]
+                    return pickle.loads(body)
+            left = deadline - time.monotonic()
+            fd = self.proc.stdout.fileno()
+            ready, _, _ = select.select([fd], [], [], max(left, 0.0))
+            if not ready:
+                self.kill()
+                raise WorkerDied(f"did not finish within the time limit of {limit:g} s "
+                                 f"(timeout= or ${ENV_TIMEOUT}); the worker was killed",
+                                 next_stage(finished), self.stderr_tail())
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                raise self._died(next_stage(finished))
+            self._buffer += chunk
+
+    def _died(self, stage: str) -> WorkerDied:
+        try:
+            code = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self.proc.returncode
+        return WorkerDied(describe_exit(code), stage, self.stderr_tail())
+
+    def stderr_tail(self) -> str:
+        try:
+            size = self.stderr.seek(0, os.SEEK_END)
+            self.stderr.seek(max(0, size - _STDERR_TAIL_BYTES))
+            return self.stderr.read().decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return ""
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+    def discard(self) -> None:
+        """Kill the worker and close its pipes and stderr file."""
+        self.kill()
+        for stream in (self.proc.stdin, self.proc.stdout, self.stderr):
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """Ask the worker to exit (EOF on its stdin), then make sure it did."""
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            self.kill()
+        self.proc.stdout.close()
+        self.stderr.close()
+
+
+def describe_exit(code: int | None) -> str:
+    """``crashed with SIGSEGV (signal 11)`` / ``exited with status 3``."""
+    if code is None:
+        return "stopped answering"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = " (a stack overflow or an invalid memory access)" if -code == signal.SIGSEGV \
+            else ""
+        return f"crashed with {name} (signal {-code}){hint}"
+    return f"exited with status {code}"
+
+
+def last_message(stderr: str) -> str:
+    """The most telling line a dying tool wrote: an assertion, ``LLVM ERROR``, a C++
+    exception, else the last non-empty line (at most 600 characters)."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    for pattern in _MESSAGE_PATTERNS:
+        for line in reversed(lines):
+            if pattern.search(line):
+                return line[:600]
+    return lines[-1][:600] if lines else ""
+
+
+class _Pool:
+    """At most ``$PYWAVE_COMPILE_WORKERS`` workers; thread-safe; forgets its workers in a
+    forked child (the pipes belong to the parent)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._idle: list[_Worker] = []
+        self._count = 0
+        self._pid = os.getpid()
+
+    def _size(self) -> int:
+        raw = os.environ.get(ENV_WORKERS, str(DEFAULT_WORKERS))
+        try:
+            size = int(raw)
+        except ValueError:
+            raise Error(f"{ENV_WORKERS}={raw!r} is not a whole number") from None
+        if size < 1:
+            raise Error(f"{ENV_WORKERS} must be >= 1, got {size}")
+        return size
+
+    def _acquire(self) -> _Worker:
+        size = self._size()
+        with self._cond:
+            while not self._idle and self._count >= size:
+                self._cond.wait()
+            if self._idle:
+                return self._idle.pop()
+            self._count += 1
+        try:
+            return _Worker()
+        except BaseException:
+            self._release(None)
+            raise
+
+    def _release(self, worker: _Worker | None) -> None:
+        with self._cond:
+            if worker is not None:
+                self._idle.append(worker)
+            else:
+                self._count -= 1
+            self._cond.notify()
+
+    def run(self, kind: str, compiler: "Pipeline", limit: float):
+        worker = self._acquire()
+        try:
+            tag, value = worker.request(kind, compiler, limit)
+        except WorkerDied as dead:
+            worker.discard()
+            self._release(None)
+            raise crash_error(dead, compiler.text, compiler.describe()) from None
+        except BaseException:
+            worker.discard()        # interrupted mid-request: its pipe is out of step
+            self._release(None)
+            raise
+        self._release(worker)
+        if tag == "ok":
+            return value
+        raise value
+
+    def shutdown(self) -> None:
+        with self._cond:
+            idle, self._idle = self._idle, []
+            self._count -= len(idle)
+        for worker in idle:
+            worker.close()
+
+    def forget(self) -> None:
+        """In a forked child: the workers are the parent's; start afresh."""
+        self._cond = threading.Condition()
+        self._idle, self._count, self._pid = [], 0, os.getpid()
+
+
+_POOL = _Pool()
+atexit.register(_POOL.shutdown)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_POOL.forget)
+
+
+def shutdown() -> None:
+    """Stop the idle workers (they are restarted by the next compile)."""
+    _POOL.shutdown()
+
+
+# --------------------------------------------------------------------------------------------
+# Crash reports
+# --------------------------------------------------------------------------------------------
+def crash_error(dead: WorkerDied, text: str, options: dict[str, Any]) -> CompileError:
+    """The CompileError for a worker that died or hung, with a saved reproducer (``options``:
+    the compile's options as plain data, :meth:`pywave.pipeline.Pipeline.describe`)."""
+    path = save_reproducer(text, options, dead)
+    message = f"the compiler {dead.reason} during stage '{dead.stage}'"
+    quoted = last_message(dead.stderr)
+    if quoted:
+        message += f": {quoted}"
+    message += (f"\n  reproducer: {path}" if path else
+                "\n  (the reproducer could not be saved)")
+    message += "\n  this is a bug in MLIR/LLVM or in pywave's checks; please report it"
+    return CompileError(message)
+
+
+def reproducer_dir() -> str:
+    """``<cache dir>/crashes`` when the compile cache is usable, else a temp folder."""
+    import tempfile
+
+    from . import cache
+    root = cache.directory()
+    base = os.path.join(root, "crashes") if root else \
+        os.path.join(tempfile.gettempdir(), f"pywave-crashes-{os.getuid()}")
+    os.makedirs(base, mode=0o700, exist_ok=True)
+    return base
+
+
+def save_reproducer(text: str, options: dict[str, Any], dead: WorkerDied) -> str | None:
+    """Write ``crash-<hash>.mlir`` and ``crash-<hash>.json`` (options, stage, reason, stderr
+    tail); returns the .mlir path, or None when nothing could be written."""
+    import hashlib  # here, not at import: hashlib loads OpenSSL (a warm start needs none)
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    try:
+        base = reproducer_dir()
+        stem = os.path.join(base, f"crash-{digest}")
+        with open(stem + ".mlir", "w", encoding="utf-8", errors="surrogateescape") as fh:
+            fh.write(text.encode("utf-8", "surrogatepass").decode("utf-8", "surrogateescape"))
+        meta = {"options": options, "stage": dead.stage,
+                "reason": dead.reason, "stderr_tail": dead.stderr[-8000:],
+                "python": sys.executable, "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        with open(stem + ".json", "w", encoding="utf-8") as fh:
+            json.dump(meta, fh, indent=2)
+        return stem + ".mlir"
+    except OSError as exc:
+        log.warning("cannot save the compile reproducer: %s", exc)
+        return None
+
+
+# --------------------------------------------------------------------------------------------
+# Worker side
+# --------------------------------------------------------------------------------------------
+def serve() -> None:
+    """The worker's loop: read a request from stdin, build, write frames to stdout, until
+    EOF. Stray writes to fd 1 by native code go to stderr (fd 1 is the protocol)."""
+    global _stage_listener
+    channel = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    _watch_parent(os.getppid())
+    _preload()
+    requests = sys.stdin.buffer
+    threading.stack_size(WORKER_STACK_BYTES)
+
+    lock = threading.Lock()
+
+    def send(frame: tuple) -> None:
+        payload = pickle.dumps(frame, protocol=pickle.HIGHEST_PROTOCOL)
+        with lock:
+            channel.write(_HEADER.pack(len(payload)) + payload)
+            channel.flush()
+
+    _stage_listener = lambda stage: send(("stage", stage))  # noqa: E731
+    log.parent.addHandler(_ForwardHandler(send))
+    while True:
+        header = requests.read(_HEADER.size)
+        if len(header) < _HEADER.size:
+            return
+        (size,) = _HEADER.unpack(header)
+        request = pickle.loads(requests.read(size))
+        log.parent.setLevel(request["log_level"])
+        result: list[tuple] = []
+        thread = threading.Thread(target=lambda: result.append(_serve_one(request)),
+                                  name="pywave-compile")
+        thread.start()
+        thread.join()
+        send(result[0])
+
+
+class _ForwardHandler(logging.Handler):
+    """Sends the worker's ``pywave`` log records to the parent (message formatted here)."""
+
+    def __init__(self, send: Callable[[tuple], None]) -> None:
+        super().__init__()
+        self._send = send
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            fields = {"name": record.name, "levelno": record.levelno,
+                      "levelname": record.levelname, "msg": record.getMessage(),
+                      "pathname": record.pathname, "lineno": record.lineno,
+                      "funcName": record.funcName, "created": record.created,
+                      "msecs": record.msecs, "threadName": "pywave-compile-worker"}
+            self._send(("log", fields))
+        except Exception:  # noqa: BLE001 - logging must never break the compile
+            self.handleError(record)
+
+
+def _watch_parent(parent: int) -> None:
+    """Exit when the parent process is gone (a build in progress would otherwise run on,
+    orphaned, until it ends)."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(3)
+    threading.Thread(target=watch, name="pywave-parent-watch", daemon=True).start()
+
+
+def _preload() -> None:
+    """Import what every compile needs, once, before the first request arrives."""
+    try:
+        from mlir import ir, passmanager  # noqa: F401
+        from mlir.dialects import arith, gpu, llvm  # noqa: F401
+
+        from . import dump, host, jit, kernels, parse, pipeline, signature  # noqa: F401
+        from . import subgroups  # noqa: F401
+    except ImportError as exc:  # reported by the first request, in context
+        log.debug("worker preload failed: %s", exc)
+
+
+def _serve_one(request: dict[str, Any]) -> tuple:
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.environ[ENV_ISOLATE] = "0"
+    try:
+        os.chdir(request["cwd"])
+    except OSError as exc:
+        log.debug("worker cannot enter %s: %s", request["cwd"], exc)
+    try:
+        value = _build_here(request["kind"], request["pipeline"])
+        return ("ok", value)
+    except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
+        return ("error", _portable(exc))
+
+
+def _portable(exc: BaseException) -> BaseException:
+    """``exc`` if it pickles (with the worker's traceback as a note unless it is a pywave
+    error), else a CompileError carrying its text."""
+    if not isinstance(exc, Error):
+        exc.add_note("in the compile worker:\n" + "".join(
+            traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip())
+    exc.__traceback__ = None
+    exc.__cause__ = exc.__context__ = None
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:  # noqa: BLE001 - any pickling failure
+        return CompileError(f"{type(exc).__name__}: {exc}")
