@@ -84,12 +84,21 @@ def cupy_mod():
 def jax_gpu():
     """The jax module, when jax is installed with a GPU backend."""
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave memory to torch
+    torch = sys.modules.get("torch")
+    device = torch.cuda.current_device() \
+        if torch is not None and torch.cuda.is_initialized() else None
     try:
         import jax
         if not jax.devices("gpu"):
             raise RuntimeError("no GPU device")
     except Exception:  # noqa: BLE001
         pytest.skip("needs jax with a GPU")
+    finally:
+        # Starting JAX's GPU client can leave another GPU's context current on this thread:
+        # on the two-GPU H200 machine torch found device 1 current right after the first
+        # test that asked for jax (pywave's own device test passed in the same run).
+        if device is not None:
+            torch.cuda.set_device(device)
     _need_native()
     return jax
 

