@@ -6,19 +6,11 @@
 #include "test_util.h"
 #include "wavert_jit.h"
 #include "wavert_mgpu.h"
+#include "memref_types.h"
 
 static const char image[] = "// fake ptx: kernels scale, add";
 static wavert_device *device0, *device1;
 
-/* Ranked memref descriptors of rank 1 and 2 (MLIR's layout). */
-typedef struct {
-  void *allocated, *aligned;
-  int64_t offset, sizes[1], strides[1];
-} memref1;
-typedef struct {
-  void *allocated, *aligned;
-  int64_t offset, sizes[2], strides[2];
-} memref2;
 
 static void test_default_device(void) {
   wavert_clear_error();

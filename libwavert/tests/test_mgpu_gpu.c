@@ -9,17 +9,10 @@
 #include "test_util.h"
 #include "wavert_jit.h"
 #include "wavert_mgpu.h"
+#include "memref_types.h"
 
 #define N 4096
 
-typedef struct {
-  void *allocated, *aligned;
-  int64_t offset, sizes[1], strides[1];
-} memref1;
-typedef struct {
-  void *allocated, *aligned;
-  int64_t offset, sizes[2], strides[2];
-} memref2;
 
 static int cuda; /* 1: the CUDA driver, 0: HIP */
 static wavert_device *device;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "wavert_runner.h"
+#include "memref_types.h"
 
 static int failures;
 
@@ -87,23 +88,11 @@ static void expect(const char *what, int line, char *actual, const char *expecte
     }                                                                        \
   } while (0)
 
-/* Ranked descriptors of rank 0-3. */
+/* The rank-0 descriptor (ranks 1-3: memref_types.h). */
 typedef struct {
   void *allocated, *aligned;
   int64_t offset;
 } memref0;
-typedef struct {
-  void *allocated, *aligned;
-  int64_t offset, sizes[1], strides[1];
-} memref1;
-typedef struct {
-  void *allocated, *aligned;
-  int64_t offset, sizes[2], strides[2];
-} memref2;
-typedef struct {
-  void *allocated, *aligned;
-  int64_t offset, sizes[3], strides[3];
-} memref3;
 
 #define HEADER(rank, offset, sizes, strides)                                           \
   "Unranked Memref base@ = BASE rank = " #rank " offset = " #offset " sizes = [" sizes \
