@@ -32,8 +32,9 @@ def _check_built() -> None:
 _check_built()
 
 from .api import CompiledModule, compile, synchronize  # noqa: E402
+from .many import CompileManyError, compile_many  # noqa: E402
 
-__all__ = ["compile", "export", "synchronize", "CompiledModule", "Error", "CompileError",
+__all__ = ["compile", "compile_many", "CompileManyError", "export", "synchronize", "CompiledModule", "Error", "CompileError",
            "ArgumentError", "DeviceError", "NotBuiltError", "__version__"]
 
 logging.getLogger("pywave").addHandler(logging.NullHandler())

@@ -6,6 +6,9 @@
   ``PYWAVE_ISOLATE=0`` compiles in-process);
 - ``export FILE.mlir --target sm_90 --name NAME -o DIR`` writes a shared library, header and
   pkg-config file for C (:mod:`pywave.c_export`);
+- ``precompile PATH... [-j N] [--target sm_90]`` fills the compile cache from .mlir files and
+  folders in parallel (:mod:`pywave.many`): one line per input (ok/cached/error) and a
+  summary; exit status 1 when any input failed;
 - ``info [--json]``: versions, the built runtime, the toolkit and tools found, driver, GPUs,
   cache (:mod:`pywave.info`);
 - ``cache info|list|clear``: the disk compile cache (:mod:`pywave.cache_admin`);
@@ -130,6 +133,67 @@ def register_export(sub) -> None:
     p.set_defaults(handler=_run_export)
 
 
+def _mlir_files(paths: list[str]) -> list[str]:
+    """The inputs of ``precompile``: each file as given, each folder's ``*.mlir`` (recursive,
+    sorted); a path that does not exist is an Error naming it."""
+    found = []
+    for path in paths:
+        if os.path.isdir(path):
+            inside = [os.path.join(root, name) for root, _, names in os.walk(path)
+                      for name in names if name.endswith(".mlir")]
+            found += sorted(inside)
+        elif os.path.exists(path):
+            found.append(path)
+        else:
+            raise Error(f"precompile: {path!r} is neither a file nor a folder")
+    return found
+
+
+def _run_precompile(args: argparse.Namespace) -> int:
+    import pathlib
+
+    from . import cache, many, run
+    files = _mlir_files(args.paths)
+    if not files:
+        raise Error(f"precompile: no .mlir files in {', '.join(args.paths)}")
+    if cache.directory() is None:
+        raise Error("precompile: the disk compile cache is off or unusable ($PYWAVE_CACHE, "
+                    "$PYWAVE_CACHE_DIR): there is nothing to fill")
+    started = time.perf_counter()
+    outcomes = many.run([pathlib.Path(f) for f in files], jobs=args.jobs, load=False,
+                        target=args.target, opt_level=args.opt_level, format=args.format,
+                        lowering=run.lowering_options(args))
+    for o in outcomes:
+        if o.status == many.FAILED:
+            message = str(o.error).strip().replace("\n", "\n    ")
+            print(f"error     {o.name}: {type(o.error).__name__}: {message}")
+        else:
+            secs = f" ({o.seconds:.2f} s)" if o.status == many.COMPILED else ""
+            print(f"{'ok' if o.status == many.COMPILED else 'cached':9s} {o.name}{secs}")
+    counts = {s: sum(o.status == s for o in outcomes)
+              for s in (many.COMPILED, many.CACHED, many.FAILED)}
+    print(f"precompile: {len(outcomes)} inputs: {counts[many.COMPILED]} compiled, "
+          f"{counts[many.CACHED]} cached, {counts[many.FAILED]} failed in "
+          f"{time.perf_counter() - started:.2f} s into {cache.directory()}")
+    return 1 if counts[many.FAILED] else 0
+
+
+def register_precompile(sub) -> None:
+    from . import run
+    p = sub.add_parser("precompile", help="fill the compile cache from .mlir files, in "
+                       "parallel (ahead of time)")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="an .mlir file, or a folder searched for *.mlir")
+    p.add_argument("-j", "--jobs", type=int, default=None,
+                   help="compile worker processes at once (default: the CPU count)")
+    p.add_argument("--target", help="chip, e.g. sm_90 (default: the GPU's)")
+    p.add_argument("--format", default="auto", choices=["auto", "cubin", "ptx", "fatbin"])
+    p.add_argument("-O", dest="opt_level", type=int, default=2,
+                   help="LLVM optimisation level of the host code (0-3)")
+    run.add_lowering_options(p)
+    p.set_defaults(handler=_run_precompile)
+
+
 # ----------------------------------------------------------------------------------------------
 # info, cache, config
 # ----------------------------------------------------------------------------------------------
@@ -236,8 +300,9 @@ def register_run(sub) -> None:
 
 
 #: The subcommands, in help order: each adds its parser to the subparsers and sets ``handler``.
-COMMANDS: list[Callable] = [register_compile, register_run, register_export, register_info,
-                            register_cache, register_config]
+COMMANDS: list[Callable] = [register_compile, register_run, register_export,
+                            register_precompile, register_info, register_cache,
+                            register_config]
 
 
 def parser() -> argparse.ArgumentParser:

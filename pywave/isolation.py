@@ -18,7 +18,9 @@ deeply nested input that overflows an 8 MiB stack compiles or fails with a typed
 
 Environment: ``PYWAVE_ISOLATE=0`` compiles in-process (for debuggers), as does
 ``isolate=False``; ``PYWAVE_COMPILE_TIMEOUT`` (seconds, default 300) bounds one compile;
-``PYWAVE_COMPILE_WORKERS`` (default 2) bounds the number of concurrent workers.
+``PYWAVE_COMPILE_WORKERS`` (default 2) bounds the number of concurrent workers; a call may
+raise that bound for itself (``workers=``, used by :func:`pywave.compile_many`), and
+:func:`trim` then stops the idle workers above the default bound.
 """
 
 from __future__ import annotations
@@ -100,17 +102,22 @@ def artifacts(compiler: "Pipeline", *, isolate: bool | None = None,
 
 
 def program(compiler: "Pipeline", *, isolate: bool | None = None,
-            timeout: float | None = None) -> "Program":
+            timeout: float | None = None, workers: int | None = None) -> "Program":
     """``compiler.run().program()`` (:class:`pywave.program.Program`, what the compile cache
-    stores), in a worker unless isolation is off; as :func:`artifacts`."""
-    return _run("program", compiler, isolate, timeout)
+    stores), in a worker unless isolation is off; as :func:`artifacts`. ``workers``: the
+    bound on concurrent workers while this call waits for one (default
+    ``$PYWAVE_COMPILE_WORKERS``, else 2); thread-safe."""
+    return _run("program", compiler, isolate, timeout, workers)
 
 
-def _run(kind: str, compiler: "Pipeline", isolate: bool | None, timeout: float | None):
+def _run(kind: str, compiler: "Pipeline", isolate: bool | None, timeout: float | None,
+         workers: int | None = None):
     limit = time_limit(timeout)
     if not enabled(isolate):
         return _build_here(kind, compiler)
-    return _POOL.run(kind, compiler, limit)
+    if workers is None:
+        return _POOL.run(kind, compiler, limit)
+    return _POOL.run(kind, compiler, limit, workers=workers)
 
 
 def _build_here(kind: str, compiler: "Pipeline"):
@@ -308,8 +315,7 @@ class _Pool:
             raise Error(f"{ENV_WORKERS} must be >= 1, got {size}")
         return size
 
-    def _acquire(self) -> _Worker:
-        size = self._size()
+    def _acquire(self, size: int) -> _Worker:
         with self._cond:
             while not self._idle and self._count >= size:
                 self._cond.wait()
@@ -330,8 +336,10 @@ class _Pool:
                 self._count -= 1
             self._cond.notify()
 
-    def run(self, kind: str, compiler: "Pipeline", limit: float):
-        worker = self._acquire()
+    def run(self, kind: str, compiler: "Pipeline", limit: float, workers: int | None = None):
+        """One request on an idle worker, or a new one while fewer than ``workers`` (default
+        ``$PYWAVE_COMPILE_WORKERS``) exist; else wait for one to become idle."""
+        worker = self._acquire(self._size() if workers is None else workers)
         try:
             tag, value = worker.request(kind, compiler, limit)
         except WorkerDied as dead:
@@ -354,6 +362,21 @@ class _Pool:
         for worker in idle:
             worker.close()
 
+    def trim(self) -> None:
+        """Stop idle workers beyond ``$PYWAVE_COMPILE_WORKERS`` (left by a larger ``workers=``)."""
+        keep = self._size()
+        with self._cond:
+            extra = max(0, min(len(self._idle), self._count - keep))
+            closing, self._idle = self._idle[:extra], self._idle[extra:]
+            self._count -= extra
+        for worker in closing:
+            worker.close()
+
+    def started(self) -> int:
+        """Workers alive now (idle or busy)."""
+        with self._cond:
+            return self._count
+
     def forget(self) -> None:
         """In a forked child: the workers are the parent's; start afresh."""
         self._cond = threading.Condition()
@@ -369,6 +392,11 @@ if hasattr(os, "register_at_fork"):
 def shutdown() -> None:
     """Stop the idle workers (they are restarted by the next compile)."""
     _POOL.shutdown()
+
+
+def trim() -> None:
+    """Stop the idle workers above ``$PYWAVE_COMPILE_WORKERS`` (after a ``workers=`` burst)."""
+    _POOL.trim()
 
 
 # --------------------------------------------------------------------------------------------

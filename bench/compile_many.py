@@ -1,0 +1,131 @@
+"""Parallel compile: ``pywave.compile_many`` of many distinct modules with 1, 4, 16 workers.
+
+    python3 bench/compile_many.py [--modules 64] [--workers 1 4 16] [--target sm_90]
+                                  [--format ptx] [--runs 1]
+
+Generates --modules distinct vector-add modules (each adds its own constant), writes them as
+.mlir files, and for each worker count runs, in a fresh process with a fresh empty
+PYWAVE_CACHE_DIR (cold cache, no warm workers), ``pywave.compile_many(paths, jobs=N,
+load=False)``: the wall seconds of that call (the process's imports excluded; worker start-up
+included), the minimum over --runs, and the speed-up against the first worker count.
+First it prints the machine's parallel CPU capacity: the time of one busy-loop process
+against os.cpu_count() of them at once (a VM whose vCPUs share one core shows ~1x: no
+compile speed-up is possible there).
+Needs no GPU (kernels are compiled for --target). Target (issue #15 item 2): use every core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+VECTOR_ADD = os.path.join(HERE, "..", "tests", "data", "vector_add.mlir")
+
+_CHILD = """
+import json, pathlib, sys, time, pywave
+names, jobs, target, fmt = json.loads(sys.argv[1])
+paths = [pathlib.Path(name) for name in names]   # a str would be MLIR text
+start = time.perf_counter()
+keys = pywave.compile_many(paths, jobs=jobs, load=False, target=target, format=fmt)
+print(json.dumps({"seconds": time.perf_counter() - start, "keys": len(set(keys))}))
+"""
+
+
+def module(k: int, base: str) -> str:
+    """The vector add with ``c = a + b + (k + 0.5)``: distinct text, distinct cache key."""
+    old = "%z = arith.addf %x, %y : f32"
+    if old not in base:
+        raise SystemExit(f"{VECTOR_ADD} no longer holds {old!r}")
+    new = (f"%k = arith.constant {k}.5 : f32\n        %s = arith.addf %x, %y : f32\n"
+           "        %z = arith.addf %s, %k : f32")
+    return base.replace(old, new)
+
+
+def write_modules(folder: str, count: int) -> list[str]:
+    """``count`` distinct module files in ``folder``; their paths."""
+    with open(VECTOR_ADD, encoding="utf-8") as fh:
+        base = fh.read()
+    paths = []
+    for k in range(count):
+        path = os.path.join(folder, f"vadd_{k:03d}.mlir")
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(module(k, base))
+        paths.append(path)
+    return paths
+
+
+def cold_run(paths: list[str], jobs: int, target: str, fmt: str) -> float:
+    """Wall seconds of compile_many in a fresh process with an empty cache."""
+    import json
+    cache_dir = tempfile.mkdtemp(prefix="pywave-bench-many-")
+    try:
+        env = dict(os.environ, PYWAVE_CACHE_DIR=cache_dir)
+        out = subprocess.run([sys.executable, "-c", _CHILD,
+                              json.dumps([paths, jobs, target, fmt])],
+                             env=env, capture_output=True, text=True,
+                             cwd=tempfile.gettempdir())
+        if out.returncode:
+            raise SystemExit(f"compile_many with {jobs} workers failed:\n{out.stderr}")
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        entries = [n for n in os.listdir(cache_dir) if n.endswith(".pwc")]
+        if result["keys"] != len(paths) or len(entries) != len(paths):
+            raise SystemExit(f"expected {len(paths)} distinct cache entries, got "
+                             f"{result['keys']} keys and {len(entries)} files")
+        return result["seconds"]
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+
+
+_SPIN = "sum(i * i for i in range(6_000_000))"
+
+
+def cpu_capacity() -> float:
+    """How many busy-loop processes run at full speed at once: ``n * t1 / tn``."""
+    import time
+
+    def spin(count: int) -> float:
+        start = time.perf_counter()
+        procs = [subprocess.Popen([sys.executable, "-c", _SPIN]) for _ in range(count)]
+        for proc in procs:
+            proc.wait()
+        return time.perf_counter() - start
+    count = os.cpu_count() or 1
+    return count * spin(1) / spin(count)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--modules", type=int, default=64)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 4, 16])
+    parser.add_argument("--target", default="sm_90")
+    parser.add_argument("--format", default="ptx", choices=["auto", "ptx", "cubin", "fatbin"])
+    parser.add_argument("--runs", type=int, default=1, help="cold runs per worker count (min)")
+    args = parser.parse_args()
+    if args.modules < 1 or args.runs < 1 or min(args.workers) < 1:
+        parser.error("--modules, --runs and every --workers value must be >= 1")
+    folder = tempfile.mkdtemp(prefix="pywave-bench-modules-")
+    try:
+        paths = write_modules(folder, args.modules)
+        print(f"{args.modules} distinct modules, target {args.target}, format {args.format}, "
+              f"{os.cpu_count()} CPUs, cold cache, min of {args.runs} run(s)")
+        print(f"parallel CPU capacity: {cpu_capacity():.2f} of {os.cpu_count()} CPUs "
+              "(busy-loop processes at full speed at once)")
+        print(f"{'workers':>8} {'seconds':>9} {'per module':>11} {'speed-up':>9}")
+        base = None
+        for jobs in args.workers:
+            secs = min(cold_run(paths, jobs, args.target, args.format)
+                       for _ in range(args.runs))
+            base = base or secs
+            print(f"{jobs:8d} {secs:9.2f} {secs / args.modules * 1e3:8.0f} ms "
+                  f"{base / secs:8.2f}x")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
