@@ -24,7 +24,7 @@ from .errors import ArgumentError, CompileError, DeviceError, Error
 from .lowering import LoweringOptions, options_of
 from .pipeline import Artifacts
 from .source import read_mlir
-from .program import BACKENDS, PACKED_PREFIX, RELEASE_KERNELS, Binary, Param, Program
+from .program import BACKENDS, PACKED_PREFIX, RELEASE_KERNELS, Binary, Program
 
 log = logging.getLogger("pywave")
 

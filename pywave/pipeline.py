@@ -285,9 +285,7 @@ class Pipeline:
     def _kernels(self, module: "ir.Module", requested: Target | None,
                  dumper: "dump.Dump | None") -> tuple[Target, list[Binary]]:
         """Assign targets, lower and serialise the kernels, swap in the replacements."""
-        from . import kernels
-
-        from . import kernel_options
+        from . import kernel_options, kernels
         kernel_options.add_ptxas_arguments(module, self.lowering)
         self._attach_nvvm_targets(module, requested or self.target.found)
         target = kernels.assign_targets(module, requested, self.target.found)

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-import pywave
 from pywave import jit, pipeline, runtime
 from pywave.lowering import LoweringOptions
 from pywave.program import Binary

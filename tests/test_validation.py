@@ -10,7 +10,7 @@ import time
 import pytest
 
 import pywave
-from pywave import kernels, validate
+from pywave import kernels
 from pywave.api import build
 
 DATA = os.path.join(os.path.dirname(__file__), "data")

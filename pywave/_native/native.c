@@ -14,4 +14,4 @@
 #include "params.c"
 #include "results.c"
 #include "hostfunction.c"
-#include "launch.c"
+#include "launcher.c"

@@ -12,7 +12,7 @@
  *   params.c        parameter objects -> the compact param_t, their type text
  *   results.c       results: scalars to numbers, memrefs to Memref objects (DLPack export)
  *   hostfunction.c  the HostFunction type, its call in named phases, the module
- *   launch.c        the KernelLauncher type: a kernel launched with grid=, block=
+ *   launcher.c      the KernelLauncher type: a kernel launched with grid=, block=
  * Module state is only touched with the GIL held.
  */
 #ifndef PYWAVE_NATIVE_H
@@ -183,7 +183,7 @@ static int classify_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyOb
 static int take_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v);
 static void release_tensors(tensor_state *ts, Py_ssize_t n);
 
-/* launch.c */
+/* launcher.c */
 static int launcher_add_type(PyObject *module);
 
 #endif /* PYWAVE_NATIVE_H */

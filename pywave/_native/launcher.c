@@ -1,5 +1,5 @@
 /*
- * launch.c — the KernelLauncher type: one kernel of a compiled module, launched from Python
+ * launcher.c — the KernelLauncher type: one kernel of a compiled module, launched from Python
  * with grid=, block=, shared_mem= and stream= (part of the native.c unity build).
  *
  * A launcher wraps the HostFunction of the kernel's generated launch function
