@@ -409,13 +409,60 @@ def first_line(text: str) -> str:
 
 
 def apply_pre_passes(text: str, passes: list[str]) -> str:
-    """Run ``passes`` on ``text`` with the MLIR bindings (raises when one is not there)."""
+    """Run ``passes`` on ``text`` with the MLIR bindings (raises when one is not there).
+
+    Two of mlir-opt's test passes are not in the bindings; they are done here the same way:
+    ``test-transform-dialect-interpreter`` applies each top-level transform op (the schedule,
+    e.g. a ``transform.sequence``) to the module, and ``test-transform-dialect-erase-schedule``
+    erases the top-level transform ops and nested modules holding only a transform schedule."""
     from mlir import ir, passmanager
     with ir.Context():
         module = ir.Module.parse(text)
-        pm = passmanager.PassManager.parse(f"builtin.module({','.join(passes)})")
-        pm.run(module.operation)
+        group: list[str] = []
+        for name in passes + [""]:
+            if name in TEST_PASSES or not name:
+                if group:
+                    passmanager.PassManager.parse(
+                        f"builtin.module({','.join(group)})").run(module.operation)
+                    group = []
+                if name:
+                    TEST_PASSES[name](module)
+            else:
+                group.append(name)
         return str(module)
+
+
+def _schedules(module) -> list:
+    """Top-level transform ops of ``module`` and nested modules holding only transform ops."""
+    out = []
+    for op in module.body.operations:
+        op = op.operation
+        if op.name.startswith("transform."):
+            out.append(op)
+        elif op.name == "builtin.module" and "transform.with_named_sequence" in op.attributes:
+            inner = [o.operation.name for o in op.regions[0].blocks[0].operations]
+            if inner and all(n.startswith("transform.") for n in inner):
+                out.append(op)
+    return out
+
+
+def _interpret_schedules(module) -> None:
+    from mlir.dialects.transform import interpreter
+    for op in _schedules(module):
+        if op.name.startswith("transform."):
+            interpreter.apply_named_sequence(module.operation, op, module.operation)
+
+
+def _erase_schedules(module) -> None:
+    for op in _schedules(module):
+        op.erase()
+    if "transform.with_named_sequence" in module.operation.attributes:
+        del module.operation.attributes["transform.with_named_sequence"]
+
+
+#: mlir-opt test passes the harness does itself (see apply_pre_passes).
+TEST_PASSES = {"test-transform-dialect-interpreter": _interpret_schedules,
+               "test-transform-dialect-erase-schedule": _erase_schedules}
 
 
 class Suite:
