@@ -228,6 +228,8 @@ def _pass_pipeline(value: str, spec: RunSpec) -> None:
     for chip in _CHIP_RE.findall(value):
         if chip.startswith(("sm_", "gfx")):
             spec.compile["chip"] = chip
+    if re.search(r"\bgpu-to-cubin\b", value):
+        spec.compile["format"] = "cubin"
     match = re.search(r"features\s*=\s*(\+[\w.+]+)", value)
     if match:
         spec.compile["features"] = match.group(1)
@@ -380,17 +382,22 @@ def lit_config(test: Path, root: Path, flags: dict[str, object]) -> tuple[bool, 
 
 # ----------------------------------------------------------------------------- chips
 
-def chip_runs_on(chip: str, gpu: str) -> bool:
-    """Can code for ``chip`` run on a GPU whose chip is ``gpu``?"""
+def chip_runs_on(chip: str, gpu: str, fmt: str | None = None) -> bool:
+    """Can code for ``chip`` in format ``fmt`` run on a GPU whose chip is ``gpu``? A cubin
+    (SASS only) runs on its own major architecture only, at the same or a later minor one
+    (CUDA C++ Programming Guide, "Binary Compatibility"); PTX and fatbins (which carry PTX)
+    on every later chip."""
     if chip.startswith("gfx") or gpu.startswith("gfx"):
         return chip == gpu
-    want = re.fullmatch(r"sm_(\d+)([af]?)", chip)
-    have = re.fullmatch(r"sm_(\d+)([af]?)", gpu)
+    want = re.fullmatch(r"sm_(\d+)(\d)([af]?)", chip)
+    have = re.fullmatch(r"sm_(\d+)(\d)([af]?)", gpu)
     if not want or not have:
         return chip == gpu
-    if want.group(2):                       # arch-specific features: that family only
-        return want.group(1) == have.group(1)
-    return int(want.group(1)) <= int(have.group(1))
+    if want.group(3):                       # arch-specific features: that family only
+        return want.group(1, 2) == have.group(1, 2)
+    if fmt == "cubin":
+        return want.group(1) == have.group(1) and int(want.group(2)) <= int(have.group(2))
+    return int(want.group(1) + want.group(2)) <= int(have.group(1) + have.group(2))
 
 
 # ----------------------------------------------------------------------------- running
@@ -558,8 +565,10 @@ class Suite:
     def _run_spec(self, spec: RunSpec, path: Path, text: str) -> Outcome:
         chip = self._chip(spec, text)
         if not self.args.compile_only and chip and self.args.gpu_chip \
-                and not chip_runs_on(chip, self.args.gpu_chip):
-            return Outcome("SKIP", f"needs {chip}, the GPU is {self.args.gpu_chip}")
+                and not chip_runs_on(chip, self.args.gpu_chip, spec.compile.get("format")):
+            kind = "a cubin for " if spec.compile.get("format") == "cubin" else ""
+            return Outcome("SKIP", f"needs {chip} ({kind}{chip} does not run on "
+                                   f"{self.args.gpu_chip})")
         target, why = self._prepared(spec, path, text)
         if target is None:
             return Outcome("SKIP", why)
