@@ -233,7 +233,7 @@ def lower_nvvm(module: ir.Module, *, fmt: str, text: str | None = None,
     between the two, with the serialisation pipeline and a function giving it for another
     MLIR format. When ptxas assembles the kernels, targets without ``features`` get the
     highest PTX ISA it accepts (:func:`raise_ptx_version`)."""
-    from . import kernel_options, semantics
+    from . import kernel_options, nvvm_wmma, semantics
 
     options = options or lowering.LoweringOptions()
     found = find_toolkit()
@@ -249,6 +249,7 @@ def lower_nvvm(module: ir.Module, *, fmt: str, text: str | None = None,
     kernel_options.check_target(options, Target("nvvm", ""), fmt)
     kernel_options.before_lowering(module, options)
     semantics.precise_sqrt(module)
+    nvvm_wmma.lower_elementwise(module)
     if fmt != "ptx":
         raise_ptx_version(module, found)
     run_pipeline(module, lowering.nvvm_pipeline(options), "lowering kernels to NVVM", text)
