@@ -219,10 +219,10 @@ VIEW_OPS = frozenset({"memref.subview", "memref.cast", "memref.reinterpret_cast"
                       "memref.assume_alignment", "memref.extract_strided_metadata"})
 #: Dialects the kernel lowering turns into LLVM (pywave.lowering.nvvm_pipeline:
 #: convert-nvgpu-to-nvvm, convert-vector-to-llvm, convert-gpu-to-nvvm, convert-nvvm-to-llvm;
-#: pywave.amdgpu: convert-gpu-to-rocdl).
+#: pywave.amdgpu: convert-gpu-to-rocdl, which also lowers the amdgpu dialect).
 KERNEL_DIALECTS = frozenset({"arith", "math", "memref", "vector", "gpu", "cf", "index",
-                             "llvm", "nvvm", "nvgpu", "rocdl", "builtin", "ub", "func",
-                             "complex"})
+                             "llvm", "nvvm", "nvgpu", "rocdl", "amdgpu", "builtin", "ub",
+                             "func", "complex"})
 #: Dialects the host lowering turns into LLVM (pywave.host: async.execute run in place,
 #: gpu-to-llvm, convert-to-llvm; nvgpu's TMA descriptors by convert-nvgpu-to-nvvm).
 HOST_DIALECTS = frozenset({"arith", "math", "memref", "vector", "gpu", "cf", "index",
