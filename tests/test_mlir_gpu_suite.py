@@ -138,3 +138,12 @@ def test_lit_local_cfg_unsupported_and_substitutions(tmp_path):
     assert suite.lit_config(test, tmp_path, {"test_chip": "gfx1"}) == (
         True, {"%chip": "gfx1"}, "needs_flag/lit.local.cfg")
     assert suite.lit_config(test, tmp_path, {"test_chip": "gfx1", "some_flag": True})[0] is False
+
+
+def test_the_gpu_chip_comes_from_pywave(monkeypatch):
+    from pywave import pipeline
+    from pywave.program import Target
+    monkeypatch.setattr(pipeline, "default_target", lambda: Target("nvvm", "sm_90"))
+    assert suite.detect_gpu_chip() == "sm_90"
+    monkeypatch.setattr(pipeline, "default_target", lambda: None)
+    assert suite.detect_gpu_chip() is None

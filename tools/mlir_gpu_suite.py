@@ -400,6 +400,16 @@ def chip_runs_on(chip: str, gpu: str, fmt: str | None = None) -> bool:
     return int(want.group(1) + want.group(2)) <= int(have.group(1) + have.group(2))
 
 
+def detect_gpu_chip() -> str | None:
+    """The chip of the GPU pywave would compile for (None without pywave or a GPU)."""
+    try:
+        from pywave.pipeline import default_target
+    except ImportError:
+        return None
+    found = default_target()
+    return found.chip if found else None
+
+
 # ----------------------------------------------------------------------------- running
 
 @dataclasses.dataclass
@@ -676,12 +686,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.cli_options = {o for o in args.cli_options.split(",") if o}
     if not args.gpu_chip and not args.compile_only:
-        try:
-            from pywave import api
-            found = api.default_target()
-            args.gpu_chip = found[1] if found else None
-        except Exception:  # noqa: BLE001 - no pywave or no GPU: chips are not checked
-            args.gpu_chip = None
+        args.gpu_chip = detect_gpu_chip()
     suite = Suite(args)
     counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
     for path, root in find_tests(args.paths):
