@@ -106,6 +106,24 @@ def check_floor_loop(floor, driver) -> None:
         loop(10)
 
 
+@pytest.mark.parametrize("case", ["empty", "exchange3"])
+def test_instruction_count_worker_on_the_stand_in(case, tmp_path, bench):
+    """bench/launch_instructions.py's measured program (without valgrind): each call of the
+    case launches once on the driver stand-in, through the exchange-API stand-in for tensors."""
+    import os
+    from conftest import need_fake_driver
+    fake = need_fake_driver()
+    pytest.importorskip("pywave._native")
+    standin = bench("launch_instructions").build_standin(tmp_path)
+    env = dict(os.environ, WAVERT_CUDA_LIBRARY=str(fake),
+               WAVERT_HIP_LIBRARY="/nonexistent/libamdhip64.so")
+    done = subprocess.run([sys.executable, str(BENCH / "launch_instructions.py"), "--worker",
+                           case, "7", str(standin)], capture_output=True, text=True,
+                          cwd=tmp_path, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("launches: 7"), done.stdout
+
+
 def test_launch_rejects_bad_counts(tmp_path):
     done = subprocess.run([sys.executable, str(BENCH / "launch.py"), "--arg-counts", "0,4"],
                           capture_output=True, text=True, cwd=tmp_path, timeout=60)
