@@ -284,11 +284,26 @@ def _check_op(op: "ir.Operation", ir) -> None:
         _check_launch_bounds(op, ir)
 
 
+#: Memory-space attributes the lowerings map to address spaces (gpu-to-nvvm/rocdl and the
+#: host's gpu-to-llvm: #gpu.address_space; convert-amdgpu-to-rocdl: #amdgpu.address_space).
+#: Any other attribute made MLIR 22's host lowering abort in the Python bindings.
+MAPPED_SPACES = ("#gpu.address_space<", "#amdgpu.address_space<")
+
+
 def _check_type(t: "ir.Type", op: "ir.Operation", ir) -> None:
     if not isinstance(t, (ir.MemRefType, ir.UnrankedMemRefType)):
         return
     space = t.memory_space
-    if space is None or not isinstance(space, ir.IntegerAttr):
+    if space is None:
+        return
+    if not isinstance(space, ir.IntegerAttr):
+        if not str(space).startswith(MAPPED_SPACES):
+            raise CompileError(
+                f"{op.name} at {_where(op)} uses the type {t} with memory space {space}, "
+                f"which no lowering maps to an LLVM address space; memory spaces are "
+                f"0..{MAX_ADDRESS_SPACE} (LLVM address spaces), "
+                "#gpu.address_space<global|workgroup|private> or (AMD kernels) "
+                "#amdgpu.address_space<...>")
         return
     value = ir.IntegerAttr(space).value
     if not 0 <= value <= MAX_ADDRESS_SPACE:
