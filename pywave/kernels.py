@@ -201,7 +201,8 @@ def assign_targets(module: ir.Module, requested: Target | None,
         if target is None:
             raise CompileError(
                 f"gpu.module @{name} has no target and no GPU was found to take one from; "
-                "pass target='sm_90' (NVIDIA) or target='gfx942' (AMD)")
+                "pass target='sm_90' (NVIDIA) or target='gfx942' (AMD); on the command line "
+                "--target sm_90")
         gmod.attributes["targets"] = ir.Attribute.parse(
             f'[#{target.backend}.target<chip = "{target.chip}", O = 3>]', module.context)
         found[name] = target
