@@ -381,7 +381,7 @@ class _Server:
                 self._socket_module.send_fds(self.sock, [b"F"], fds)
                 reply = self._receive(_PID.size)
             except OSError as exc:
-                raise ServerUnavailable(f"server {self.pid}: {exc}") from None
+                raise self._failure(str(exc)) from None
         (pid,) = _PID.unpack(reply)
         if pid <= 0:
             raise ServerUnavailable(f"server {self.pid} cannot fork: {os.strerror(-pid)}")
@@ -399,16 +399,20 @@ class _Server:
                                         f"{self.REPLY_TIMEOUT:g} s")
             chunk = self.sock.recv(size - len(data))
             if not chunk:
-                raise ServerUnavailable(f"server {self.pid} {describe_exit(self._exit())}: "
-                                        f"{last_message(self.stderr_tail())}")
+                raise self._failure("closed its socket")
             data += chunk
         return data
 
-    def _exit(self) -> int | None:
+    def _failure(self, detail: str) -> ServerUnavailable:
+        """What is known of a server that stopped answering: ``detail``, its exit, the
+        last line it wrote to stderr."""
         try:
-            return self.proc.wait(timeout=5)
+            code: int | None = self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            return None
+            code = None
+        said = last_message(self.stderr_tail())
+        return ServerUnavailable(f"server {self.pid} {describe_exit(code)} ({detail})"
+                                 + (f": {said}" if said else ""))
 
     def stderr_tail(self) -> str:
         try:
