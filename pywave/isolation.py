@@ -5,13 +5,23 @@ user's process: it becomes a :class:`~pywave.errors.CompileError` naming the sta
 worker was in, quoting the last message the tool wrote to stderr (an assertion, ``LLVM
 ERROR: ...``) and the path of a saved reproducer (the input text and the options).
 
-Design (measured in the issue note): a small pool of warm workers, each a plain
-``python -c`` child of the same interpreter and ``sys.path`` that pre-imports MLIR and
-llvmlite once and then serves compiles over a pipe (length-prefixed pickles). A request is
+Design (measured in the issue notes): a small pool of warm workers serving compiles over a
+pipe (length-prefixed pickles). The first time the pool needs a worker it starts one compile
+server ("zygote"): a ``python -c`` child of the same interpreter and ``sys.path`` that imports
+MLIR, llvmlite and pywave's stages once, holds no thread but its main one (checked), and
+forks a worker for each request on a Unix socket, in milliseconds instead of an
+interpreter's start and imports (0.75 s, 1.5-2 s when 16-32 start at once). The request
+carries the worker's pipes and stderr file (SCM_RIGHTS); the server reaps its workers and
+sends each one's exit status back on a status pipe, so a crash is still named by its
+signal. Workers close every fd but their own (nothing of the user's process reaches them)
+and exit when the user's process is gone (a pidfd), as does the server; a killed server is
+restarted by the next worker start. Where the server cannot run (not Linux, or it fails to
+start) workers start directly as a ``python -c`` child each. A request is
 a :class:`pywave.pipeline.Pipeline` (plain data: the text, the target resolved in the
 parent, the options, the loaded replacement images); the answer is its
 :class:`~pywave.pipeline.Artifacts` or :class:`~pywave.program.Program` (plain data too),
-or the exception it raised. The worker's ``pywave`` log records are re-emitted in the
+or the exception it raised. Each request carries the parent's environment and working
+folder. The worker's ``pywave`` log records are re-emitted in the
 parent, at the parent's level. A worker that died is replaced on the next compile; the
 parent never imports MLIR. The worker runs each build on a thread with a large stack, so
 deeply nested input that overflows an 8 MiB stack compiles or fails with a typed error.
@@ -20,7 +30,8 @@ Environment: ``PYWAVE_ISOLATE=0`` compiles in-process (for debuggers), as does
 ``isolate=False``; ``PYWAVE_COMPILE_TIMEOUT`` (seconds, default 300) bounds one compile;
 ``PYWAVE_COMPILE_WORKERS`` (default 2) bounds the number of concurrent workers; a call may
 raise that bound for itself (``workers=``, used by :func:`pywave.compile_many`), and
-:func:`trim` then stops the idle workers above the default bound.
+:func:`trim` then stops the idle workers above the default bound; ``PYWAVE_COMPILE_SERVER=0``
+starts each worker directly instead of forking it from the compile server.
 """
 
 from __future__ import annotations
