@@ -159,7 +159,3 @@ def test_toolkit_version_is_in_the_cache_key(tmp_path, monkeypatch):
     assert options["cuda_toolkit"] == "98.7.6"
     assert "cuda_toolkit" not in pipeline.Pipeline("module {}", target="gfx942").options()
 
-
-def test_config_without_an_option_is_a_usage_error():
-    done = run("config")
-    assert done.returncode == 2 and "give --cflags" in done.stderr and done.stdout == ""
