@@ -28,11 +28,24 @@ VECTOR_ADD = os.path.join(HERE, "..", "tests", "data", "vector_add.mlir")
 
 _CHILD = """
 import json, pathlib, sys, time, pywave
+from pywave import cache, many
 names, jobs, target, fmt = json.loads(sys.argv[1])
 paths = [pathlib.Path(name) for name in names]   # a str would be MLIR text
+stored = []
+_store = cache.store
+def store(*args):
+    t = time.perf_counter(); _store(*args); stored.append(time.perf_counter() - t)
+cache.store = store
 start = time.perf_counter()
-keys = pywave.compile_many(paths, jobs=jobs, load=False, target=target, format=fmt)
-print(json.dumps({"seconds": time.perf_counter() - start, "keys": len(set(keys))}))
+outcomes = many.run(paths, jobs=jobs, load=False, target=target, format=fmt)
+seconds = time.perf_counter() - start
+bad = [str(o.error) for o in outcomes if o.status == many.FAILED]
+if bad:
+    raise SystemExit(bad[0])
+compiles = sorted(o.seconds for o in outcomes)
+print(json.dumps({"seconds": seconds, "keys": len({o.key for o in outcomes}),
+                  "compile_median": compiles[len(compiles) // 2], "compile_max": compiles[-1],
+                  "store_total": sum(stored)}))
 """
 
 
@@ -59,8 +72,11 @@ def write_modules(folder: str, count: int) -> list[str]:
     return paths
 
 
-def cold_run(paths: list[str], jobs: int, target: str, fmt: str) -> float:
-    """Wall seconds of compile_many in a fresh process with an empty cache."""
+def cold_run(paths: list[str], jobs: int, target: str, fmt: str) -> dict:
+    """compile_many in a fresh process with an empty cache: its wall ``seconds``, the
+    median and largest time one input took (worker start-up and waiting for a worker
+    included: ``compile_median``/``compile_max``) and the parent's total cache-write time
+    (``store_total``, the host code's pre-linking included)."""
     import json
     cache_dir = tempfile.mkdtemp(prefix="pywave-bench-many-")
     try:
@@ -76,7 +92,7 @@ def cold_run(paths: list[str], jobs: int, target: str, fmt: str) -> float:
         if result["keys"] != len(paths) or len(entries) != len(paths):
             raise SystemExit(f"expected {len(paths)} distinct cache entries, got "
                              f"{result['keys']} keys and {len(entries)} files")
-        return result["seconds"]
+        return result
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
 
@@ -115,14 +131,17 @@ def main() -> None:
               f"{os.cpu_count()} CPUs, cold cache, min of {args.runs} run(s)")
         print(f"parallel CPU capacity: {cpu_capacity():.2f} of {os.cpu_count()} CPUs "
               "(busy-loop processes at full speed at once)")
-        print(f"{'workers':>8} {'seconds':>9} {'per module':>11} {'speed-up':>9}")
+        print(f"{'workers':>8} {'seconds':>9} {'per module':>11} {'speed-up':>9} "
+              f"{'input median':>13} {'input max':>10} {'cache writes':>13}")
         base = None
         for jobs in args.workers:
-            secs = min(cold_run(paths, jobs, args.target, args.format)
-                       for _ in range(args.runs))
+            run = min((cold_run(paths, jobs, args.target, args.format)
+                       for _ in range(args.runs)), key=lambda r: r["seconds"])
+            secs = run["seconds"]
             base = base or secs
             print(f"{jobs:8d} {secs:9.2f} {secs / args.modules * 1e3:8.0f} ms "
-                  f"{base / secs:8.2f}x")
+                  f"{base / secs:8.2f}x {run['compile_median']:12.3f}s "
+                  f"{run['compile_max']:9.3f}s {run['store_total']:12.2f}s")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

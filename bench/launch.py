@@ -1,28 +1,43 @@
 """Per-call launch overhead of pywave against its peers, measured in one process.
 
     python3 bench/launch.py [--calls N] [--reps R] [--arg-counts 1,4,16,64] [--no-curve]
+                            [--no-pin] [--cpu C]
     python3 bench/launch.py --dry-run [--target sm_90]
 
 Workloads: a 3-tensor elementwise add at 1 element and an empty kernel. For each launcher
 the host-side enqueue time per call (a loop of N calls, synchronised before and after the
 loop but timed without the final sync), min and median over R repetitions. Peers: the raw
-C cuLaunchKernel loop of bench/launch_c.c (the floor), CuPy RawKernel, torch.add(out=),
-Triton. Needs an NVIDIA GPU; peers that are not installed are reported as missing.
+driver floor (bench/launch_floor.c: a C loop of cuLaunchKernel calls of an empty kernel with
+3 or 0 parameters, built as a shared library and called through ctypes), CuPy RawKernel,
+torch.add(out=), Triton. Needs an NVIDIA GPU; peers that are not installed are reported as
+missing.
+
+Robustness: every launcher runs in this process and thread, on torch's current stream in the
+primary context (the floor loads its own empty kernels there); the thread is pinned to one
+CPU (--cpu, default the highest-numbered allowed; --no-pin: not pinned); the repetitions are
+interleaved (each round measures every launcher once, the order rotated per round), so that
+clock or load drift reaches all launchers alike. Ratios are of minima, with the ratio of
+medians beside.
 
 The argument-count curve: one single-thread kernel per count n that adds element 0 of its n
 float32 tensors into the first, called with n tensors by pywave (torch tensors and CuPy
-arrays) and by CuPy RawKernel, against the C floor for an empty kernel with n parameters
+arrays) and by CuPy RawKernel, against the floor for an empty kernel with n parameters
 (what RawKernel passes: one pointer per tensor) and with 5n (what pywave passes: a memref
-descriptor of 5 words per 1-D tensor), per-call µs (min over R) and their ratios.
+descriptor of 5 words per 1-D tensor), per-call µs (min over R, interleaved per n) and their
+ratios.
 
 --dry-run needs no GPU: it compiles every module for --target (default sm_90), checks the
-kernels' parameter counts and builds launch_c.
+kernels' parameter counts and builds and loads the floor library.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import functools
+import gc
+import itertools
 import logging
 import os
 import re
@@ -31,7 +46,7 @@ import statistics
 import subprocess
 import tempfile
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 import pywave
 
@@ -109,75 +124,162 @@ def cupy_args_source(n: int) -> str:
     return f'extern "C" __global__ void args{n}({params}) {{ a0[0] = 1.0f + {total}; }}'
 
 
-def measure(fn: Callable[[], object], sync: Callable[[], object], calls: int,
-            reps: int) -> tuple[float, float]:
-    """(min, median) microseconds per call of ``fn()``."""
-    for _ in range(min(calls, 1000)):
-        fn()
-    sync()
-    times = []
-    for _ in range(reps):
-        sync()
+#: A launcher's timed loop: ``loop(calls)`` makes ``calls`` calls and returns their seconds
+#: (enqueue time: synchronised by the caller before and after, not inside the timing).
+Loop = Callable[[int], float]
+
+
+def call_loop(fn: Callable[..., object], *args: object) -> Loop:
+    """The loop ``fn(*args)`` ``calls`` times: no lambda or attribute lookup per call."""
+    def loop(calls: int) -> float:
         t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        t1 = time.perf_counter()
-        sync()
-        times.append((t1 - t0) / calls * 1e6)
-    return min(times), statistics.median(times)
+        for _ in itertools.repeat(None, calls):
+            fn(*args)
+        return time.perf_counter() - t0
+    return loop
+
+
+def measure_interleaved(loops: dict[str, Loop], sync: Callable[[], object], calls: int,
+                        reps: int) -> dict[str, tuple[float, float]]:
+    """{name: (min, median) µs per call}: after one warm-up round, ``reps`` rounds; each
+    round runs every loop once (synchronised before and after each), in an order rotated by
+    one launcher per round, so that drift (clock frequency, other load) reaches all alike and
+    no launcher always follows the same one. The cyclic garbage collector is off meanwhile."""
+    names = list(loops)
+    for name in names:
+        loops[name](min(calls, 1000))
+    sync()
+    times: dict[str, list[float]] = {name: [] for name in names}
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        for rep in range(reps):
+            shift = rep % len(names)
+            for name in names[shift:] + names[:shift]:
+                sync()
+                seconds = loops[name](calls)
+                sync()
+                times[name].append(seconds / calls * 1e6)
+    finally:
+        if enabled:
+            gc.enable()
+    return {name: (min(t), statistics.median(t)) for name, t in times.items()}
 
 
 @functools.lru_cache(maxsize=None)
-def build_launch_c() -> str | None:
-    """Path of bench/launch_c.c built against the installed libwavert, or None."""
-    lib = os.path.dirname(pywave.__file__)
-    exe = os.path.join(tempfile.mkdtemp(prefix="pywave-launch-c-"), "launch_c")
-    inc = os.path.join(HERE, "..", "libwavert", "include")
-    build = ["cc", "-std=c11", "-O2", os.path.join(HERE, "launch_c.c"), f"-I{inc}",
-             os.path.join(lib, "libwavert.so"), f"-Wl,-rpath,{lib}", "-ldl", "-o", exe]
+def build_floor() -> str | None:
+    """Path of bench/launch_floor.c built as a shared library (in a fresh temporary folder),
+    or None when the C compiler fails."""
+    lib = os.path.join(tempfile.mkdtemp(prefix="pywave-launch-floor-"), "liblaunch_floor.so")
+    build = ["cc", "-std=c11", "-O2", "-shared", "-fPIC", os.path.join(HERE, "launch_floor.c"),
+             "-ldl", "-o", lib]
     done = subprocess.run(build, capture_output=True, text=True)
     if done.returncode != 0:
-        LOG.warning("building launch_c failed:\n%s", done.stderr)
+        LOG.warning("building the launch floor library failed:\n%s", done.stderr)
         return None
-    return exe
+    return lib
 
 
-def c_floor(calls: int, params: int) -> float | None:
-    """Raw cuLaunchKernel per launch (µs) of an empty kernel with ``params`` 64-bit
-    parameters, from bench/launch_c.c; None when it cannot be built or run."""
-    exe = build_launch_c()
-    if exe is None:
-        return None
-    done = subprocess.run([exe, str(calls), str(params)], capture_output=True, text=True)
-    m = re.search(r"raw cuLaunchKernel:\s+([\d.]+)", done.stdout)
-    if done.returncode != 0 or m is None:
-        LOG.warning("launch_c %d %d: exit %d\n%s%s", calls, params, done.returncode,
-                    done.stdout, done.stderr)
-        return None
-    return float(m.group(1))
+class Floor:
+    """The raw-driver floor in this process (bench/launch_floor.c through ctypes): empty
+    kernels of P 8-byte parameters loaded into the context current on this thread (the
+    primary context of ``ordinal`` when none is), launched on a given stream.
+
+    ``library``: the driver, default $WAVERT_CUDA_LIBRARY (the one libwavert opens) else
+    libcuda.so.1. Raises RuntimeError with the library's message when a step fails."""
+
+    def __init__(self, library: str | None = None, ordinal: int = 0) -> None:
+        path = build_floor()
+        if path is None:
+            raise RuntimeError("the launch floor library does not build (see the warning)")
+        self._lib = ctypes.CDLL(path)
+        self._lib.launch_floor_error.restype = ctypes.c_char_p
+        self._lib.launch_floor_open.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        self._lib.launch_floor_kernel.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)]
+        self._lib.launch_floor_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p,
+                                               ctypes.c_longlong,
+                                               ctypes.POINTER(ctypes.c_double)]
+        if library is None:
+            library = os.environ.get("WAVERT_CUDA_LIBRARY") or None
+        self._check(self._lib.launch_floor_open(library.encode() if library else None, ordinal))
+        self._kernels: dict[int, ctypes.c_void_p] = {}
+
+    def _check(self, rc: int) -> None:
+        if rc != 0:
+            raise RuntimeError(f"launch floor: {self._lib.launch_floor_error().decode()}")
+
+    def kernel(self, params: int) -> ctypes.c_void_p:
+        """The CUfunction of ``empty`` with ``params`` parameters (0..512), loaded once."""
+        if params not in self._kernels:
+            function = ctypes.c_void_p()
+            self._check(self._lib.launch_floor_kernel(params, ctypes.byref(function)))
+            self._kernels[params] = function
+        return self._kernels[params]
+
+    def loop(self, params: int, stream: int = 0) -> Loop:
+        """The timed loop of raw cuLaunchKernel calls of the ``params`` kernel on ``stream``
+        (a CUstream as an int; 0 the legacy default stream)."""
+        function, handle, seconds = self.kernel(params), ctypes.c_void_p(stream), ctypes.c_double()
+
+        def loop(calls: int) -> float:
+            self._check(self._lib.launch_floor_run(function, handle, calls,
+                                                   ctypes.byref(seconds)))
+            return seconds.value
+        return loop
 
 
-def peer_rows(calls: int, reps: int) -> dict[str, tuple[float, float]]:
-    """(min, median) µs per call of each launcher on the add and empty workloads, plus the C
-    floors ("raw cuLaunchKernel (C)" for the add, "... 0 params" for the empty kernel)."""
+def pin_cpu(cpu: int | None = None) -> int:
+    """Pin the calling thread (Linux: only it, not threads already started by torch or the
+    driver) to ``cpu``, default the highest-numbered CPU it may run on (CPU 0 usually takes
+    the most interrupts); returns the CPU."""
+    allowed = os.sched_getaffinity(0)
+    chosen = max(allowed) if cpu is None else cpu
+    if chosen not in allowed:
+        raise SystemExit(f"--cpu {chosen}: not among the CPUs this process may use "
+                         f"({sorted(allowed)})")
+    os.sched_setaffinity(0, {chosen})
+    return chosen
+
+
+@contextlib.contextmanager
+def pinned(pin: bool, cpu: int | None = None) -> Iterator[None]:
+    """Run the block pinned to one CPU (pin_cpu) when ``pin``; the previous affinity after."""
+    if not pin:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    LOG.info("pinned to CPU %d", pin_cpu(cpu))
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def peer_rows(calls: int, reps: int, pin: bool = True,
+              cpu: int | None = None) -> dict[str, tuple[float, float]]:
+    """(min, median) µs per call of each launcher on the add and empty workloads, plus the raw
+    driver floors ("raw cuLaunchKernel (C)": 3 parameters, for the add; "... 0 params" for the
+    empty kernel), all in this process on torch's current stream, measured interleaved
+    (measure_interleaved), pinned to one CPU unless ``pin`` is False."""
     import torch
     sync = torch.cuda.synchronize
     mod = pywave.compile(ADD)
     a, b, c = (torch.ones(1, device="cuda") for _ in range(3))
-    rows: dict[str, tuple[float, float]] = {}
-    rows["pywave add (torch)"] = measure(lambda: mod.add(a, b, c), sync, calls, reps)
-    rows["pywave empty"] = measure(lambda: mod.empty(), sync, calls, reps)
-    rows["torch.add(out=)"] = measure(lambda: torch.add(a, b, out=c), sync, calls, reps)
+    stream = torch.cuda.current_stream().cuda_stream
+    loops: dict[str, Loop] = {
+        "pywave add (torch)": call_loop(mod.add, a, b, c),
+        "pywave empty": call_loop(mod.empty),
+        "torch.add(out=)": call_loop(functools.partial(torch.add, out=c), a, b),
+    }
     try:
         import cupy
         ca, cb, cc = (cupy.ones(1, dtype=cupy.float32) for _ in range(3))
-        rows["pywave add (cupy)"] = measure(lambda: mod.add(ca, cb, cc), sync, calls, reps)
+        loops["pywave add (cupy)"] = call_loop(mod.add, ca, cb, cc)
         kern = cupy.RawKernel(r'''extern "C" __global__ void add(const float* a,
             const float* b, float* c, int n) { int i = threadIdx.x; if (i < n) c[i] = a[i] + b[i]; }''',
                               "add")
-        one = cupy.int32(1)
-        rows["cupy RawKernel"] = measure(lambda: kern((1,), (1,), (ca, cb, cc, one)), sync,
-                                         calls, reps)
+        loops["cupy RawKernel"] = call_loop(kern, (1,), (1,), (ca, cb, cc, cupy.int32(1)))
     except ImportError:
         LOG.warning("cupy: missing")
     try:
@@ -190,25 +292,30 @@ def peer_rows(calls: int, reps: int) -> dict[str, tuple[float, float]]:
             m = i < n
             tl.store(z + i, tl.load(x + i, mask=m) + tl.load(y + i, mask=m), mask=m)
 
-        rows["triton"] = measure(lambda: tadd[(1,)](a, b, c, 1, BLOCK=32), sync, calls, reps)
+        loops["triton"] = call_loop(lambda: tadd[(1,)](a, b, c, 1, BLOCK=32))
     except ImportError:
         LOG.warning("triton: missing")
-    for label, params in (("raw cuLaunchKernel (C)", ADD_FLOOR_PARAMS),
-                          ("raw cuLaunchKernel (C) 0 params", 0)):
-        floor = c_floor(100000, params)
-        if floor is not None:
-            rows[label] = (floor, floor)
+    try:
+        floor = Floor()
+        loops["raw cuLaunchKernel (C)"] = floor.loop(ADD_FLOOR_PARAMS, stream)
+        loops["raw cuLaunchKernel (C) 0 params"] = floor.loop(0, stream)
+    except RuntimeError as e:
+        LOG.warning("%s", e)
+    with pinned(pin, cpu):
+        rows = measure_interleaved(loops, sync, calls, reps)
     mod.close()
     return rows
 
 
-def peer_ratios(rows: dict[str, tuple[float, float]]) -> list[tuple[str, float, str]]:
-    """(label, ratio of minima, target) for issue #15's three targets and the peers."""
+def peer_ratios(rows: dict[str, tuple[float, float]],
+                column: int = 0) -> list[tuple[str, float, str]]:
+    """(label, ratio, target) for issue #15's three targets and the peers: ratios of the
+    minima (``column`` 0) or of the medians (1)."""
     out = []
 
     def ratio(label: str, ours: str, theirs: str, target: str) -> None:
         if ours in rows and theirs in rows:
-            out.append((label, rows[ours][0] / rows[theirs][0], target))
+            out.append((label, rows[ours][column] / rows[theirs][column], target))
 
     ratio("pywave(torch) / C floor", "pywave add (torch)", "raw cuLaunchKernel (C)", "<= 1.15")
     ratio("pywave empty / C floor (0 params)", "pywave empty",
@@ -224,11 +331,13 @@ CURVE_COLUMNS = ("C floor n", "C floor 5n", "cupy RawKernel", "pywave (torch)",
                  "pywave (cupy)")
 
 
-def arg_curve(calls: int, reps: int,
-              counts: tuple[int, ...] = ARG_COUNTS) -> dict[int, dict[str, float]]:
+def arg_curve(calls: int, reps: int, counts: tuple[int, ...] = ARG_COUNTS, pin: bool = True,
+              cpu: int | None = None) -> dict[int, dict[str, float]]:
     """{n: {column: min µs per call}} for each tensor count n; a launcher that is missing
-    (CuPy) or fails (the C floor) has no entry. Each pywave and RawKernel kernel's result is
-    checked once (a0[0] = 1 + n with all-ones inputs) before it is timed."""
+    (CuPy) or fails (the floor) has no entry. Each pywave and RawKernel kernel's result is
+    checked once (a0[0] = 1 + n with all-ones inputs) before it is timed. Per n, the columns
+    are measured interleaved (measure_interleaved) in this process, on torch's current stream
+    (CuPy's for the CuPy columns), pinned to one CPU unless ``pin`` is False."""
     import torch
     sync = torch.cuda.synchronize
     mod = pywave.compile(args_module(counts))
@@ -237,33 +346,39 @@ def arg_curve(calls: int, reps: int,
     except ImportError:
         cupy = None
         LOG.warning("cupy: missing (no RawKernel or CuPy-array columns)")
+    try:
+        floor: Floor | None = Floor()
+    except RuntimeError as e:
+        floor = None
+        LOG.warning("%s", e)
+    stream = torch.cuda.current_stream().cuda_stream
     curve: dict[int, dict[str, float]] = {}
     for n in counts:
-        row: dict[str, float] = {}
-        for column, params in (("C floor n", n), ("C floor 5n", MEMREF_WORDS * n)):
-            floor = c_floor(calls, params)
-            if floor is not None:
-                row[column] = floor
+        loops: dict[str, Loop] = {}
+        if floor is not None:
+            loops["C floor n"] = floor.loop(n, stream)
+            loops["C floor 5n"] = floor.loop(MEMREF_WORDS * n, stream)
         fn = getattr(mod, f"args{n}")
         ts = [torch.ones(1, device="cuda") for _ in range(n)]
         fn(*ts)
         sync()
         assert ts[0].item() == 1 + n, f"pywave args{n}: {ts[0].item()} != {1 + n}"
-        row["pywave (torch)"] = measure(lambda: fn(*ts), sync, calls, reps)[0]
+        loops["pywave (torch)"] = call_loop(fn, *ts)
         if cupy is not None:
             cs = [cupy.ones(1, dtype=cupy.float32) for _ in range(n)]
             fn(*cs)
             cupy.cuda.get_current_stream().synchronize()
             assert float(cs[0][0]) == 1 + n, f"pywave args{n} (cupy): {float(cs[0][0])}"
-            row["pywave (cupy)"] = measure(lambda: fn(*cs), sync, calls, reps)[0]
+            loops["pywave (cupy)"] = call_loop(fn, *cs)
             kern = cupy.RawKernel(cupy_args_source(n), f"args{n}")
             rs = [cupy.ones(1, dtype=cupy.float32) for _ in range(n)]
             kern((1,), (1,), tuple(rs))
             cupy.cuda.get_current_stream().synchronize()
             assert float(rs[0][0]) == 1 + n, f"RawKernel args{n}: {float(rs[0][0])}"
-            args = tuple(rs)
-            row["cupy RawKernel"] = measure(lambda: kern((1,), (1,), args), sync, calls, reps)[0]
-        curve[n] = row
+            loops["cupy RawKernel"] = call_loop(kern, (1,), (1,), tuple(rs))
+        with pinned(pin, cpu):
+            rows = measure_interleaved(loops, sync, calls, reps)
+        curve[n] = {column: lo for column, (lo, _) in rows.items()}
     mod.close()
     return curve
 
@@ -297,7 +412,7 @@ def curve_table(curve: dict[int, dict[str, float]]) -> list[str]:
 
 def dry_run(target: str, counts: tuple[int, ...]) -> None:
     """Compile every module for ``target`` without a GPU, check that each ``args<n>`` kernel
-    has 5n parameters, and build launch_c."""
+    has 5n parameters, and build the floor library (loaded, its entry points found)."""
     for name, text in (("add/empty", ADD), ("arg-count curve", args_module(counts))):
         art = pywave.api.build(text, target=target)
         LOG.info("%s: compiled for %s: %s", name, target,
@@ -324,7 +439,14 @@ def dry_run(target: str, counts: tuple[int, ...]) -> None:
         if done.returncode != 0:
             raise SystemExit(f"RawKernel args{n} does not compile:\n{done.stderr}")
         LOG.info("RawKernel args%d: compiles (nvcc %s)", n, target)
-    LOG.info("launch_c: %s", build_launch_c() or "NOT BUILT")
+    lib = build_floor()
+    if lib is None:
+        raise SystemExit("the launch floor library (bench/launch_floor.c) does not build")
+    loaded = ctypes.CDLL(lib)
+    for entry in ("launch_floor_open", "launch_floor_kernel", "launch_floor_run",
+                  "launch_floor_error"):
+        getattr(loaded, entry)  # AttributeError: not exported
+    LOG.info("launch floor library: %s", lib)
 
 
 def main() -> None:
@@ -335,8 +457,13 @@ def main() -> None:
                         help="tensor counts of the argument-count curve (comma-separated)")
     parser.add_argument("--no-curve", action="store_true", help="skip the argument-count curve")
     parser.add_argument("--dry-run", action="store_true",
-                        help="compile the modules for --target and build launch_c; no GPU")
+                        help="compile the modules for --target and build the floor library; "
+                        "no GPU")
     parser.add_argument("--target", default="sm_90", help="chip for --dry-run")
+    parser.add_argument("--no-pin", action="store_true",
+                        help="do not pin the measuring thread to one CPU")
+    parser.add_argument("--cpu", type=int, default=None,
+                        help="the CPU to pin to (default: the highest-numbered one allowed)")
     args = parser.parse_args()
     try:
         counts = tuple(int(c) for c in args.arg_counts.split(","))
@@ -349,16 +476,19 @@ def main() -> None:
     if args.dry_run:
         dry_run(args.target, counts)
         return
-    rows = peer_rows(args.calls, args.reps)
+    pin = not args.no_pin
+    rows = peer_rows(args.calls, args.reps, pin, args.cpu)
     LOG.info("%-32s %8s %10s", "launcher", "min us", "median us")
     for name, (lo, med) in rows.items():
         LOG.info("%-32s %8.3f %10.3f", name, lo, med)
+    medians = {label: ratio for label, ratio, _ in peer_ratios(rows, 1)}
     for label, ratio, target in peer_ratios(rows):
-        LOG.info("ratio %s: %.2f%s", label, ratio, f"  (target {target})" if target else "")
+        LOG.info("ratio %s: %.2f (medians %.2f)%s", label, ratio, medians[label],
+                 f"  (target {target})" if target else "")
     if not args.no_curve:
-        LOG.info("\nargument-count curve, min us per call over %d reps of %d calls",
+        LOG.info("\nargument-count curve, min us per call over %d interleaved reps of %d calls",
                  args.reps, args.calls)
-        for line in curve_table(arg_curve(args.calls, args.reps, counts)):
+        for line in curve_table(arg_curve(args.calls, args.reps, counts, pin, args.cpu)):
             LOG.info("%s", line)
 
 

@@ -32,7 +32,6 @@ def _check_built() -> None:
 _check_built()
 
 from .api import CompiledModule, compile, synchronize  # noqa: E402
-from .many import CompileManyError, compile_many  # noqa: E402
 
 __all__ = ["compile", "compile_many", "CompileManyError", "export", "synchronize", "CompiledModule", "Error", "CompileError",
            "ArgumentError", "DeviceError", "NotBuiltError", "__version__"]
@@ -41,11 +40,19 @@ logging.getLogger("pywave").addHandler(logging.NullHandler())
 
 
 def __getattr__(name: str):
-    """``pywave.export``, imported on first use (a warm start does not need its subprocess)."""
+    """``pywave.export``, ``compile_many`` and ``CompileManyError``, imported on first use (a
+    warm start needs neither the C export's subprocess nor the thread pool)."""
     if name == "export":
         from .c_export import export
         return export
+    if name in ("compile_many", "CompileManyError"):
+        from . import many
+        return getattr(many, name)
     raise AttributeError(f"module 'pywave' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
 
 
 def _bind_exceptions() -> None:

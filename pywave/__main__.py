@@ -250,8 +250,10 @@ def _run_cache(args: argparse.Namespace) -> int:
                 f"{e.chip} {','.join(e.functions or ())}"
             print(f"{e.key}  {_size(e.size):>10}  {used}  {what}")
     else:
-        removed, freed = cache_admin.clear()
-        print(f"removed {removed} files ({_size(freed)}) from {summary.directory}")
+        entries, removed, freed = cache_admin.clear()
+        noun = "entry" if entries == 1 else "entries"
+        print(f"removed {entries} {noun} ({removed} files, {_size(freed)}) from "
+              f"{summary.directory}")
     return 0
 
 
@@ -273,7 +275,9 @@ def _run_config(args: argparse.Namespace) -> int:
     if args.pkg_config_path:
         lines.append(layout.pkgconfig_dir())
     if not lines:
-        raise Error("config: give --cflags, --libs and/or --pkg-config-path")
+        sys.stderr.write("usage error: config: give --cflags, --libs and/or "
+                         "--pkg-config-path\n")
+        return 2
     print("\n".join(lines))
     return 0
 

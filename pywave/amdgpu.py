@@ -77,6 +77,7 @@ def lower_rocdl(module: ir.Module, *, fmt: str = "auto", opt_level: int = 3,
     from .kernel_options import LINE_INFO_PIPELINE
     from .kernels import extern_dynamic_shared_memory, gpu_modules, module_target
     from .mlirutil import run_pipeline
+    from .semantics import set_data_layout
 
     if fmt not in ("auto", "hsaco"):
         raise CompileError(f"format={fmt!r} is an NVIDIA format; AMD targets produce "
@@ -98,6 +99,7 @@ def lower_rocdl(module: ir.Module, *, fmt: str = "auto", opt_level: int = 3,
             raise diagnostic_error(f"lowering gpu.module @{name} to ROCDL failed", exc,
                                    text) from None
         extern_dynamic_shared_memory(module)
+        set_data_layout(module)
         if line_info:
             run_pipeline(module, LINE_INFO_PIPELINE["rocdl"], "adding line information", text)
         kernels = _kernel_names(gmod)
@@ -132,6 +134,8 @@ def translate(gmod: ir.Operation) -> str:
     ctx = gmod.context
     with ctx, ir.Location.unknown(ctx):
         body = ir.Module.create()
+        if "llvm.data_layout" in gmod.attributes:
+            body.operation.attributes["llvm.data_layout"] = gmod.attributes["llvm.data_layout"]
         with ir.InsertionPoint(body.body):
             for op in gmod.regions[0].blocks[0].operations:
                 clone = op.operation.clone()

@@ -78,11 +78,11 @@ def build(text: str, *, target: str | None = None, opt_level: int = 2, format: s
                              lowering=options_of(lowering)).run()
 
 
-def compile(text: "str | os.PathLike[str]", *, target: str | None = None,
+def compile(text: str | os.PathLike[str], *, target: str | None = None,
             opt_level: int = 2, format: str = "auto", disk_cache: bool = True,
             dump_dir: str | None = None, binaries: dict | None = None,
-            lowering: "LoweringOptions | Mapping | None" = None,
-            isolate: bool | None = None, timeout: float | None = None) -> "CompiledModule":
+            lowering: LoweringOptions | Mapping | None = None,
+            isolate: bool | None = None, timeout: float | None = None) -> CompiledModule:
     """Compile an MLIR module of ``gpu.module`` kernels and host ``func.func``s.
 
     Parameters

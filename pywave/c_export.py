@@ -108,17 +108,19 @@ class Export:
     target: str
 
 
-def export(text: str, out_dir: str | os.PathLike, name: str, *, target: str | None = None,
+def export(text: str | os.PathLike[str], out_dir: str | os.PathLike, name: str, *,
+           target: str | None = None,
            opt_level: int = 2, format: str = "auto", binaries: dict | None = None,
            runtime_mode: str = "copy", filename: str = "<input>",
            cc: str | None = None,
-           lowering: "LoweringOptions | Mapping | None" = None) -> Export:
+           lowering: LoweringOptions | Mapping | None = None) -> Export:
     """Compile ``text`` ahead of time into a shared library that C programs link.
 
     Parameters
     ----------
-    text : str
-        The MLIR module, as for :func:`pywave.compile`.
+    text : str or os.PathLike
+        The MLIR module, or a path to read it from, as for :func:`pywave.compile`
+        (``filename`` defaults to the path).
     out_dir : path
         Folder to write into (created).
     name : str
@@ -154,6 +156,10 @@ def export(text: str, out_dir: str | os.PathLike, name: str, *, target: str | No
         raise CompileError(f"libwavert.so is missing from the pywave package "
                            f"({runtime.LIBRARY}); install pywave (pip install . or meson "
                            "install) before exporting")
+    if not isinstance(text, str):
+        from .api import _source
+        text, path = _source(text)
+        filename = path if filename == "<input>" else filename
     art = isolation.artifacts(pipeline.Pipeline(
         text, target=target, opt_level=opt_level, format=format, filename=filename,
         replacements=binaries, library=True, lowering=options_of(lowering)))

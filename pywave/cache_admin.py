@@ -94,13 +94,14 @@ def summary() -> Summary:
     return Summary(root, count, total, max_bytes())
 
 
-def clear() -> tuple[int, int]:
-    """Remove every entry and leftover temporary file; returns (files removed, bytes freed).
+def clear() -> tuple[int, int, int]:
+    """Remove every entry (its ``.pwc`` and pre-linked ``.pwso``) and leftover temporary file;
+    returns (entries removed, files removed, bytes freed).
     Other processes may keep using the cache: a removed entry is rebuilt on its next compile."""
     root = cache.directory()
     if root is None:
-        return 0, 0
-    removed = freed = 0
+        return 0, 0, 0
+    entries = removed = freed = 0
     for name in os.listdir(root):
         if not (name.endswith(cache.SUFFIXES) or name.startswith(TEMP_PREFIX)):
             continue
@@ -111,5 +112,6 @@ def clear() -> tuple[int, int]:
         except OSError:
             continue
         removed += 1
+        entries += name.endswith(ENTRY_SUFFIX) and not name.startswith(TEMP_PREFIX)
         freed += size
-    return removed, freed
+    return entries, removed, freed

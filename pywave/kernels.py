@@ -201,7 +201,8 @@ def assign_targets(module: ir.Module, requested: Target | None,
         if target is None:
             raise CompileError(
                 f"gpu.module @{name} has no target and no GPU was found to take one from; "
-                "pass target='sm_90' (NVIDIA) or target='gfx942' (AMD)")
+                "pass target='sm_90' (NVIDIA) or target='gfx942' (AMD); on the command line "
+                "--target sm_90")
         gmod.attributes["targets"] = ir.Attribute.parse(
             f'[#{target.backend}.target<chip = "{target.chip}", O = 3>]', module.context)
         found[name] = target
@@ -233,7 +234,7 @@ def lower_nvvm(module: ir.Module, *, fmt: str, text: str | None = None,
     between the two, with the serialisation pipeline and a function giving it for another
     MLIR format. When ptxas assembles the kernels, targets without ``features`` get the
     highest PTX ISA it accepts (:func:`raise_ptx_version`)."""
-    from . import kernel_options
+    from . import kernel_options, nvvm_wmma, semantics
 
     options = options or lowering.LoweringOptions()
     found = find_toolkit()
@@ -248,9 +249,12 @@ def lower_nvvm(module: ir.Module, *, fmt: str, text: str | None = None,
                            "CUDA_HOME or PYWAVE_CUDA_PATH), or use format='ptx'")
     kernel_options.check_target(options, Target("nvvm", ""), fmt)
     kernel_options.before_lowering(module, options)
+    semantics.precise_sqrt(module)
+    nvvm_wmma.lower_elementwise(module)
     if fmt != "ptx":
         raise_ptx_version(module, found)
     run_pipeline(module, lowering.nvvm_pipeline(options), "lowering kernels to NVVM", text)
+    semantics.set_data_layout(module)
     kernel_options.after_lowering(module, options, "nvvm", text)
     extern_dynamic_shared_memory(module)
     _check_libdevice(module, toolkit)

@@ -58,7 +58,7 @@ def add_launchers(module: ir.Module, text: str | None,
         mname = sym_name(gmod)
         for kernel in kernels_of(gmod):
             kname = sym_name(kernel)
-            args = list(kernel.regions[0].blocks[0].arguments)
+            args = _function_arguments(kernel)
             names = [_arg_name(a, text) or f"arg{i}" for i, a in enumerate(args)]
             params = _params(mname, kname, names, [a.type for a in args],
                              written.get(f"{mname}::{kname}", set()), bool_args)
@@ -77,6 +77,13 @@ def add_launchers(module: ir.Module, text: str | None,
                           for i, (pname, t) in enumerate(LAUNCH_PARAMS))
             out.append(HostSignature(name, tuple(params) + extra))
     return out
+
+
+def _function_arguments(kernel: ir.Operation) -> list[ir.Value]:
+    """The kernel's own arguments: the entry block also holds its workgroup and private
+    attributions (``gpu.func ... workgroup(...)``) after them, which are not passed."""
+    count = len(ir.FunctionType(ir.TypeAttr(kernel.attributes["function_type"]).value).inputs)
+    return list(kernel.regions[0].blocks[0].arguments)[:count]
 
 
 def _params(mname: str, kname: str, names: list[str], types: list[ir.Type],

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -190,6 +189,7 @@ def run(texts: "Sequence[str | os.PathLike[str]]", *, jobs: int | None = None,
         if not load:
             outcome.program = None
 
+    from concurrent.futures import ThreadPoolExecutor
     try:
         if todo:
             with ThreadPoolExecutor(max_workers=min(workers, len(todo)),

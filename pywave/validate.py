@@ -219,10 +219,10 @@ VIEW_OPS = frozenset({"memref.subview", "memref.cast", "memref.reinterpret_cast"
                       "memref.assume_alignment", "memref.extract_strided_metadata"})
 #: Dialects the kernel lowering turns into LLVM (pywave.lowering.nvvm_pipeline:
 #: convert-nvgpu-to-nvvm, convert-vector-to-llvm, convert-gpu-to-nvvm, convert-nvvm-to-llvm;
-#: pywave.amdgpu: convert-gpu-to-rocdl).
+#: pywave.amdgpu: convert-gpu-to-rocdl, which also lowers the amdgpu dialect).
 KERNEL_DIALECTS = frozenset({"arith", "math", "memref", "vector", "gpu", "cf", "index",
-                             "llvm", "nvvm", "nvgpu", "rocdl", "builtin", "ub", "func",
-                             "complex"})
+                             "llvm", "nvvm", "nvgpu", "rocdl", "amdgpu", "builtin", "ub",
+                             "func", "complex"})
 #: Dialects the host lowering turns into LLVM (pywave.host: async.execute run in place,
 #: gpu-to-llvm, convert-to-llvm; nvgpu's TMA descriptors by convert-nvgpu-to-nvvm).
 HOST_DIALECTS = frozenset({"arith", "math", "memref", "vector", "gpu", "cf", "index",
@@ -284,11 +284,26 @@ def _check_op(op: "ir.Operation", ir) -> None:
         _check_launch_bounds(op, ir)
 
 
+#: Memory-space attributes the lowerings map to address spaces (gpu-to-nvvm/rocdl and the
+#: host's gpu-to-llvm: #gpu.address_space; convert-amdgpu-to-rocdl: #amdgpu.address_space).
+#: Any other attribute made MLIR 22's host lowering abort in the Python bindings.
+MAPPED_SPACES = ("#gpu.address_space<", "#amdgpu.address_space<")
+
+
 def _check_type(t: "ir.Type", op: "ir.Operation", ir) -> None:
     if not isinstance(t, (ir.MemRefType, ir.UnrankedMemRefType)):
         return
     space = t.memory_space
-    if space is None or not isinstance(space, ir.IntegerAttr):
+    if space is None:
+        return
+    if not isinstance(space, ir.IntegerAttr):
+        if not str(space).startswith(MAPPED_SPACES):
+            raise CompileError(
+                f"{op.name} at {_where(op)} uses the type {t} with memory space {space}, "
+                f"which no lowering maps to an LLVM address space; memory spaces are "
+                f"0..{MAX_ADDRESS_SPACE} (LLVM address spaces), "
+                "#gpu.address_space<global|workgroup|private> or (AMD kernels) "
+                "#amdgpu.address_space<...>")
         return
     value = ir.IntegerAttr(space).value
     if not 0 <= value <= MAX_ADDRESS_SPACE:

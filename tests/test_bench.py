@@ -1,5 +1,6 @@
 """The benchmark scripts' parts that need no GPU: bench/launch.py's dry run (every module
-compiles for sm_90 with the expected kernel parameters), its curve table and ratios,
+compiles for sm_90 with the expected kernel parameters), its interleaved rounds, its floor
+library against the driver stand-in, its curve table and ratios,
 bench/report.py's Markdown and plots from given results, and report.py end to end with
 --cpu-only (the compile benchmark only)."""
 
@@ -46,7 +47,81 @@ def test_launch_dry_run(tmp_path):
     assert done.returncode == 0, done.stderr
     for n in (1, 4, 64):
         assert f"args{n}: {5 * n} kernel parameters" in done.stderr
-    assert "launch_c: NOT BUILT" not in done.stderr
+    assert "launch floor library: " in done.stderr
+
+
+def test_measure_interleaved_rotates_rounds(bench):
+    launch = bench("launch")
+    order: list[tuple[str, int]] = []
+    seconds = {"a": iter([9.0, 0.004, 0.002, 0.003]), "b": iter([9.0, 0.001, 0.005, 0.003])}
+
+    def loop(name):
+        def run(calls):
+            order.append((name, calls))
+            return next(seconds[name])
+        return run
+
+    syncs = []
+    rows = launch.measure_interleaved({"a": loop("a"), "b": loop("b")},
+                                      lambda: syncs.append(1), 1000, 3)
+    # warm-up (min(calls, 1000) each), then rounds a,b / b,a / a,b
+    assert order == [("a", 1000), ("b", 1000), ("a", 1000), ("b", 1000), ("b", 1000),
+                     ("a", 1000), ("a", 1000), ("b", 1000)]
+    assert rows["a"] == pytest.approx((2.0, 3.0)) and rows["b"] == pytest.approx((1.0, 3.0))
+    assert len(syncs) == 1 + 2 * 6   # after the warm-up, around every timed loop
+
+
+def test_floor_library_on_driver_stand_in(bench, monkeypatch):
+    """The floor's C loop against libwavert's recording driver stand-in: the context it makes
+    current, the kernels' module loads, and exactly `calls` launches on the given stream."""
+    import ctypes
+    from conftest import need_fake_driver
+    fake = need_fake_driver()
+    launch = bench("launch")
+    driver = ctypes.CDLL(str(fake))
+    driver.fake_cuda_current_context.restype = ctypes.c_void_p
+    driver.fake_cuda_primary_context.restype = ctypes.c_void_p
+    driver.fake_cuda_launch_count.restype = ctypes.c_int
+    before = driver.fake_cuda_current_context()
+    driver.cuCtxSetCurrent(None)   # none current: the floor makes ordinal 1's primary current
+    try:
+        floor = launch.Floor(str(fake), ordinal=1)
+        assert driver.fake_cuda_current_context() == driver.fake_cuda_primary_context(1)
+        check_floor_loop(floor, driver)
+    finally:
+        driver.cuCtxSetCurrent(ctypes.c_void_p(before))
+
+
+def check_floor_loop(floor, driver) -> None:
+    loop = floor.loop(3, stream=0x5100)
+    assert floor.kernel(3) is floor.kernel(3)   # loaded once
+    driver.fake_cuda_reset()
+    assert loop(250) >= 0.0
+    assert driver.fake_cuda_calls(b"cuLaunchKernel") == 250
+    assert driver.fake_cuda_calls(b"cuModuleLoadDataEx") == 0
+    with pytest.raises(RuntimeError, match="params must be in 0..512"):
+        floor.kernel(513)
+    driver.fake_cuda_fail_next(b"cuLaunchKernel", 1)
+    with pytest.raises(RuntimeError, match=r"cuLaunchKernel \(result 1\)"):
+        loop(10)
+
+
+@pytest.mark.parametrize("case", ["empty", "exchange3"])
+def test_instruction_count_worker_on_the_stand_in(case, tmp_path, bench):
+    """bench/launch_instructions.py's measured program (without valgrind): each call of the
+    case launches once on the driver stand-in, through the exchange-API stand-in for tensors."""
+    import os
+    from conftest import need_fake_driver
+    fake = need_fake_driver()
+    pytest.importorskip("pywave._native")
+    standin = bench("launch_instructions").build_standin(tmp_path)
+    env = dict(os.environ, WAVERT_CUDA_LIBRARY=str(fake),
+               WAVERT_HIP_LIBRARY="/nonexistent/libamdhip64.so")
+    done = subprocess.run([sys.executable, str(BENCH / "launch_instructions.py"), "--worker",
+                           case, "7", str(standin)], capture_output=True, text=True,
+                          cwd=tmp_path, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("launches: 7"), done.stdout
 
 
 def test_launch_rejects_bad_counts(tmp_path):
@@ -119,3 +194,23 @@ def test_report_without_gpu(tmp_path):
     assert "## Fresh process: pywave compile for sm_90, no GPU (ms)" in text
     assert "| warm cache (disk hit) |" in text and "Warm / cold:" in text
     assert (out / "results.json").exists()
+
+
+def test_pinned_pins_and_restores(bench):
+    import os
+    launch = bench("launch")
+    before = os.sched_getaffinity(0)
+    with launch.pinned(True):
+        assert os.sched_getaffinity(0) == {max(before)}
+    assert os.sched_getaffinity(0) == before
+    with launch.pinned(False):
+        assert os.sched_getaffinity(0) == before
+    with pytest.raises(SystemExit, match="--cpu 100000: not among"):
+        launch.pin_cpu(100000)
+
+
+def test_peer_ratios_of_medians(bench):
+    launch = bench("launch")
+    rows = {k: (v["min"], v["median"]) for k, v in RESULTS["launch"].items()}
+    medians = {label: value for label, value, _ in launch.peer_ratios(rows, 1)}
+    assert medians["pywave(torch) / C floor"] == pytest.approx(4.3 / 3.2)

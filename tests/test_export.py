@@ -76,6 +76,12 @@ def test_export_writes_library_header_and_pkgconfig(saxpy):
     assert f"prefix={saxpy}" in pc and "-laot_saxpy -lwavert" in pc
 
 
+def test_export_takes_a_path_as_compile_does(tmp_path):
+    done = pywave.export(EXAMPLE / "saxpy.mlir", tmp_path, "from_path", target="sm_90")
+    assert done.functions == ("from_path_saxpy",)
+    assert "saxpy.mlir" in (tmp_path / "from_path.pc").read_text()
+
+
 def test_export_generates_the_host_code_once(tmp_path, monkeypatch):
     from pywave import jit
     calls = []

@@ -198,7 +198,8 @@ def test_comparison_accepts_the_reference_and_rejects_a_wrong_result(all_cases):
             finite = np.nonzero(~fl.is_nan_bits(bits, fmt) &
                                 ((bits & fmt.exp_mask) != fmt.exp_mask) &
                                 ((bits & ~fmt.uint(fmt.sign_bit)) > 16))[0]
-            step = 1 if case.expect.approx is None else int(case.expect.tol) + 2
+            tol = np.broadcast_to(case.expect.tol, (case.n,))[finite[0]]
+            step = 1 if case.expect.approx is None else int(tol) + 2
             bits[finite[0]] += fmt.uint(step)
         else:
             bad[0] ^= 1

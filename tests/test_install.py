@@ -104,9 +104,9 @@ def test_c_program_with_the_package_pkg_config_file(tmp_path):
     assert _build_and_run(tmp_path, flags).endswith(": limit exceeded\n")
 
 
-def test_config_without_a_flag_is_an_error():
+def test_config_without_a_flag_is_a_usage_error():
     proc = _pywave("config")
-    assert proc.returncode == 1
+    assert proc.returncode == 2 and proc.stdout == ""
     assert "--cflags" in proc.stderr and "Traceback" not in proc.stderr
 
 

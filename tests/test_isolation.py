@@ -30,6 +30,14 @@ def _boot_with(patch: str) -> str:
             f"{patch}; from pywave import isolation; isolation.serve()")
 
 
+CRASH_ON_MARK = ("import os; from pywave import parse; real = parse.parse; "
+                 "parse.parse = lambda text, *a, **k: os.kill(os.getpid(), 11) "
+                 "if 'CRASH' in text else real(text, *a, **k)")
+HANG_ON_MARK = ("import time; from pywave import host; real = host.lower; "
+                "host.lower = lambda *a, **k: time.sleep(600) if 'HANG' in k['text'] "
+                "else real(*a, **k)")
+
+
 @pytest.fixture
 def patched_worker(monkeypatch, tmp_path):
     """Workers started with a patched boot line; fresh workers before and after."""
@@ -113,9 +121,7 @@ def test_process_carries_on_after_a_crash(patched_worker):
 
 
 def test_hang_is_killed_at_the_time_limit(patched_worker, monkeypatch):
-    patched_worker("import time; from pywave import host; real = host.lower; "
-                   "host.lower = lambda *a, **k: time.sleep(600) if 'HANG' in k['text'] "
-                   "else real(*a, **k)")
+    patched_worker(HANG_ON_MARK)
     program(VECTOR_ADD, target="sm_90", format="ptx")    # a warm worker
     monkeypatch.setenv("PYWAVE_COMPILE_TIMEOUT", "5")
     with pytest.raises(pywave.CompileError, match=r"time limit of 5 s.*stage 'host'"):
@@ -237,3 +243,207 @@ def test_worker_log_records_reach_the_parent(requests, caplog):
         program(VECTOR_ADD.replace("@add", "@add_log"), target="sm_90", format="ptx")
     stages = [r.getMessage() for r in caplog.records if r.getMessage().startswith("stage ")]
     assert [s.split(":")[0] for s in stages] == ["stage " + s for s in pipeline.STAGES]
+
+
+# --------------------------------------------------------------------------------------------
+# The compile server ("zygote"): workers forked from one pre-loaded process
+# --------------------------------------------------------------------------------------------
+needs_server = pytest.mark.skipif(not isolation.server_enabled(),
+                                  reason="the compile server needs Linux (fork, pidfd)")
+def _parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+        return int(fh.read().rsplit(")", 1)[1].split()[1])
+
+
+def _fd_targets(pid: int) -> dict[int, str]:
+    folder = f"/proc/{pid}/fd"
+    return {int(fd): os.readlink(os.path.join(folder, fd)) for fd in os.listdir(folder)}
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or a zombie (exited; its new parent may never reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+@pytest.fixture
+def fresh_pool(monkeypatch, tmp_path):
+    """No worker and no server before and after; the compile server enabled."""
+    monkeypatch.setenv("PYWAVE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("PYWAVE_COMPILE_SERVER", raising=False)
+    isolation.shutdown()
+    yield isolation._POOL
+    isolation.shutdown()
+
+
+def _extra_worker(pool, text: str = VECTOR_ADD):
+    """Compile ``text`` while the idle worker is held: a second worker is started; returns
+    (held worker, the new worker)."""
+    held = pool._acquire(2)
+    try:
+        program(text.replace("@add", "@add_extra"), target="sm_90", format="ptx")
+        (new,) = pool._idle
+    finally:
+        pool._release(held)
+    return held, new
+
+
+@needs_server
+def test_workers_are_forked_by_the_server_and_inherit_no_user_fd(fresh_pool, tmp_path):
+    marker = tmp_path / "user-file"
+    fd = os.open(marker, os.O_CREAT | os.O_WRONLY)
+    os.set_inheritable(fd, True)          # even an inheritable fd must not reach them
+    try:
+        program(VECTOR_ADD, target="sm_90", format="ptx")
+        first, second = _extra_worker(fresh_pool)
+    finally:
+        os.close(fd)
+    server = fresh_pool._server
+    assert server is not None and server.alive()
+    for worker in (first, second):
+        assert isinstance(worker, isolation._ForkedWorker)
+        assert _parent_of(worker.pid) == server.pid       # forked, not a new interpreter
+        targets = _fd_targets(worker.pid)
+        assert str(marker) not in targets.values()
+        assert targets[3] == "anon_inode:[pidfd]" and len(targets) <= 6, targets
+    assert str(marker) not in _fd_targets(server.pid).values()
+    assert os.listdir(f"/proc/{server.pid}/task") == [str(server.pid)]   # one thread
+
+
+@needs_server
+def test_crash_in_a_forked_worker_leaves_the_server_and_other_workers(patched_worker,
+                                                                       monkeypatch):
+    monkeypatch.delenv("PYWAVE_COMPILE_SERVER", raising=False)
+    patched_worker(CRASH_ON_MARK)
+    pool = isolation._POOL
+    program(VECTOR_ADD, target="sm_90", format="ptx")
+    survivor, victim = _extra_worker(pool)
+    server = pool._server
+    assert pool._idle[-1] is survivor
+    pool._idle[-2:] = [survivor, victim]          # the next request takes the victim
+    with pytest.raises(pywave.CompileError, match="SIGSEGV.*stage 'parse'"):
+        program(VECTOR_ADD + "// CRASH\n", target="sm_90", format="ptx")
+    assert _gone(victim.pid) and not _gone(survivor.pid)
+    assert pool._server is server and server.alive()
+    program(VECTOR_ADD.replace("@add", "@add_after"), target="sm_90", format="ptx")
+    assert pool._idle == [survivor]
+    _, third = _extra_worker(pool)                 # the same server forks a replacement
+    assert _parent_of(third.pid) == server.pid
+
+
+@needs_server
+def test_killed_server_is_restarted(fresh_pool):
+    import signal
+    program(VECTOR_ADD, target="sm_90", format="ptx")
+    old = fresh_pool._server
+    old.proc.send_signal(signal.SIGKILL)
+    old.proc.wait()
+    orphan, new = _extra_worker(fresh_pool)
+    server = fresh_pool._server
+    assert server is not old and server.alive()
+    assert _parent_of(new.pid) == server.pid
+    fresh_pool._idle.remove(orphan)
+    fresh_pool._idle.append(orphan)                # the old server's worker still compiles
+    program(VECTOR_ADD.replace("@add", "@add_orphan"), target="sm_90", format="ptx")
+
+
+def test_direct_start_when_the_server_is_off(fresh_pool, monkeypatch):
+    monkeypatch.setenv("PYWAVE_COMPILE_SERVER", "0")
+    program(VECTOR_ADD, target="sm_90", format="ptx")
+    assert fresh_pool._server is None
+    assert isinstance(fresh_pool._idle[0], isolation._SpawnedWorker)
+
+
+@needs_server
+def test_direct_start_when_the_server_cannot_start(fresh_pool, monkeypatch, caplog):
+    import logging
+    monkeypatch.setattr(isolation, "_BOOT", _boot_with(       # only the server exits
+        "import os; len(sys.argv) > 2 and os._exit(5)"))
+    with caplog.at_level(logging.DEBUG, logger="pywave.isolation"):
+        program(VECTOR_ADD, target="sm_90", format="ptx")
+    assert isinstance(fresh_pool._idle[0], isolation._SpawnedWorker)
+    assert fresh_pool._server is None and fresh_pool._server_broken
+    assert any("exited with status 5" in r.getMessage() and "directly" in r.getMessage()
+               for r in caplog.records)
+
+
+_USER = """
+import json, sys, threading, time
+from pywave import isolation, pipeline
+isolation._BOOT = sys.argv[1]
+text = sys.stdin.read()
+pool = isolation._POOL
+busy = pool._acquire(2)                    # a worker that will be mid-compile
+idle = pool._acquire(2)
+pool._release(idle)
+threading.Thread(target=busy.request, daemon=True, args=(
+    "program", pipeline.Pipeline(text + "// HANG\\n", target="sm_90", format="ptx"),
+    600)).start()
+server = pool._server.pid if pool._server else None
+print(json.dumps({"server": server, "workers": [busy.pid, idle.pid]}), flush=True)
+time.sleep(600)
+"""
+
+
+def test_no_worker_or_server_survives_the_users_process(tmp_path):
+    """The user's process is killed (SIGKILL: no atexit) while one worker is idle and one
+    is mid-compile: both, and the server, exit within seconds."""
+    import signal
+    import time
+    env = dict(os.environ, PYWAVE_CACHE_DIR=str(tmp_path / "cache"))
+    user = subprocess.Popen([sys.executable, "-c", _USER, _boot_with(HANG_ON_MARK)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env=env, cwd=str(tmp_path))
+    try:
+        user.stdin.write(VECTOR_ADD)
+        user.stdin.close()
+        pids = json.loads(user.stdout.readline())
+        time.sleep(1.0)                           # the busy worker enters the hang
+    finally:
+        user.send_signal(signal.SIGKILL)
+        user.wait()
+    alive = [p for p in [pids["server"], *pids["workers"]] if p is not None]
+    assert len(alive) == (3 if isolation.server_enabled() else 2)
+    deadline = time.monotonic() + 10
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if not _gone(p)]
+        time.sleep(0.1)
+    assert alive == []
+
+
+_FORKING_USER = """
+import json, os, sys
+from pywave import isolation, pipeline
+text = sys.stdin.read()
+def compile_once(name):
+    isolation.program(pipeline.Pipeline(text.replace("@add", name), target="sm_90",
+                                        format="ptx"))
+    return isolation._POOL._server.pid, isolation._POOL._idle[0].pid
+server, worker = compile_once("@add_parent")
+child = os.fork()
+if child == 0:
+    server, worker = compile_once("@add_child")
+    stat = lambda pid: open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    print(json.dumps({"child": os.getpid(), "server": server,
+                      "server_parent": int(stat(server)[1]),
+                      "worker_parent": int(stat(worker)[1])}), flush=True)
+    isolation.shutdown()
+    os._exit(0)
+os.waitpid(child, 0)
+print(json.dumps({"server": server}))
+"""
+
+
+@needs_server
+def test_forked_user_child_starts_its_own_server(tmp_path):
+    env = dict(os.environ, PYWAVE_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("PYWAVE_COMPILE_SERVER", None)
+    out = subprocess.run([sys.executable, "-c", _FORKING_USER], input=VECTOR_ADD, text=True,
+                         capture_output=True, timeout=120, env=env, check=True)
+    child, parent = (json.loads(line) for line in out.stdout.splitlines())
+    assert child["server"] != parent["server"]
+    assert child["server_parent"] == child["child"]
+    assert child["worker_parent"] == child["server"]

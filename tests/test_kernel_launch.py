@@ -172,6 +172,14 @@ def test_a_closed_module_refuses_its_kernels():
         fill(object(), 1, 4, grid=1, block=1)
 
 
+def test_workgroup_attributions_are_not_launcher_arguments(mlir):
+    """A kernel's workgroup attributions follow its arguments in the entry block; the
+    launcher takes the arguments only."""
+    reverse = compile_sm90(mlir("dynamic_smem.mlir")).kernels["reverse_all"]
+    assert list(inspect.signature(reverse).parameters)[:2] == ["a", "n"]
+    assert [p.name for p in reverse.function.params][:3] == ["a", "n", "grid[0]"]
+
+
 def test_launcher_names():
     assert kernel_api.launcher_name("k", "add") == "_pywave_kernel$k$add"
     assert kernel_api.kernel_of("_pywave_kernel$k$add") == "k::add"

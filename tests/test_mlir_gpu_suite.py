@@ -86,6 +86,47 @@ def test_chip_compatibility(chip, gpu, ok):
     assert suite.chip_runs_on(chip, gpu) is ok
 
 
+@pytest.mark.parametrize("chip, gpu, ok", [
+    ("sm_80", "sm_90", False), ("sm_80", "sm_86", True), ("sm_86", "sm_80", False),
+    ("sm_90", "sm_90", True), ("sm_90", "sm_100", False)])
+def test_a_cubin_runs_on_its_major_architecture_only(chip, gpu, ok):
+    assert suite.chip_runs_on(chip, gpu, "cubin") is ok
+    assert suite.chip_runs_on(chip, gpu, "fatbin") is (int(chip[3:]) <= int(gpu[3:]))
+
+
+def test_gpu_to_cubin_in_a_pass_pipeline_asks_for_a_cubin():
+    spec = _one("// RUN: mlir-opt %s -pass-pipeline='builtin.module(gpu.module("
+                "convert-gpu-to-nvvm,gpu-to-cubin{chip=sm_80}))' | mlir-runner "
+                "--shared-libs=%mlir_cuda_runtime | FileCheck %s\n")
+    assert spec.compile["chip"] == "sm_80" and spec.compile["format"] == "cubin"
+
+
+SCHEDULED = """
+func.func @f(%a: memref<4xf32>) {
+  %c = arith.constant 1.0 : f32
+  linalg.fill ins(%c : f32) outs(%a : memref<4xf32>)
+  return
+}
+transform.sequence failures(propagate) {
+^bb1(%root: !transform.any_op):
+  %fill = transform.structured.match ops{["linalg.fill"]} in %root
+    : (!transform.any_op) -> !transform.any_op
+  %loop = transform.structured.convert_to_loops %fill
+    : (!transform.any_op) -> !transform.any_op
+}
+"""
+
+
+def test_test_transform_passes_are_done_by_the_harness():
+    """mlir-opt's test-transform-dialect-interpreter applies the top-level schedule, and
+    -erase-schedule removes it: what remains is the transformed payload only."""
+    out = suite.apply_pre_passes(SCHEDULED, ["test-transform-dialect-interpreter",
+                                             "test-transform-dialect-erase-schedule"])
+    assert "scf.for" in out and "linalg.fill" not in out and "transform." not in out
+    kept = suite.apply_pre_passes(SCHEDULED, ["test-transform-dialect-erase-schedule"])
+    assert "linalg.fill" in kept and "transform." not in kept
+
+
 def test_lit_local_cfg_unsupported_and_substitutions(tmp_path):
     (tmp_path / "lit.local.cfg").write_text(
         'config.substitutions.append(("%chip", config.test_chip))\n')
@@ -97,3 +138,12 @@ def test_lit_local_cfg_unsupported_and_substitutions(tmp_path):
     assert suite.lit_config(test, tmp_path, {"test_chip": "gfx1"}) == (
         True, {"%chip": "gfx1"}, "needs_flag/lit.local.cfg")
     assert suite.lit_config(test, tmp_path, {"test_chip": "gfx1", "some_flag": True})[0] is False
+
+
+def test_the_gpu_chip_comes_from_pywave(monkeypatch):
+    from pywave import pipeline
+    from pywave.program import Target
+    monkeypatch.setattr(pipeline, "default_target", lambda: Target("nvvm", "sm_90"))
+    assert suite.detect_gpu_chip() == "sm_90"
+    monkeypatch.setattr(pipeline, "default_target", lambda: None)
+    assert suite.detect_gpu_chip() is None

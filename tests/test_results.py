@@ -23,7 +23,7 @@ import pytest
 import pywave
 import pywave.api as api
 from pywave import cache
-from pywave.program import Program, Target
+from pywave.program import DYNAMIC, Program, Target
 from conftest import need_fake_driver
 
 # ------------------------------------------------------------------------------------------
@@ -400,15 +400,15 @@ module attributes {gpu.container_module} {
     }
   }
   func.func @iota(%n: index, %m: index, %s: f32)
-      -> (memref<?x?xf32>, memref<?x2xf32, strided<[?, 2], offset: ?>>, f32) {
+      -> (memref<?x?xf32>, memref<2x2xf32, strided<[?, 2], offset: ?>>, f32) {
     %c1 = arith.constant 1 : index
     %c2 = arith.constant 2 : index
     %a = gpu.alloc (%n, %m) : memref<?x?xf32>
     gpu.launch_func @k::@iota blocks in (%n, %c1, %c1) threads in (%m, %c1, %c1)
         args(%a : memref<?x?xf32>, %n : index, %m : index, %s : f32)
     %v = memref.subview %a[1, 1][2, 2][1, 2]
-        : memref<?x?xf32> to memref<?x2xf32, strided<[?, 2], offset: ?>>
-    return %a, %v, %s : memref<?x?xf32>, memref<?x2xf32, strided<[?, 2], offset: ?>>, f32
+        : memref<?x?xf32> to memref<2x2xf32, strided<[?, 2], offset: ?>>
+    return %a, %v, %s : memref<?x?xf32>, memref<2x2xf32, strided<[?, 2], offset: ?>>, f32
   }
   func.func @host(%n: index) -> memref<?xf64> {
     %c0 = arith.constant 0 : index
@@ -423,6 +423,15 @@ module attributes {gpu.container_module} {
   }
 }
 """
+
+
+def test_gpu_iota_module_compiles_here():
+    """The module the GPU tests below run compiles without a GPU, with its result kinds."""
+    program = api.build(GPU_IOTA, target="sm_90", format="ptx").program()
+    iota = next(f for f in program.functions if f.name == "iota")
+    a, v, s = iota.results
+    assert (a.kind, a.sizes, v.sizes, v.strides, s.scalar) == \
+        ("memref", (DYNAMIC, DYNAMIC), (2, 2), (DYNAMIC, 2), "f32")
 
 
 def _expected(n, m, s):

@@ -83,6 +83,15 @@ def test_memory_space_out_of_range(space):
     assert f"memory space {space}" in message and "0..16777215" in message
 
 
+@pytest.mark.parametrize("space", ['"x"', '"global"', "#gpu<shuffle_mode xor>"])
+def test_memory_space_no_lowering_maps(space):
+    """An attribute that is not an address space (fuzz seed 31, case 2727: a string memory
+    space on a host argument aborted the host lowering inside the MLIR bindings)."""
+    message = compile_error(V.replace("memref<?xf32>", f"memref<?xf32, {space}>"))
+    assert "which no lowering maps to an LLVM address space" in message
+    assert "#gpu.address_space<global|workgroup|private>" in message
+
+
 @pytest.mark.parametrize("space", ["#gpu.address_space<workgroup>", "3"])
 def test_alloca_in_workgroup_memory_in_a_kernel(space):
     t = f"memref<4xf32, {space}>"

@@ -228,6 +228,8 @@ def _pass_pipeline(value: str, spec: RunSpec) -> None:
     for chip in _CHIP_RE.findall(value):
         if chip.startswith(("sm_", "gfx")):
             spec.compile["chip"] = chip
+    if re.search(r"\bgpu-to-cubin\b", value):
+        spec.compile["format"] = "cubin"
     match = re.search(r"features\s*=\s*(\+[\w.+]+)", value)
     if match:
         spec.compile["features"] = match.group(1)
@@ -380,17 +382,32 @@ def lit_config(test: Path, root: Path, flags: dict[str, object]) -> tuple[bool, 
 
 # ----------------------------------------------------------------------------- chips
 
-def chip_runs_on(chip: str, gpu: str) -> bool:
-    """Can code for ``chip`` run on a GPU whose chip is ``gpu``?"""
+def chip_runs_on(chip: str, gpu: str, fmt: str | None = None) -> bool:
+    """Can code for ``chip`` in format ``fmt`` run on a GPU whose chip is ``gpu``? A cubin
+    (SASS only) runs on its own major architecture only, at the same or a later minor one
+    (CUDA C++ Programming Guide, "Binary Compatibility"); PTX and fatbins (which carry PTX)
+    on every later chip."""
     if chip.startswith("gfx") or gpu.startswith("gfx"):
         return chip == gpu
-    want = re.fullmatch(r"sm_(\d+)([af]?)", chip)
-    have = re.fullmatch(r"sm_(\d+)([af]?)", gpu)
+    want = re.fullmatch(r"sm_(\d+)(\d)([af]?)", chip)
+    have = re.fullmatch(r"sm_(\d+)(\d)([af]?)", gpu)
     if not want or not have:
         return chip == gpu
-    if want.group(2):                       # arch-specific features: that family only
-        return want.group(1) == have.group(1)
-    return int(want.group(1)) <= int(have.group(1))
+    if want.group(3):                       # arch-specific features: that family only
+        return want.group(1, 2) == have.group(1, 2)
+    if fmt == "cubin":
+        return want.group(1) == have.group(1) and int(want.group(2)) <= int(have.group(2))
+    return int(want.group(1) + want.group(2)) <= int(have.group(1) + have.group(2))
+
+
+def detect_gpu_chip() -> str | None:
+    """The chip of the GPU pywave would compile for (None without pywave or a GPU)."""
+    try:
+        from pywave.pipeline import default_target
+    except ImportError:
+        return None
+    found = default_target()
+    return found.chip if found else None
 
 
 # ----------------------------------------------------------------------------- running
@@ -409,13 +426,60 @@ def first_line(text: str) -> str:
 
 
 def apply_pre_passes(text: str, passes: list[str]) -> str:
-    """Run ``passes`` on ``text`` with the MLIR bindings (raises when one is not there)."""
+    """Run ``passes`` on ``text`` with the MLIR bindings (raises when one is not there).
+
+    Two of mlir-opt's test passes are not in the bindings; they are done here the same way:
+    ``test-transform-dialect-interpreter`` applies each top-level transform op (the schedule,
+    e.g. a ``transform.sequence``) to the module, and ``test-transform-dialect-erase-schedule``
+    erases the top-level transform ops and nested modules holding only a transform schedule."""
     from mlir import ir, passmanager
     with ir.Context():
         module = ir.Module.parse(text)
-        pm = passmanager.PassManager.parse(f"builtin.module({','.join(passes)})")
-        pm.run(module.operation)
+        group: list[str] = []
+        for name in passes + [""]:
+            if name in TEST_PASSES or not name:
+                if group:
+                    passmanager.PassManager.parse(
+                        f"builtin.module({','.join(group)})").run(module.operation)
+                    group = []
+                if name:
+                    TEST_PASSES[name](module)
+            else:
+                group.append(name)
         return str(module)
+
+
+def _schedules(module) -> list:
+    """Top-level transform ops of ``module`` and nested modules holding only transform ops."""
+    out = []
+    for op in module.body.operations:
+        op = op.operation
+        if op.name.startswith("transform."):
+            out.append(op)
+        elif op.name == "builtin.module" and "transform.with_named_sequence" in op.attributes:
+            inner = [o.operation.name for o in op.regions[0].blocks[0].operations]
+            if inner and all(n.startswith("transform.") for n in inner):
+                out.append(op)
+    return out
+
+
+def _interpret_schedules(module) -> None:
+    from mlir.dialects.transform import interpreter
+    for op in _schedules(module):
+        if op.name.startswith("transform."):
+            interpreter.apply_named_sequence(module.operation, op, module.operation)
+
+
+def _erase_schedules(module) -> None:
+    for op in _schedules(module):
+        op.erase()
+    if "transform.with_named_sequence" in module.operation.attributes:
+        del module.operation.attributes["transform.with_named_sequence"]
+
+
+#: mlir-opt test passes the harness does itself (see apply_pre_passes).
+TEST_PASSES = {"test-transform-dialect-interpreter": _interpret_schedules,
+               "test-transform-dialect-erase-schedule": _erase_schedules}
 
 
 class Suite:
@@ -511,8 +575,10 @@ class Suite:
     def _run_spec(self, spec: RunSpec, path: Path, text: str) -> Outcome:
         chip = self._chip(spec, text)
         if not self.args.compile_only and chip and self.args.gpu_chip \
-                and not chip_runs_on(chip, self.args.gpu_chip):
-            return Outcome("SKIP", f"needs {chip}, the GPU is {self.args.gpu_chip}")
+                and not chip_runs_on(chip, self.args.gpu_chip, spec.compile.get("format")):
+            kind = "a cubin for " if spec.compile.get("format") == "cubin" else ""
+            return Outcome("SKIP", f"needs {chip} ({kind}{chip} does not run on "
+                                   f"{self.args.gpu_chip})")
         target, why = self._prepared(spec, path, text)
         if target is None:
             return Outcome("SKIP", why)
@@ -620,12 +686,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.cli_options = {o for o in args.cli_options.split(",") if o}
     if not args.gpu_chip and not args.compile_only:
-        try:
-            from pywave import api
-            found = api.default_target()
-            args.gpu_chip = found[1] if found else None
-        except Exception:  # noqa: BLE001 - no pywave or no GPU: chips are not checked
-            args.gpu_chip = None
+        args.gpu_chip = detect_gpu_chip()
     suite = Suite(args)
     counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
     for path, root in find_tests(args.paths):

@@ -1,0 +1,175 @@
+"""Instructions per call of a pywave host function, counted with callgrind on libwavert's
+recording driver stand-in (no GPU, no torch needed).
+
+    python3 bench/launch_instructions.py [--cases empty,exchange3] [--annotate DIR]
+
+Cases (bench/launch.py's module, compiled for sm_90 and served from the disk cache):
+  empty      ``mod.empty()``: no arguments, one launch of a kernel without parameters;
+  exchange3  ``mod.add(a, b, c)`` with three 1-element float32 "CUDA" tensors that take the
+             DLPack C exchange API route of torch tensors (bench/exchange_standin.c).
+Device 0's primary context is made current first (what torch and CuPy leave), so a call
+makes one driver call, the launch. Per case, the program runs under callgrind twice, with N = 1000 and 11000 calls; the
+difference / 10000 cancels start-up and compilation. Printed per call: "whole" (everything:
+the Python loop, the call, pywave._native, libwavert, the stand-in), "native" (inclusive
+cost of hf_vectorcall: from the call's entry into pywave._native to its return) and
+"stand-in" (the driver stand-in's and the exchange stand-in's own instructions, which a
+real driver and torch replace). --annotate DIR keeps the callgrind files there for
+callgrind_annotate (e.g. ``callgrind_annotate --inclusive=yes DIR/exchange3.11000``).
+
+Needs valgrind, a C compiler and the stand-in: meson setup build/tests -Dtests=true && ninja -C
+build/tests (WAVERT_CUDA_LIBRARY is set to it for the runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import logging
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+LOG = logging.getLogger("bench.launch_instructions")
+CASES = ("empty", "exchange3")
+CALLS = (1000, 11000)
+
+
+def build_standin(out_dir: Path) -> Path:
+    """bench/exchange_standin.c built into ``out_dir``."""
+    lib = out_dir / "libexchange_standin.so"
+    include = sysconfig.get_paths()["include"]
+    subprocess.run(["cc", "-std=c11", "-O2", "-shared", "-fPIC", f"-I{include}",
+                    f"-I{ROOT / 'libwavert' / 'include'}", f"-I{ROOT / 'pywave' / '_native'}",
+                    str(HERE / "exchange_standin.c"), "-o", str(lib)], check=True)
+    return lib
+
+
+def worker(case: str, calls: int, standin: str) -> None:
+    """Compile bench/launch.py's module and call the case's function ``calls`` times."""
+    sys.path.insert(0, str(HERE))
+    import launch
+    import pywave
+    mod = pywave.compile(launch.ADD, target="sm_90")
+    # The steady state of torch and CuPy users: device 0's primary context current.
+    driver = ctypes.CDLL(os.environ["WAVERT_CUDA_LIBRARY"])
+    context = ctypes.c_void_p()
+    if driver.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0) != 0 or \
+            driver.cuCtxSetCurrent(context) != 0:
+        raise SystemExit("the driver stand-in did not make the primary context current")
+    if case == "empty":
+        fn, args = mod.empty, ()
+    else:
+        lib = ctypes.PyDLL(standin)
+        lib.standin_exchange_api_capsule.restype = ctypes.py_object
+        sys.path.insert(0, str(ROOT / "tests"))
+        from test_native_args import FakeTensor
+
+        class Tensor:
+            __slots__ = ("dl",)
+            __dlpack_c_exchange_api__ = lib.standin_exchange_api_capsule()
+
+        fakes = [FakeTensor(shape=(1,), data=0x10000 * (k + 1)) for k in range(3)]
+        held = []
+        for fake in fakes:
+            t = Tensor()
+            t.dl = ctypes.addressof(fake.mt.dl_tensor)
+            held.append(t)
+        fn, args = mod.add, tuple(held)
+    for _ in range(calls):
+        fn(*args)
+    mod.close()
+    print(f"launches: {driver.fake_cuda_launch_count()}")
+
+
+def total_ir(path: Path) -> int:
+    """The "summary:" (or "totals:") Ir of a callgrind output file."""
+    text = path.read_text()
+    m = re.search(r"^(?:summary|totals):\s+(\d+)", text, re.M)
+    if m is None:
+        raise SystemExit(f"{path}: no totals")
+    return int(m.group(1))
+
+
+def annotate(path: Path) -> dict[str, int]:
+    """{function: inclusive Ir} from callgrind_annotate --inclusive=yes."""
+    done = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100",
+                           str(path)], capture_output=True, text=True, check=True)
+    out: dict[str, int] = {}
+    for line in done.stdout.splitlines():
+        m = re.match(r"\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*?)\s*(?:\[.*\])?$", line)
+        if m:
+            name = m.group(2).split(":")[-1].strip()
+            out.setdefault(name, int(m.group(1).replace(",", "")))
+    return out
+
+
+def self_ir(path: Path, objects: tuple[str, ...]) -> int:
+    """Exclusive Ir of the functions whose object file name contains one of ``objects``."""
+    done = subprocess.run(["callgrind_annotate", "--threshold=100", str(path)],
+                          capture_output=True, text=True, check=True)
+    total = 0
+    for line in done.stdout.splitlines():
+        m = re.match(r"\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S+):", line)
+        if m and any(o in line for o in objects):
+            total += int(m.group(1).replace(",", ""))
+    return total
+
+
+def measure(case: str, fake: Path, standin: Path, out_dir: Path) -> dict[str, float]:
+    env = dict(os.environ, WAVERT_CUDA_LIBRARY=str(fake),
+               WAVERT_HIP_LIBRARY="/nonexistent/libamdhip64.so",
+               OPENBLAS_NUM_THREADS="1")  # numpy (imported by the tests' FakeTensor) idles
+    files = {}
+    for calls in CALLS:
+        files[calls] = out_dir / f"{case}.{calls}"
+        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={files[calls]}",
+                        sys.executable, __file__, "--worker", case, str(calls), str(standin)],
+                       env=env, check=True, capture_output=True)
+    span = CALLS[1] - CALLS[0]
+    inc = {calls: annotate(path) for calls, path in files.items()}
+    stand = {calls: self_ir(path, ("fake_cuda", "exchange_standin"))
+             for calls, path in files.items()}
+    return {"whole": (total_ir(files[CALLS[1]]) - total_ir(files[CALLS[0]])) / span,
+            "native": (inc[CALLS[1]].get("hf_vectorcall", 0)
+                       - inc[CALLS[0]].get("hf_vectorcall", 0)) / span,
+            "stand-in": (stand[CALLS[1]] - stand[CALLS[0]]) / span}
+
+
+def main() -> None:
+    if len(sys.argv) == 5 and sys.argv[1] == "--worker":
+        worker(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--annotate", default=None, help="keep the callgrind files here")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    sys.path.insert(0, str(ROOT / "tests"))
+    from conftest import fake_driver
+    fake = fake_driver()
+    if fake is None:
+        raise SystemExit("the driver stand-in is not built (meson setup build/tests "
+                         "-Dtests=true && ninja -C build/tests)")
+    out_dir = Path(args.annotate or tempfile.mkdtemp(prefix="pywave-instructions-"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    standin = build_standin(out_dir)
+    subprocess.run([sys.executable, __file__, "--worker", "empty", "1", str(standin)],
+                   env=dict(os.environ, WAVERT_CUDA_LIBRARY=str(fake)), check=True)  # warm cache
+    LOG.info("%-10s %10s %10s %10s", "case", "whole", "native", "stand-in")
+    for case in args.cases.split(","):
+        if case not in CASES:
+            parser.error(f"--cases: unknown case {case!r} (known: {', '.join(CASES)})")
+        r = measure(case, fake, standin, out_dir)
+        LOG.info("%-10s %10.0f %10.0f %10.0f", case, r["whole"], r["native"], r["stand-in"])
+    LOG.info("instructions per call (callgrind, %d - %d calls); files in %s", CALLS[1],
+             CALLS[0], out_dir)
+
+
+if __name__ == "__main__":
+    main()
