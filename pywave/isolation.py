@@ -921,7 +921,7 @@ def _fork_worker(fds: list[int], user_fd: int, sock: Any) -> int:
             for target, fd in enumerate(fds[:3]):
                 os.dup2(fd, target)
             os.dup2(user_fd, 3)
-            os.closerange(4, _max_fd())
+            _close_fds_from(4)
             _watch_user(None, pidfd=3)
             _work()
         except BaseException:  # noqa: BLE001 - the worker must not return into the server
@@ -933,6 +933,23 @@ def _fork_worker(fds: list[int], user_fd: int, sock: Any) -> int:
     for fd in fds[:3]:
         os.close(fd)
     return pid
+
+
+def _close_fds_from(first: int) -> None:
+    """Close every open fd >= ``first``: the ones /proc/self/fd lists (a loop up to the fd
+    limit, which some systems set to 2^30, would take minutes where the kernel lacks
+    close_range), else os.closerange up to the limit."""
+    try:
+        open_fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except (OSError, ValueError):
+        os.closerange(first, _max_fd())
+        return
+    for fd in open_fds:
+        if fd >= first:
+            try:
+                os.close(fd)
+            except OSError:         # the listing's own fd, already closed
+                pass
 
 
 def _max_fd() -> int:

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 import threading
 
 import pytest
@@ -447,3 +448,18 @@ def test_forked_user_child_starts_its_own_server(tmp_path):
     assert child["server"] != parent["server"]
     assert child["server_parent"] == child["child"]
     assert child["worker_parent"] == child["server"]
+
+
+def test_a_forked_worker_closes_every_fd_it_was_not_given():
+    """The worker's fd cleanup closes what /proc/self/fd lists above the kept ones, without
+    looping up to the fd limit (2^30 on some systems)."""
+    code = textwrap.dedent("""
+        import os
+        from pywave import isolation
+        fds = sorted(os.open(os.devnull, os.O_RDONLY) for _ in range(5))
+        isolation._close_fds_from(fds[2])
+        print([fd for fd in fds if os.path.exists(f"/proc/self/fd/{fd}")] == fds[:2])
+        """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd="/")
+    assert done.stdout.strip() == "True", done.stderr
