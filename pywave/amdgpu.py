@@ -26,16 +26,16 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 
 from mlir import ir, passmanager
 from mlir.dialects import gpu
 from mlir.dialects import llvm as mlir_llvm
 
+from . import jit
 from .amdgpu_wmma import lower_wmma
 from .errors import CompileError
 from .mlirutil import diagnostic_error, sym_name
-from .program import Binary
+from .program import BACKENDS, Binary
 
 log = logging.getLogger("pywave.amdgpu")
 
@@ -44,7 +44,7 @@ log = logging.getLogger("pywave.amdgpu")
 ROCDL_PIPELINE = ("gpu.module(convert-gpu-to-rocdl{{index-bitwidth=64 chipset={chip} runtime=HIP}}, "
                   "reconcile-unrealized-casts)")
 
-TRIPLE = "amdgcn-amd-amdhsa"
+TRIPLE = BACKENDS["rocdl"].triple
 
 #: AMDHSA code object version of the emitted hsaco (and the matching ``__oclc_ABI_version``
 #: the device libraries read): v5 (ROCm >= 5.2 loads it); v4 when the only ld.lld is older
@@ -64,8 +64,6 @@ DEVICE_LIBRARY_DIRS = ("/opt/rocm/amdgcn/bitcode", "/opt/rocm/lib/llvm/lib/clang
 INSTALL_HINT = ("install ROCm (set ROCM_PATH) or, on Debian/Ubuntu, "
                 "`apt-get install lld rocm-device-libs`")
 
-_init_lock = threading.Lock()
-_initialised = False
 
 
 def lower_rocdl(module: ir.Module, *, fmt: str = "auto", opt_level: int = 3,
@@ -259,19 +257,8 @@ def control_ir(chip: str, version: int, variables: bool = True) -> str:
             + flag)
 
 
-def _initialise():
-    import llvmlite.binding as llvm
-    global _initialised
-    with _init_lock:
-        if not _initialised:
-            llvm.initialize_all_targets()
-            llvm.initialize_all_asmprinters()
-            _initialised = True
-    return llvm
-
-
 def target_machine(chip: str, opt_level: int = 3):
-    llvm = _initialise()
+    llvm = jit.all_targets()
     try:
         target = llvm.Target.from_triple(TRIPLE)
     except RuntimeError as exc:
@@ -304,7 +291,7 @@ def kernel_assembly(llvm_ir: str, chip: str, kernels: list[str], *, opt_level: i
 
 def _codegen(llvm_ir: str, chip: str, kernels: list[str], *, opt_level: int, what: str,
              assembly: bool) -> bytes | str:
-    llvm = _initialise()
+    llvm = jit.all_targets()
     tm = target_machine(chip, opt_level)
     try:
         module = llvm.parse_assembly(llvm_ir)

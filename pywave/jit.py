@@ -33,6 +33,7 @@ log = logging.getLogger("pywave.jit")
 
 _init_lock = threading.Lock()
 _initialised = False
+_all_targets = False
 _runtime_loaded = False
 
 #: Host-side half/bfloat16 conversions that LLVM lowers to compiler-rt calls. No library in
@@ -79,6 +80,19 @@ define bfloat @__truncdfbf2(double %x) {
   ret bfloat %r
 }
 """
+
+
+def all_targets():
+    """``llvmlite.binding`` with every LLVM target (NVPTX, AMDGPU...) initialised, once;
+    thread-safe. For the GPU targets' machines (data layouts, AMD code generation)."""
+    import llvmlite.binding
+    global _all_targets
+    with _init_lock:
+        if not _all_targets:
+            llvmlite.binding.initialize_all_targets()
+            llvmlite.binding.initialize_all_asmprinters()
+            _all_targets = True
+    return llvmlite.binding
 
 
 def initialise(runtime_library: str | None = None) -> None:

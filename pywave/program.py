@@ -32,12 +32,13 @@ class Backend(NamedTuple):
     device_type: int     # DLPack DLDeviceType
     device_enum: str     # its name in dlpack.h
     platform: str        # the driver's name, for messages
+    triple: str          # the kernels' LLVM target triple
 
 
 #: Backends, in the order a default target is looked for (CUDA first, then HIP).
 BACKENDS = {
-    "nvvm": Backend("nvvm", 2, "kDLCUDA", "CUDA"),
-    "rocdl": Backend("rocdl", 10, "kDLROCM", "ROCm"),
+    "nvvm": Backend("nvvm", 2, "kDLCUDA", "CUDA", "nvptx64-nvidia-cuda"),
+    "rocdl": Backend("rocdl", 10, "kDLROCM", "ROCm", "amdgcn-amd-amdhsa"),
 }
 
 

@@ -30,14 +30,12 @@ import threading
 from mlir import ir
 from mlir.dialects import llvm
 
+from . import jit
 from .kernels import gpu_modules, module_target
+from .program import BACKENDS
 
 _layouts: dict[tuple[str, str], str] = {}
 _layouts_lock = threading.Lock()
-
-#: LLVM target triple per pywave backend.
-TRIPLES = {"nvvm": "nvptx64-nvidia-cuda", "rocdl": "amdgcn-amd-amdhsa"}
-
 
 def data_layout(backend: str, chip: str) -> str:
     """LLVM's data layout string for ``backend`` (``"nvvm"``/``"rocdl"``) and ``chip``, as the
@@ -46,11 +44,8 @@ def data_layout(backend: str, chip: str) -> str:
     with _layouts_lock:
         found = _layouts.get(key)
         if found is None:
-            import llvmlite.binding as llvm
-
-            llvm.initialize_all_targets()
-            llvm.initialize_all_asmprinters()
-            machine = llvm.Target.from_triple(TRIPLES[backend]).create_target_machine(cpu=chip)
+            machine = jit.all_targets().Target.from_triple(BACKENDS[backend].triple) \
+                .create_target_machine(cpu=chip)
             found = _layouts[key] = str(machine.target_data)
     return found
 
