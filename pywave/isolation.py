@@ -280,12 +280,17 @@ class _Worker:
         return WorkerDied(describe_exit(self.exit_code()), stage, self.stderr_tail())
 
     def stderr_tail(self) -> str:
-        try:
-            size = self.stderr.seek(0, os.SEEK_END)
-            self.stderr.seek(max(0, size - _STDERR_TAIL_BYTES))
-            return self.stderr.read().decode("utf-8", "replace")
-        except (OSError, ValueError):
-            return ""
+        return _tail(self.stderr)
+
+
+def _tail(stderr) -> str:
+    """The last ``_STDERR_TAIL_BYTES`` of a process's stderr file ("" when unreadable)."""
+    try:
+        size = stderr.seek(0, os.SEEK_END)
+        stderr.seek(max(0, size - _STDERR_TAIL_BYTES))
+        return stderr.read().decode("utf-8", "replace")
+    except (OSError, ValueError):
+        return ""
 
 
 def _stderr_file():
@@ -426,12 +431,7 @@ class _Server:
                                  + (f": {said}" if said else ""))
 
     def stderr_tail(self) -> str:
-        try:
-            size = self.stderr.seek(0, os.SEEK_END)
-            self.stderr.seek(max(0, size - _STDERR_TAIL_BYTES))
-            return self.stderr.read().decode("utf-8", "replace")
-        except (OSError, ValueError):
-            return ""
+        return _tail(self.stderr)
 
     def close(self) -> None:
         """Stop the server (EOF on its socket; killed after 5 s). Its workers live on until
