@@ -15,7 +15,6 @@ import functools
 import logging
 import os
 import re
-import subprocess
 from typing import Mapping
 
 from .errors import CompileError
@@ -226,6 +225,7 @@ def nvvm_pipeline(options: LoweringOptions) -> str:
 def ptxas_chips(ptxas: str) -> frozenset[str]:
     """The ``sm_*`` chips this ``ptxas`` compiles for, read from its ``--help`` (empty when
     the list cannot be read: then every chip is tried)."""
+    import subprocess
     try:
         out = subprocess.run([ptxas, "--help"], capture_output=True, text=True,
                              timeout=30).stdout

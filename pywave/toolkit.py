@@ -10,8 +10,8 @@ import functools
 import logging
 import os
 import re
+import json
 import shutil
-import subprocess
 import sys
 
 log = logging.getLogger("pywave.toolkit")
@@ -79,9 +79,53 @@ def _candidates() -> list[tuple[str, str]]:
     return out
 
 
+#: File in the compile cache folder remembering each ptxas binary's release, so that a warm
+#: start (which keys its cache lookup on it) runs no subprocess.
+VERSIONS_FILE = "ptxas-versions.json"
+
+
 def ptxas_version(ptxas: str) -> str:
     """The release of ``ptxas --version`` (``"13.0.88"`` from ``V13.0.88``); "" when it cannot
-    be run or read."""
+    be run or read. Remembered across processes in :data:`VERSIONS_FILE` of the compile cache
+    folder, keyed by the binary's real path, size, modification time and inode (a replaced
+    ptxas is run again)."""
+    try:
+        st = os.stat(ptxas)
+    except OSError:
+        return ""
+    key = f"{os.path.realpath(ptxas)}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+    known = _versions()
+    if key in known:
+        return known[key]
+    found = _run_ptxas_version(ptxas)
+    if found:
+        _remember_version(key, found)
+    return found
+
+
+def _versions() -> dict[str, str]:
+    from . import cache
+    root = cache.directory()
+    try:
+        with open(os.path.join(root, VERSIONS_FILE), encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, TypeError, ValueError):      # none yet, no cache folder, or damaged
+        return {}
+    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)} \
+        if isinstance(data, dict) else {}
+
+
+def _remember_version(key: str, version: str) -> None:
+    from . import cache
+    root = cache.directory()
+    if root is not None:
+        known = _versions()
+        known[key] = version
+        cache.write_atomic(root, VERSIONS_FILE, json.dumps(known, sort_keys=True).encode())
+
+
+def _run_ptxas_version(ptxas: str) -> str:
+    import subprocess
     try:
         proc = subprocess.run([ptxas, "--version"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError) as exc:

@@ -207,3 +207,25 @@ def test_export_takes_the_kernel_options(tmp_path):
     done = pywave.export(DIV_EXP, tmp_path / "ok", "kx", target="sm_90", runtime_mode="link",
                          lowering={"line_info": True, "max_registers": 64})
     assert done.functions == ("kx_main",)
+
+
+def test_the_ptxas_version_is_remembered_across_processes(tmp_path, monkeypatch):
+    """A warm start keys its cache lookup on the ptxas release without running ptxas: the
+    release is kept in the cache folder per binary (path, size, mtime, inode)."""
+    import os
+    monkeypatch.setenv("PYWAVE_CACHE_DIR", str(tmp_path / "cache"))
+    runs = tmp_path / "runs"
+    ptxas = tmp_path / "ptxas"
+    ptxas.write_text(f"#!/bin/sh\necho run >> {runs}\necho 'Cuda compilation tools, "
+                     "release 12.3, V12.3.45'\n")
+    ptxas.chmod(0o755)
+    assert toolkit.ptxas_version(str(ptxas)) == "12.3.45"
+    assert toolkit.ptxas_version(str(ptxas)) == "12.3.45"
+    assert runs.read_text().count("run") == 1
+    stat = ptxas.stat()
+    os.utime(ptxas, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))   # a replaced binary
+    assert toolkit.ptxas_version(str(ptxas)) == "12.3.45"
+    assert runs.read_text().count("run") == 2
+    (tmp_path / "cache" / toolkit.VERSIONS_FILE).write_text("{not json")  # damaged: run again
+    assert toolkit.ptxas_version(str(ptxas)) == "12.3.45"
+    assert runs.read_text().count("run") == 3
