@@ -160,7 +160,11 @@ _OPEN = "({["
 
 def nesting(text: str) -> None:
     """CompileError when (), {} or [] outside strings and comments nest deeper than
-    MAX_NESTING, naming the line and column where the limit is passed."""
+    MAX_NESTING, naming the line and column where the limit is passed. Texts with no more
+    opening brackets than that in all (strings and comments included) cannot nest deeper and
+    are not scanned."""
+    if sum(map(text.count, _OPEN)) <= MAX_NESTING:
+        return
     depth = 0
     for match in _BRACKETS.finditer(text):
         token = match.group()

@@ -254,6 +254,14 @@ def test_deep_nesting_is_refused_before_parsing():
     assert info.value.column == 1027
 
 
+def test_many_shallow_or_commented_brackets_are_not_nesting():
+    """More than 1,000 opening brackets in all (so the text is scanned), none deeper than 2
+    outside a comment: the scan counts depth, not brackets."""
+    text = V + "// " + "(" * 5000 + "\n" + "".join(
+        f"#m{i} = affine_map<(d0) -> (d0)>\n" for i in range(600))
+    pywave.compile(text, target="sm_90", format="ptx", disk_cache=False)
+
+
 def test_nesting_below_the_limit_compiles():
     text = f"#map = affine_map<(d0) -> ({'(' * 900}d0{')' * 900})>\n" + V
     pywave.compile(text, target="sm_90", format="ptx", disk_cache=False)
