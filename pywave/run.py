@@ -58,6 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", default="auto", choices=["auto", "cubin", "ptx", "fatbin"],
                         help="kernel image format (default: cubin if ptxas compiles for the "
                         "chip, else PTX)")
+    parser.add_argument("--compile-only", action="store_true",
+                        help="compile the program as a run would (entry and result checked) "
+                        "and stop: no GPU needed with --target")
     add_lowering_options(parser)
 
 
@@ -142,7 +145,7 @@ class _Call:
 
 def run_file(text: str, args: argparse.Namespace, filename: str) -> int:
     """Compile ``text`` (in a compile worker: :mod:`pywave.isolation`), run its entry, print
-    its result; returns the exit status."""
+    its result; returns the exit status. With ``args.compile_only``: compile and return 0."""
     result_format, result_type = RESULTS[args.entry_point_result]
     artifacts = isolation.artifacts(pipeline.Pipeline(
         text, target=args.target, opt_level=args.opt_level, format=args.format,
@@ -151,6 +154,8 @@ def run_file(text: str, args: argparse.Namespace, filename: str) -> int:
     if returned != result_type:
         raise Error(f"--entry-point-result={args.entry_point_result}: @{args.entry} returns "
                     f"{returned}")
+    if args.compile_only:
+        return 0
     jit.initialise(runtime.LIBRARY)
     load_shared_libs(args.shared_libs)
     code = jit.JitModule(artifacts.object_code)

@@ -202,6 +202,24 @@ def test_run_refuses_a_result_mismatch_before_running():
     assert "--entry-point-result=void: @answer returns i32" in proc.stderr
 
 
+@pytest.mark.parametrize("name", PROGRAMS[:3])
+def test_compile_only_compiles_as_a_run_would_and_stops(name):
+    """No GPU needed: the program compiles with its entry checked, nothing is printed."""
+    proc = _pywave("run", "--compile-only", str(RUNNER / f"{name}.mlir"), "--target", "sm_90",
+                   *OPTIONS.get(name, []))
+    assert (proc.returncode, proc.stdout) == (0, ""), proc.stderr
+
+
+def test_compile_only_checks_the_entry_and_its_result():
+    proc = _pywave("run", "--compile-only", str(RUNNER / "entry_result.mlir"), "-e", "answer",
+                   "--target", "sm_90")
+    assert proc.returncode == 1
+    assert "--entry-point-result=void: @answer returns i32" in proc.stderr
+    ok = _pywave("run", "--compile-only", str(RUNNER / "entry_result.mlir"), "-e", "answer",
+                 "--entry-point-result=i32", "--target", "sm_90")
+    assert (ok.returncode, ok.stdout) == (0, ""), ok.stderr
+
+
 def test_run_missing_shared_lib(tmp_path):
     with pytest.raises(pywave.Error, match="does not exist"):
         run.load_shared_libs([f"{tmp_path}/libmlir_runner_utils.so,{tmp_path}/libother.so"])

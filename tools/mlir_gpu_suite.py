@@ -17,8 +17,9 @@ maps them to ``python -m pywave run FILE [options]`` and checks its output with 
 line per test (PASS / FAIL with the first reason / SKIP with why) and a final summary.
 
 ``--compile-only`` compiles each program for the chip its RUN line names, without a GPU, with
-``python -m pywave compile FILE --target CHIP``; it is the ROCm check (every GPU/ROCM test that
-parses compiles for its chip).
+``python -m pywave run --compile-only FILE --target CHIP -e ENTRY`` (the program compiled as a
+run compiles it: its entry and result checked, other host functions helpers); it is the ROCm
+check (every GPU/ROCM test that parses compiles for its chip).
 
 Usage::
 
@@ -597,7 +598,9 @@ class Suite:
         options.pop("format", None)                 # compile without ptxas/ld.lld choice
         dropped = sorted(k for k in options if k not in self.args.cli_options)
         options = {k: v for k, v in options.items() if k in self.args.cli_options}
-        cmd = self.pywave + ["compile", target] + compile_args(options)
+        entry = ["-e", spec.entry] + ([f"--entry-point-result={spec.entry_result}"]
+                                      if spec.entry_result else [])
+        cmd = self.pywave + ["run", "--compile-only", target] + entry + compile_args(options)
         if self.args.verbose:
             print("  $ " + shlex.join(cmd), flush=True)
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.args.timeout)
@@ -674,13 +677,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rocm-wmma-chip", default="gfx1100",
                         help="chip for ROCm tests using gpu.subgroup_mma_* (default gfx1100)")
     parser.add_argument("--compile-only", action="store_true",
-                        help="compile each program for its chip with `pywave compile`; no GPU")
+                        help="compile each program for its chip with `pywave run "
+                        "--compile-only`; no GPU")
     parser.add_argument("--config", action="append", default=[], metavar="FLAG=VALUE",
                         help="a lit config flag, e.g. mlir_run_cuda_sm90_tests=false")
     parser.add_argument("--cli-options", default=",".join(PYWAVE_OPTIONS),
                         help="compile options the pywave CLI accepts (comma-separated keys of "
                         "PYWAVE_OPTIONS); --compile-only drops the others, e.g. "
-                        "--cli-options=chip for today's `pywave compile`")
+                        "--cli-options=chip")
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("-v", "--verbose", action="store_true", help="print the pywave command")
     args = parser.parse_args(argv)
