@@ -75,7 +75,6 @@ def lower_rocdl(module: ir.Module, *, fmt: str = "auto", opt_level: int = 3,
     from .kernel_options import LINE_INFO_PIPELINE
     from .kernels import extern_dynamic_shared_memory, gpu_modules, module_target
     from .mlirutil import run_pipeline
-    from .semantics import set_data_layout
 
     if fmt not in ("auto", "hsaco"):
         raise CompileError(f"format={fmt!r} is an NVIDIA format; AMD targets produce "
@@ -97,7 +96,6 @@ def lower_rocdl(module: ir.Module, *, fmt: str = "auto", opt_level: int = 3,
             raise diagnostic_error(f"lowering gpu.module @{name} to ROCDL failed", exc,
                                    text) from None
         extern_dynamic_shared_memory(module)
-        set_data_layout(module)
         if line_info:
             run_pipeline(module, LINE_INFO_PIPELINE["rocdl"], "adding line information", text)
         kernels = _kernel_names(gmod)
@@ -124,7 +122,9 @@ def _kernel_names(gmod: ir.Operation) -> list[str]:
 
 
 def translate(gmod: ir.Operation) -> str:
-    """LLVM IR text of a lowered ``gpu.module``'s body (its ops copied into a builtin module).
+    """LLVM IR text of a lowered ``gpu.module``'s body (its ops copied into a builtin module,
+    with the ``llvm.data_layout`` the ROCDL lowering gave it: the translation aligns loads and
+    stores by it, LLVM's default layout aligns i64/f64 to 4 bytes).
 
     Kernels without a known block size get the whole flat work-group range (1-1024): MLIR's
     default of 1-256 would make larger launches undefined, and the launch size is chosen by

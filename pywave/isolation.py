@@ -293,9 +293,9 @@ def _tail(stderr) -> str:
         return ""
 
 
-def _stderr_file():
+def _stderr_file(prefix: str = "pywave-worker-"):
     import tempfile
-    return tempfile.TemporaryFile(mode="w+b", prefix="pywave-worker-")
+    return tempfile.TemporaryFile(mode="w+b", prefix=prefix)
 
 
 class _SpawnedWorker(_Worker):
@@ -365,10 +365,9 @@ class _Server:
 
     def __init__(self) -> None:
         import socket
-        import tempfile
         self._socket_module = socket
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.stderr = tempfile.TemporaryFile(mode="w+b", prefix="pywave-server-")
+        self.stderr = _stderr_file("pywave-server-")
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", _BOOT, json.dumps(sys.path), str(theirs.fileno())],

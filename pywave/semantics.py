@@ -37,6 +37,7 @@ from .program import BACKENDS
 _layouts: dict[tuple[str, str], str] = {}
 _layouts_lock = threading.Lock()
 
+
 def data_layout(backend: str, chip: str) -> str:
     """LLVM's data layout string for ``backend`` (``"nvvm"``/``"rocdl"``) and ``chip``, as the
     LLVM target machine gives it (llvmlite). Thread-safe; cached per (backend, chip)."""
@@ -71,7 +72,7 @@ def precise_sqrt(module: ir.Module) -> int:
     lowering. Returns the count."""
     ctx = module.context
     f32 = ir.F32Type.get(ctx)
-    found: list[tuple[ir.Operation, str]] = []
+    found: list[tuple[ir.Operation, str, str]] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         if op.name == "math.sqrt":
@@ -83,13 +84,12 @@ def precise_sqrt(module: ir.Module) -> int:
                     name = f"llvm.sqrt.v{v.shape[0]}f32"
             flags = str(op.attributes["fastmath"]) if "fastmath" in op.attributes else ""
             if name and "afn" not in flags and "fast>" not in flags:
-                found.append((op, name))
+                found.append((op, name, flags))
         return ir.WalkResult.ADVANCE
 
     for gmod in gpu_modules(module):
         gmod.walk(visit)
-    for op, name in found:
-        flags = str(op.attributes["fastmath"]) if "fastmath" in op.attributes else ""
+    for op, name, flags in found:
         fastmath = None
         if flags.startswith("#arith.fastmath<") and flags != "#arith.fastmath<none>":
             fastmath = ir.Attribute.parse("#llvm.fastmath<" + flags[len("#arith.fastmath<"):],

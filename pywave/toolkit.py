@@ -119,7 +119,7 @@ def _remember_version(key: str, version: str) -> None:
     from . import cache
     root = cache.directory()
     if root is not None:
-        known = _versions()
+        known = _versions()         # read again: another process may have added one meanwhile
         known[key] = version
         cache.write_atomic(root, VERSIONS_FILE, json.dumps(known, sort_keys=True).encode())
 

@@ -83,3 +83,22 @@ def test_fast_math_keeps_the_approximate_sqrt():
     code = ptx(SQRT.replace("FLAGS", ""), lowering={"fast_math": True})
     roots = re.findall(r"sqrt\.[\w.]+", code)
     assert roots and all(r.startswith("sqrt.approx") for r in roots), roots
+
+
+def test_amd_translation_keeps_the_rocdl_data_layout():
+    """convert-gpu-to-rocdl gives the gpu.module its data layout; the translation of its
+    body must keep it (8-byte accesses aligned to 8, not LLVM's default 4)."""
+    from mlir import ir
+
+    from pywave import amdgpu, kernels
+    from pywave.mlirutil import run_pipeline
+    text = STORE_F64.replace("gpu.module @k {",
+                             'gpu.module @k [#rocdl.target<chip = "gfx942">] {')
+    with ir.Context():
+        module = ir.Module.parse(text)
+        run_pipeline(module, "builtin.module(" + amdgpu.ROCDL_PIPELINE.format(chip="gfx942")
+                     + ")", "lowering to ROCDL")
+        (gmod,) = kernels.gpu_modules(module)
+        llvm_ir = amdgpu.translate(gmod)
+    stores = re.findall(r"store (?:double|i64) .*, align (\d+)", llvm_ir)
+    assert stores and set(stores) == {"8"}, llvm_ir

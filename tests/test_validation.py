@@ -88,7 +88,7 @@ def test_memory_space_no_lowering_maps(space):
     """An attribute that is not an address space (fuzz seed 31, case 2727: a string memory
     space on a host argument aborted the host lowering inside the MLIR bindings)."""
     message = compile_error(V.replace("memref<?xf32>", f"memref<?xf32, {space}>"))
-    assert "which no lowering maps to an LLVM address space" in message
+    assert f"memory space {space}, which no lowering maps to an LLVM address space" in message
     assert "#gpu.address_space<global|workgroup|private>" in message
 
 
