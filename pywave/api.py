@@ -23,7 +23,7 @@ from . import cache, jit, kernel_api, pipeline, runtime, sharedobj, validate
 from .errors import ArgumentError, CompileError, DeviceError, Error
 from .lowering import LoweringOptions, options_of
 from .pipeline import Artifacts
-from .source import read_mlir
+from .source import text_and_name
 from .program import BACKENDS, PACKED_PREFIX, RELEASE_KERNELS, Binary, Program
 
 log = logging.getLogger("pywave")
@@ -140,7 +140,7 @@ def compile(text: str | os.PathLike[str], *, target: str | None = None,
     TypeError
         An option of the wrong type (naming it).
     """
-    text, filename = _source(text)
+    text, filename = text_and_name(text)
     compiler = pipeline.Pipeline(text, target=target, opt_level=opt_level, format=format,
                                  filename=filename, replacements=binaries, dump_dir=dump_dir,
                                  lowering=options_of(lowering), launchers=True)
@@ -176,13 +176,6 @@ def compile(text: str | os.PathLike[str], *, target: str | None = None,
     with _memory_lock:
         _memory[cache_key] = module
     return module
-
-
-def _source(text: "str | os.PathLike[str]") -> tuple[str, str]:
-    """(MLIR text, name for diagnostics) of compile()'s first argument."""
-    if isinstance(text, os.PathLike):
-        return read_mlir(text), os.fspath(text)
-    return text, "<input>"
 
 
 class CompiledModule:

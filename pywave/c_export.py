@@ -54,6 +54,7 @@ from ._version import __version__
 from .errors import CompileError
 from .lowering import LoweringOptions, options_of
 from .program import DYNAMIC, PACKED_PREFIX, RELEASE_KERNELS, HostSignature, Target
+from .source import text_and_name
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: Keywords of C (C11 and C23) and C++ (the header is usable from both).
@@ -156,10 +157,8 @@ def export(text: str | os.PathLike[str], out_dir: str | os.PathLike, name: str, 
         raise CompileError(f"libwavert.so is missing from the pywave package "
                            f"({runtime.LIBRARY}); install pywave (pip install . or meson "
                            "install) before exporting")
-    if not isinstance(text, str):
-        from .api import _source
-        text, path = _source(text)
-        filename = path if filename == "<input>" else filename
+    text, path = text_and_name(text)
+    filename = path if filename == "<input>" else filename
     art = isolation.artifacts(pipeline.Pipeline(
         text, target=target, opt_level=opt_level, format=format, filename=filename,
         replacements=binaries, library=True, lowering=options_of(lowering)))

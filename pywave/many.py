@@ -19,6 +19,7 @@ from . import api, cache, pipeline, validate
 from .errors import ArgumentError, CompileError
 from .lowering import LoweringOptions, options_of
 from .program import Program
+from .source import text_and_name
 
 log = logging.getLogger("pywave.many")
 
@@ -210,7 +211,7 @@ def _prepare(index: int, item: object, disk_cache: bool, load: bool,
     an input refused before compiling)."""
     outcome = Outcome(index, _name(index, item), COMPILED)
     try:
-        text, filename = api._source(item)
+        text, filename = text_and_name(item)
         compiler = pipeline.Pipeline(text, filename=filename, replacements=options.get("binaries"),
                                      target=options.get("target"),
                                      opt_level=options.get("opt_level", 2),

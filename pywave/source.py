@@ -30,3 +30,11 @@ def read_mlir(path: "str | os.PathLike[str]") -> str:
         raise CompileError(f"{path} is not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset "
                            f"{exc.start} (line {line}) cannot be decoded; MLIR files are "
                            "UTF-8") from None
+
+
+def text_and_name(text: "str | os.PathLike[str]") -> tuple[str, str]:
+    """(MLIR text, name for diagnostics) of what ``compile``/``export``/``compile_many`` take:
+    the text itself (named ``<input>``), or a path whose file is read (:func:`read_mlir`)."""
+    if isinstance(text, os.PathLike):
+        return read_mlir(text), os.fspath(text)
+    return text, "<input>"
