@@ -23,6 +23,7 @@ import ctypes
 import logging
 import os
 import threading
+from _ctypes import dlclose  # bound now: a release at interpreter exit may import nothing
 
 try:   # BLAKE2b is built into CPython; hashlib's import loads OpenSSL (~5 ms per process)
     from _blake2 import blake2b
@@ -140,7 +141,6 @@ class SharedObjectModule:
     of an open module raises OSError (the caller falls back to MCJIT)."""
 
     def __init__(self, shared: bytes) -> None:
-        import _ctypes
         self._fd = os.memfd_create("pywave-host", os.MFD_CLOEXEC)
         self._library = None
         try:
@@ -151,7 +151,7 @@ class SharedObjectModule:
                 if fresh:
                     _open_handles.add(library._handle)
             if not fresh:
-                _ctypes.dlclose(library._handle)
+                dlclose(library._handle)
                 raise OSError("dlopen returned the handle of a module that is open")
             self._library = library
         except BaseException:
@@ -167,9 +167,8 @@ class SharedObjectModule:
 
     def close(self) -> None:
         if self._library is not None:
-            import _ctypes
             handle, self._library = self._library._handle, None
-            _ctypes.dlclose(handle)
+            dlclose(handle)
             with _open_lock:
                 _open_handles.discard(handle)
             os.close(self._fd)

@@ -187,6 +187,9 @@ def _rss_bytes() -> int:
 
 
 def test_many_compiles_are_released(torch_cuda, dev):
+    """3000 modules loaded and dropped: device and host memory stay bounded. 40 distinct
+    sources are compiled once; later rounds are disk-cache hits, each a fresh module load and
+    host-code JIT (the release path under test) without the MLIR compile (about 60 ms each)."""
     torch = torch_cuda
     head, tail = SCALE.split("func.func @main(%a: memref<?xf32>, %s: f32) {")
     a = torch.ones(256, device=dev)
@@ -194,12 +197,13 @@ def test_many_compiles_are_released(torch_cuda, dev):
     free_start = torch.cuda.mem_get_info(dev)[0]
     rss_mid = None
     for i in range(3000):
+        value = i % 40
         src = (head + "func.func @main(%a: memref<?xf32>) {\n"
-               f"    %s = arith.constant {i}.0 : f32\n" + tail)
-        f = pywave.compile(src, disk_cache=False)   # about releasing, not caching
+               f"    %s = arith.constant {value}.0 : f32\n" + tail)
+        f = pywave.compile(src)
         a.fill_(1.0)
         f(a)
-        assert a[0].item() == float(i)
+        assert a[0].item() == float(value)
         del f
         if i == 999:
             rss_mid = _rss_bytes()

@@ -106,6 +106,33 @@ def test_two_modules_of_one_code_have_their_own_slots(tmp_path, monkeypatch):
 
 
 @needs_cc
+def test_release_imports_nothing(tmp_path, monkeypatch):
+    """A module still open at interpreter exit is released while the interpreter sets
+    sys.modules entries to None; the release must not import (H200, Python 3.12: "import of
+    _ctypes halted" printed at exit)."""
+    monkeypatch.setenv("PYWAVE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("PYWAVE_CACHE", raising=False)
+    program = api.build(TEXT, target="sm_90").program()
+    cache.store("k" * 64, program)
+    module = api.CompiledModule(program)
+    assert isinstance(module._engine, sharedobj.SharedObjectModule)
+    monkeypatch.setitem(sys.modules, "_ctypes", None)
+    monkeypatch.setitem(sys.modules, "ctypes", None)
+    module.close()
+    assert module._code.closed
+
+
+@needs_cc
+def test_module_alive_at_exit_prints_nothing(tmp_path):
+    cache_dir = tmp_path / "cache"
+    keep = LOAD.replace("print(", "f = m.main; print(")
+    assert _fresh(keep, cache_dir).returncode == 0
+    warm = _fresh(keep, cache_dir)
+    assert warm.returncode == 0 and warm.stdout.split()[0] == "SharedObjectModule"
+    assert warm.stderr == ""
+
+
+@needs_cc
 def test_eviction_counts_shared_objects(tmp_path, monkeypatch):
     monkeypatch.setenv("PYWAVE_CACHE_DIR", str(tmp_path))
     program = api.build(TEXT, target="sm_90").program()
