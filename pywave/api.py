@@ -28,7 +28,10 @@ from .program import BACKENDS, PACKED_PREFIX, RELEASE_KERNELS, Binary, Program
 
 log = logging.getLogger("pywave")
 
-_memory: "weakref.WeakValueDictionary[str, CompiledModule]" = weakref.WeakValueDictionary()
+#: The live modules, keyed by (MLIR text, cache.described options): a hit hashes no text
+#: beyond the str's own cached hash (shared with pywave.many).
+_memory: "weakref.WeakValueDictionary[tuple[str, str], CompiledModule]" = \
+    weakref.WeakValueDictionary()
 _memory_lock = threading.Lock()
 
 
@@ -148,13 +151,14 @@ def compile(text: str | os.PathLike[str], *, target: str | None = None,
     if timeout is not None:
         validate.timeout(timeout)
     dumping = compiler.dump_root is not None
-    cache_key = cache.key(text, compiler.options(), pipeline.tool_versions())
+    described = cache.described(compiler.options(), pipeline.tool_versions())
     started = time.perf_counter()
     with _memory_lock:
-        hit = _memory.get(cache_key) if not dumping else None
+        hit = _memory.get((text, described)) if not dumping else None
     if hit is not None and not hit.closed:
-        log.info("compile %s: in-memory cache hit", cache_key[:16])
+        log.info("compile: in-memory cache hit")
         return hit
+    cache_key = cache.key(text, described)
     program = cache.load(cache_key) if disk_cache and not dumping else None
     module = None
     if program is not None:
@@ -174,7 +178,7 @@ def compile(text: str | os.PathLike[str], *, target: str | None = None,
     log.info("compile %s: %s for %s in %.1f ms", cache_key[:16], how, program.target.chip,
              (time.perf_counter() - started) * 1e3)
     with _memory_lock:
-        _memory[cache_key] = module
+        _memory[text, described] = module
     return module
 
 

@@ -94,10 +94,18 @@ def _listdir(path: str) -> tuple[str, ...]:
     return tuple(os.listdir(path)) if os.path.isdir(path) else ()
 
 
-def key(text: str, options: dict[str, Any], versions: dict[str, str]) -> str:
-    """Hex digest naming a compile: text, options, target chip and tool versions."""
+def described(options: dict[str, Any], versions: dict[str, str]) -> str:
+    """A compile's options and tool versions as canonical JSON: with the MLIR text, what
+    names the compile (:func:`key`; the in-memory cache of :func:`pywave.compile` keys on the
+    pair, without hashing the text)."""
+    return json.dumps({"options": options, "versions": versions}, sort_keys=True)
+
+
+def key(text: str, options: str) -> str:
+    """Hex digest naming a compile (its disk-cache entry): ``text`` and ``options``, the
+    :func:`described` options and tool versions."""
     h = _digest()
-    h.update(json.dumps({"options": options, "versions": versions}, sort_keys=True).encode())
+    h.update(options.encode())
     h.update(b"\0")
     h.update(text.encode())
     return h.hexdigest()

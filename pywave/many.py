@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from . import api, cache, pipeline, validate
@@ -45,6 +45,7 @@ class Outcome:
     seconds: float = 0.0
     error: Exception | None = None
     program: Program | None = None
+    memo: tuple[str, str] | None = field(default=None, repr=False)  # pywave.api._memory key
 
 
 class CompileManyError(CompileError):
@@ -218,7 +219,8 @@ def _prepare(index: int, item: object, disk_cache: bool, load: bool,
                                      format=options.get("format", "auto"),
                                      lowering=options_of(options.get("lowering")),
                                      launchers=True)
-        outcome.key = cache.key(text, compiler.options(), pipeline.tool_versions())
+        outcome.memo = (text, cache.described(compiler.options(), pipeline.tool_versions()))
+        outcome.key = cache.key(*outcome.memo)
     except Exception as exc:  # noqa: BLE001 - reported per input
         outcome.status, outcome.error = FAILED, exc
         return outcome, None
@@ -231,7 +233,7 @@ def _prepare(index: int, item: object, disk_cache: bool, load: bool,
 def _cached(outcome: Outcome, disk_cache: bool, load: bool) -> bool:
     """Whether the input is served by a cache (then ``outcome.program`` is set for loading)."""
     with api._memory_lock:
-        alive = api._memory.get(outcome.key)
+        alive = api._memory.get(outcome.memo)
     if load and alive is not None and not alive.closed:
         outcome.program = alive._program
         return True
@@ -249,10 +251,10 @@ def _module(outcome: Outcome) -> "api.CompiledModule":
     """The CompiledModule of a successful input: the live one of the in-memory cache, else a
     new one (registered there, as :func:`pywave.compile` does)."""
     with api._memory_lock:
-        alive = api._memory.get(outcome.key)
+        alive = api._memory.get(outcome.memo)
         if alive is not None and not alive.closed:
             return alive
     module = api.CompiledModule(outcome.program)
     with api._memory_lock:
-        api._memory[outcome.key] = module
+        api._memory[outcome.memo] = module
     return module

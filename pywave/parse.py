@@ -9,6 +9,7 @@ from __future__ import annotations
 from mlir import ir
 
 from .mlirutil import diagnostic_error
+from .validate import nesting
 
 
 def parse(text: str, context: ir.Context, *, filename: str = "<input>") -> ir.Module:
@@ -17,9 +18,12 @@ def parse(text: str, context: ir.Context, *, filename: str = "<input>") -> ir.Mo
     Raises
     ------
     CompileError
-        On a syntax error, an unknown dialect or op, or a verifier failure; the message
-        shows ``filename:line:column: message`` and the offending line.
+        Brackets nested deeper than :data:`pywave.validate.MAX_NESTING` (refused before
+        MLIR's recursive parser sees them), naming line and column; a syntax error, an
+        unknown dialect or op, or a verifier failure, with ``filename:line:column: message``
+        and the offending line.
     """
+    nesting(text)
     try:
         module = ir.Module.parse(text, context)
     except ir.MLIRError as exc:

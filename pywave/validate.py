@@ -4,8 +4,9 @@ Two halves:
 
 - :func:`options`, :func:`chip`, :func:`source`, :func:`isolate`, :func:`timeout` and
   :func:`pipeline_value` need no MLIR: they check what the caller passed (types, target
-  names, the text's encoding and nesting, strings that go into a pass pipeline) and run in
-  the user's process before a compile starts (on cache hits too: they are cheap).
+  names, the text's encoding, strings that go into a pass pipeline) and run in the user's
+  process before a compile starts (on cache hits too: they are cheap). :func:`nesting` runs
+  right before the text is parsed (:func:`pywave.parse.parse`): a cache hit skips it.
 - :func:`module` and :func:`prepared` walk a parsed module (in the compile worker): memory
   spaces, allocas, ``memref.dim`` indices, kernel launch-bound attributes, host code that
   touches device memory, ops that no stage lowers.
@@ -148,7 +149,6 @@ def source(text: Any) -> None:
             "a lone UTF-16 surrogate that is not valid Unicode text (UTF-8 cannot encode "
             "it); remove it or write the character it was meant to pair into",
             line=line, column=column) from None
-    nesting(text)
 
 
 #: Brackets nested deeper than this are refused before parsing: MLIR's parser and verifier

