@@ -118,7 +118,7 @@ def peer_compile(runs: int) -> dict[str, dict[str, float]]:
     root = tempfile.mkdtemp(prefix="pywave-report-")
     try:
         for name, (variable, setup, body) in PEER_SCRIPTS.items():
-            script = os.path.join(root, name.replace(" ", "_") + ".py")
+            script = os.path.join(root, "peer_" + name.replace(" ", "_") + ".py")  # not the package's name
             with open(script, "w", encoding="utf-8") as fh:
                 fh.write(_peer_script(setup, body, VECTOR_ADD))
             env = {k: v for k, v in os.environ.items() if k != variable}
