@@ -92,6 +92,43 @@ def test_memory_space_no_lowering_maps(space):
     assert "#gpu.address_space<global|workgroup|private>" in message
 
 
+@pytest.mark.parametrize("space", ["#gpu.address_space<global>", "#gpu.address_space<private>",
+                                   "#amdgpu.address_space<fat_raw_buffer>"])
+@pytest.mark.parametrize("where", ["private", "public"])
+def test_gpu_memory_space_in_host_code(space, where):
+    """The host lowering maps no #gpu/#amdgpu memory space; a host function typed with one
+    made a pass report a failed conversion yet succeed, which aborts the MLIR bindings (fuzz
+    seed 34, case 90). Compiled in a worker, so that a regression fails instead of aborting."""
+    t = f"memref<?xf32, {space}>"
+    text = V.rstrip()[:-1] + (f"  func.func private @h(%a: {t}) {{ return }}\n}}\n"
+                              if where == "private" else
+                              f"  func.func @h(%a: {t}) {{ return }}\n}}\n")
+    with pytest.raises(pywave.CompileError) as info:
+        pywave.compile(text, target="sm_90", format="ptx", disk_cache=False, isolate=True)
+    message = str(info.value)
+    assert f"uses the type {t} in host code" in message, message
+    assert "memory space 1 (or none)" in message
+
+
+def test_gpu_memory_space_in_a_launch_body_is_kernel_code():
+    """A gpu.launch body is outlined into a kernel: workgroup memory there is allowed."""
+    text = V.replace("func.func @main", """func.func @uses_launch(%a: memref<?xf32>) {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    gpu.launch blocks(%bx, %by, %bz) in (%x = %c1, %y = %c1, %z = %c1)
+        threads(%tx, %ty, %tz) in (%u = %c1, %v = %c1, %w = %c1)
+        workgroup(%buf : memref<4xf32, #gpu.address_space<workgroup>>) {
+      %g = memref.load %buf[%c0] : memref<4xf32, #gpu.address_space<workgroup>>
+      memref.store %g, %a[%c0] : memref<?xf32>
+      gpu.terminator
+    }
+    return
+  }
+  func.func @main""")
+    assert "uses_launch" in pywave.compile(text, target="sm_90", format="ptx",
+                                           disk_cache=False).functions
+
+
 @pytest.mark.parametrize("space", ["#gpu.address_space<workgroup>", "3"])
 def test_alloca_in_workgroup_memory_in_a_kernel(space):
     t = f"memref<4xf32, {space}>"
