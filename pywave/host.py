@@ -28,6 +28,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import gpu, llvm
 
+from . import validate
 from .async_inline import inline_async_execute
 from .errors import CompileError
 from .mlirutil import diagnostic_error, file_location, run_pipeline, sym_name
@@ -79,6 +80,7 @@ def lower(module: ir.Module, binaries: list[Binary], functions: list[HostSignatu
     inline_async_execute(module)
     _join_async_dependencies(module)
     _synchronous_ops_on_streams(module)
+    validate.host_spaces(module)
     run_pipeline(module, host_pipeline(kernel_bare_ptr), "lowering host code to LLVM", text)
     rewriter = LaunchRewriter(module, binaries, synchronous=run_entry is not None)
     rewriter.run()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import struct
+import sys
 import threading
 
 from . import layout
@@ -211,7 +212,10 @@ class JitModule:
             raise CompileError(f"the JIT-compiled host code has no symbol {name!r}")
         return addr
 
-    def close(self) -> None:
+    def close(self, _finalizing=sys.is_finalizing) -> None:
         if self._engine is not None:
-            self._engine.close()
-            self._engine = None
+            engine, self._engine = self._engine, None
+            if _finalizing():   # llvmlite's globals may be gone at exit; the process frees it
+                engine.detach()
+            else:
+                engine.close()

@@ -23,7 +23,7 @@ import ctypes
 import logging
 import os
 import threading
-from _ctypes import dlclose  # bound now: a release at interpreter exit may import nothing
+from _ctypes import dlclose
 
 try:   # BLAKE2b is built into CPython; hashlib's import loads OpenSSL (~5 ms per process)
     from _blake2 import blake2b
@@ -165,13 +165,16 @@ class SharedObjectModule:
         except AttributeError:
             raise CompileError(f"the pre-linked host code has no symbol {name!r}") from None
 
-    def close(self) -> None:
+    def close(self, _dlclose=dlclose, _close=os.close, _lock=_open_lock,
+              _handles=_open_handles) -> None:
+        # What close uses is bound at definition: a module released at interpreter exit may
+        # find this module's globals already cleared (a module held by an attribute of sys).
         if self._library is not None:
             handle, self._library = self._library._handle, None
-            dlclose(handle)
-            with _open_lock:
-                _open_handles.discard(handle)
-            os.close(self._fd)
+            _dlclose(handle)
+            with _lock:
+                _handles.discard(handle)
+            _close(self._fd)
 
 
 def load(root: str | None, object_code: bytes, runtime_library: str) -> SharedObjectModule | None:

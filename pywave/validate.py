@@ -290,23 +290,9 @@ def _check_op(op: "ir.Operation", ir) -> None:
 
 #: Memory-space attributes the kernel lowerings map to address spaces (gpu-to-nvvm/rocdl:
 #: #gpu.address_space; convert-amdgpu-to-rocdl: #amdgpu.address_space). The host lowering
-#: (gpu-to-llvm, convert-to-llvm) maps neither: in host code they, like any other attribute,
-#: made MLIR 22 report a failed type conversion inside a pass that still succeeds, which
-#: aborts the Python bindings (fuzz seed 34, case 90).
+#: (gpu-to-llvm, convert-to-llvm) maps neither: host code typed with one is refused by
+#: :func:`host_spaces`.
 MAPPED_SPACES = ("#gpu.address_space<", "#amdgpu.address_space<")
-
-
-#: Ops whose regions are kernel code: a gpu.module, and a gpu.launch body (outlined later).
-_KERNEL_REGIONS = ("gpu.module", "gpu.launch")
-
-
-def _in_kernel_code(op: "ir.Operation") -> bool:
-    """Whether ``op`` is (or is nested in) a ``gpu.module`` or a ``gpu.launch`` body."""
-    while op is not None:
-        if op.name in _KERNEL_REGIONS:
-            return True
-        op = op.parent
-    return False
 
 
 def _check_type(t: "ir.Type", op: "ir.Operation", ir) -> None:
@@ -323,12 +309,6 @@ def _check_type(t: "ir.Type", op: "ir.Operation", ir) -> None:
                 f"0..{MAX_ADDRESS_SPACE} (LLVM address spaces) or, in kernel code, "
                 "#gpu.address_space<global|workgroup|private> or (AMD kernels) "
                 "#amdgpu.address_space<...>")
-        if not _in_kernel_code(op):
-            raise CompileError(
-                f"{op.name} at {_where(op)} uses the type {t} in host code; the host lowering "
-                f"(gpu-to-llvm) maps no {str(space).split('<')[0]} memory space to an LLVM "
-                "address space: outside a gpu.module write GPU global memory as memory "
-                "space 1 (or none), in the kernel's signature too")
         return
     value = ir.IntegerAttr(space).value
     if not 0 <= value <= MAX_ADDRESS_SPACE:
@@ -420,10 +400,61 @@ def prepared(mod: "ir.Module", *, device_arguments: bool = True) -> None:
             _drop_impossible_launch_hints(top, ir)
             _check_lowerable(top, KERNEL_DIALECTS, "kernels (convert-gpu-to-nvvm/rocdl)", ir,
                              skip_self=True)
-        elif top.name == "func.func":
+            continue
+        if top.name == "func.func":
             _check_argument_words(top, ir)
             _check_lowerable(top, HOST_DIALECTS, "host (gpu-to-llvm, convert-to-llvm)", ir)
             _check_host_access(top, ir, device_arguments and not _private(top, ir))
+
+
+def host_spaces(mod: "ir.Module") -> None:
+    """Host code typed with a :data:`MAPPED_SPACES` memory space, anywhere in a type
+    (``!async.value<memref<...>>``, a memref of memrefs) or in a type attribute (a
+    ``memref.global``'s type, a function type), is a CompileError naming the op, its place
+    and the type. Run on the module as it enters the host lowering (kernels outlined and
+    serialised, async regions inlined, dead values gone): the host lowering maps no such
+    space, and MLIR 22 then reports a failed type conversion inside a pass that still
+    succeeds, which aborts the Python bindings (fuzz seed 34, case 90)."""
+    from mlir import ir
+
+    def types(op: "ir.Operation"):
+        yield from (r.type for r in op.results)
+        for region in op.regions:
+            for block in region.blocks:
+                yield from (a.type for a in block.arguments)
+        for name in op.attributes:
+            attr = op.attributes[name]
+            if isinstance(attr, ir.TypeAttr):
+                yield attr.value
+
+    found: list[CompileError] = []
+
+    def visit(op: "ir.Operation") -> ir.WalkResult:   # no exception through MLIR's walk
+        for t in types(op):
+            text = str(t)
+            space = next((s for s in MAPPED_SPACES if s in text), None)
+            if space is not None and not _in_gpu_module(op):
+                found.append(CompileError(
+                    f"{op.name} at {_where(op)} uses the type {t} in host code; the host "
+                    f"lowering (gpu-to-llvm) maps no {space[:-1]} memory space to an LLVM "
+                    "address space: outside a gpu.module write GPU global memory as memory "
+                    "space 1 (or none), in the kernel's signature too"))
+                return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    mod.operation.walk(visit)
+    if found:
+        raise found[0]
+
+
+def _in_gpu_module(op: "ir.Operation") -> bool:
+    """Whether ``op`` is or is nested in a ``gpu.module`` (one the host lowering leaves to
+    the kernel path, e.g. inside a nested builtin.module)."""
+    while op is not None:
+        if op.name == "gpu.module":
+            return True
+        op = op.parent
+    return False
 
 
 def _drop_impossible_launch_hints(gmod: "ir.Operation", ir) -> None:

@@ -122,13 +122,20 @@ def test_release_imports_nothing(tmp_path, monkeypatch):
     assert module._code.closed
 
 
-@needs_cc
-def test_module_alive_at_exit_prints_nothing(tmp_path):
+@pytest.mark.parametrize("holder", ["m", "sys._kept = m", "sys._kept = m.main"])
+@pytest.mark.parametrize("cc", ["cc", "/nonexistent/cc"])
+def test_module_alive_at_exit_prints_nothing(tmp_path, holder, cc):
+    """Released during interpreter exit, when module globals may already be None (a module
+    held by an attribute of sys is released last): pre-linked and MCJIT host code alike."""
+    if cc == "cc" and shutil.which("cc") is None:
+        pytest.skip("needs a C compiler (cc)")
     cache_dir = tmp_path / "cache"
-    keep = LOAD.replace("print(", "f = m.main; print(")
-    assert _fresh(keep, cache_dir).returncode == 0
-    warm = _fresh(keep, cache_dir)
-    assert warm.returncode == 0 and warm.stdout.split()[0] == "SharedObjectModule"
+    keep = LOAD.replace("print(", f"{holder}; print(")
+    assert _fresh(keep, cache_dir, CC=cc).returncode == 0
+    warm = _fresh(keep, cache_dir, CC=cc)
+    assert warm.returncode == 0
+    engine = "SharedObjectModule" if cc == "cc" else "JitModule"
+    assert warm.stdout.split()[0] == engine
     assert warm.stderr == ""
 
 

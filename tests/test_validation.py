@@ -110,6 +110,21 @@ def test_gpu_memory_space_in_host_code(space, where):
     assert "memory space 1 (or none)" in message
 
 
+@pytest.mark.parametrize("decl, t", [
+    ("memref.global \"private\" @g : {t} = uninitialized",
+     "memref<4xf32, #gpu.address_space<global>>"),
+    ("func.func private @h(%a: {t}) {{ return }}",
+     "!async.value<memref<4xf32, #gpu.address_space<global>>>"),
+    ("func.func private @h(%a: {t}) {{ return }}",
+     "memref<4xmemref<4xf32, #gpu.address_space<global>>>")])
+def test_gpu_memory_space_nested_or_in_an_attribute_in_host_code(decl, t):
+    """The type in a memref.global's attribute, or nested in another type, is checked too."""
+    text = V.rstrip()[:-1] + "  " + decl.format(t=t) + "\n}\n"
+    with pytest.raises(pywave.CompileError) as info:
+        pywave.compile(text, target="sm_90", format="ptx", disk_cache=False, isolate=True)
+    assert f"uses the type {t} in host code" in str(info.value), str(info.value)
+
+
 def test_gpu_memory_space_in_a_launch_body_is_kernel_code():
     """A gpu.launch body is outlined into a kernel: workgroup memory there is allowed."""
     text = V.replace("func.func @main", """func.func @uses_launch(%a: memref<?xf32>) {
