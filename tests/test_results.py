@@ -99,6 +99,7 @@ def test_memory_the_call_does_not_own_is_refused(body, match):
 
 @pytest.mark.parametrize("rtype, match", [
     ("memref<4xf32, 3>", "memory space 3"),
+    ("memref<4xf32, #gpu.address_space<global>>", r"GPU global memory \(memory space 1\)"),
     ("memref<*xf32>", "unranked"),
     ("vector<4xf32>", "host results may be ranked memrefs or scalars"),
 ])
