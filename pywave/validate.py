@@ -7,9 +7,10 @@ Two halves:
   names, the text's encoding, strings that go into a pass pipeline) and run in the user's
   process before a compile starts (on cache hits too: they are cheap). :func:`nesting` runs
   right before the text is parsed (:func:`pywave.parse.parse`): a cache hit skips it.
-- :func:`module` and :func:`prepared` walk a parsed module (in the compile worker): memory
-  spaces, allocas, ``memref.dim`` indices, kernel launch-bound attributes, host code that
-  touches device memory, ops that no stage lowers.
+- :func:`module`, :func:`prepared` and :func:`host_spaces` walk a parsed module (in the
+  compile worker): memory spaces, allocas, ``memref.dim`` indices, kernel launch-bound
+  attributes, host code that touches device memory or is typed with a GPU memory space, ops
+  that no stage lowers.
 
 Every failure is a :class:`~pywave.errors.CompileError` (a bad ``timeout``: a
 :class:`~pywave.errors.Error`; ``TypeError`` for a wrong Python type) naming the parameter or
@@ -400,8 +401,7 @@ def prepared(mod: "ir.Module", *, device_arguments: bool = True) -> None:
             _drop_impossible_launch_hints(top, ir)
             _check_lowerable(top, KERNEL_DIALECTS, "kernels (convert-gpu-to-nvvm/rocdl)", ir,
                              skip_self=True)
-            continue
-        if top.name == "func.func":
+        elif top.name == "func.func":
             _check_argument_words(top, ir)
             _check_lowerable(top, HOST_DIALECTS, "host (gpu-to-llvm, convert-to-llvm)", ir)
             _check_host_access(top, ir, device_arguments and not _private(top, ir))
