@@ -99,7 +99,7 @@ PEER_SCRIPTS = {
 def _peer_script(setup: str, body: str, path: str) -> str:
     """The fresh process's program: set-up, then the timed part, printing its seconds."""
     return (textwrap.dedent(setup) + "import time as _time\n_start = _time.perf_counter()\n"
-            + textwrap.dedent(body).format(path=VECTOR_ADD)
+            + textwrap.dedent(body).format(path=path)
             + "print(_time.perf_counter() - _start)\n")
 
 
