@@ -7,6 +7,7 @@ bench/report.py's Markdown and plots from given results, and report.py end to en
 from __future__ import annotations
 
 import importlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -181,6 +182,21 @@ def test_report_plots(bench, tmp_path):
     assert written == ["launch.png", "arg_curve.png", "bandwidth.png", "compile.png"]
     for name in written:
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_peer_script_times_only_its_part(bench, tmp_path):
+    """The fresh-process script runs the set-up untimed, then the part, from a file named so
+    that it shadows no package, and prints the part's seconds; a part that fails is an
+    error, not a number."""
+    report = bench("report")
+    script = tmp_path / "peer_demo.py"
+    script.write_text(report._peer_script("import time\ntime.sleep(0.3)\n",
+                                          "assert {path!r} == '/p'\n", "/p"))
+    seconds = report._timed(str(script), dict(os.environ), str(tmp_path))
+    assert 0 <= seconds < 0.25
+    script.write_text(report._peer_script("", "raise SystemExit(3)\n", "/p"))
+    with pytest.raises(subprocess.CalledProcessError):
+        report._timed(str(script), {}, str(tmp_path))
 
 
 def test_report_without_gpu(tmp_path):
