@@ -68,7 +68,6 @@ def _struct_type(mma: ir.Type, cache: dict[str, ir.Type]) -> ir.Type:
     if key in cache:
         return cache[key]
     element = key.split("<", 1)[1].split(",")[0].split("x")[-1]   # <16x16xf16, "COp">
-    zero = "0.0" if element.startswith(("f", "bf")) else "0"
     text = (f"gpu.module @probe {{ gpu.func @f(%buf: memref<16x16x{element}>) kernel {{\n"
             f"  %c0 = arith.constant 0 : index\n"
             f"  %m = gpu.subgroup_mma_load_matrix %buf[%c0, %c0] {{leadDimension = 16 : index}}"
