@@ -62,8 +62,8 @@ def lower_elementwise(module: ir.Module) -> int:
 
 
 def _struct_type(mma: ir.Type, cache: dict[str, ir.Type]) -> ir.Type:
-    """The LLVM struct the NVVM lowering gives a ``!gpu.mma_matrix`` type (by lowering a
-    ``gpu.subgroup_mma_constant_matrix`` of it)."""
+    """The LLVM struct the NVVM lowering gives a ``!gpu.mma_matrix`` type (the result of the
+    ``nvvm.wmma.load`` a probe kernel's ``gpu.subgroup_mma_load_matrix`` of it lowers to)."""
     key = str(mma)
     if key in cache:
         return cache[key]
