@@ -253,18 +253,23 @@ def single_threaded(ctx: "ir.Context") -> None:
 def module(mod: "ir.Module") -> None:
     """Checks on the parsed module: memory spaces, allocas, kernel launch bounds."""
     from mlir import ir
+    _walk_checking(mod.operation, lambda op: _check_op(op, ir), ir)
 
+
+def _walk_checking(root: "ir.Operation", check, ir) -> None:
+    """Walk ``root`` calling ``check(op)``; the first CompileError it raises stops the walk
+    and is raised after it (an exception must not cross MLIR's walk callback)."""
     problems: list[CompileError] = []
 
-    def visit(op: ir.Operation) -> ir.WalkResult:
+    def visit(op: "ir.Operation") -> "ir.WalkResult":
         try:
-            _check_op(op, ir)
+            check(op)
         except CompileError as exc:
             problems.append(exc)
             return ir.WalkResult.INTERRUPT
         return ir.WalkResult.ADVANCE
 
-    mod.operation.walk(visit)
+    root.walk(visit)
     if problems:
         raise problems[0]
 
@@ -427,24 +432,18 @@ def host_spaces(mod: "ir.Module") -> None:
             if isinstance(attr, ir.TypeAttr):
                 yield attr.value
 
-    found: list[CompileError] = []
-
-    def visit(op: "ir.Operation") -> ir.WalkResult:   # no exception through MLIR's walk
+    def check(op: "ir.Operation") -> None:
         for t in types(op):
             text = str(t)
             space = next((s for s in MAPPED_SPACES if s in text), None)
             if space is not None and not _in_gpu_module(op):
-                found.append(CompileError(
+                raise CompileError(
                     f"{op.name} at {_where(op)} uses the type {t} in host code; the host "
                     f"lowering (gpu-to-llvm) maps no {space[:-1]} memory space to an LLVM "
                     "address space: outside a gpu.module write GPU global memory as memory "
-                    "space 1 (or none), in the kernel's signature too"))
-                return ir.WalkResult.INTERRUPT
-        return ir.WalkResult.ADVANCE
+                    "space 1 (or none), in the kernel's signature too")
 
-    mod.operation.walk(visit)
-    if found:
-        raise found[0]
+    _walk_checking(mod.operation, check, ir)
 
 
 def _in_gpu_module(op: "ir.Operation") -> bool:
