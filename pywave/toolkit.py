@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import logging
 import os
 import re
-import json
 import shutil
 import sys
 
@@ -94,34 +94,30 @@ def ptxas_version(ptxas: str) -> str:
     except OSError:
         return ""
     key = f"{os.path.realpath(ptxas)}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
-    known = _versions()
+    from . import cache
+    root = cache.directory()        # None: no cache folder, nothing remembered
+    known = _versions(root)
     if key in known:
         return known[key]
     found = _run_ptxas_version(ptxas)
-    if found:
-        _remember_version(key, found)
+    if found and root is not None:
+        known = _versions(root)     # read again: another process may have added one meanwhile
+        known[key] = found
+        cache.write_atomic(root, VERSIONS_FILE, json.dumps(known, sort_keys=True).encode())
     return found
 
 
-def _versions() -> dict[str, str]:
-    from . import cache
-    root = cache.directory()
+def _versions(root: str | None) -> dict[str, str]:
+    """The remembered releases in ``root``'s :data:`VERSIONS_FILE` ({} when none or damaged)."""
+    if root is None:
+        return {}
     try:
         with open(os.path.join(root, VERSIONS_FILE), encoding="utf-8") as fh:
             data = json.load(fh)
-    except (OSError, TypeError, ValueError):      # none yet, no cache folder, or damaged
+    except (OSError, ValueError):      # none yet, or damaged
         return {}
     return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)} \
         if isinstance(data, dict) else {}
-
-
-def _remember_version(key: str, version: str) -> None:
-    from . import cache
-    root = cache.directory()
-    if root is not None:
-        known = _versions()         # read again: another process may have added one meanwhile
-        known[key] = version
-        cache.write_atomic(root, VERSIONS_FILE, json.dumps(known, sort_keys=True).encode())
 
 
 def _run_ptxas_version(ptxas: str) -> str:
