@@ -61,19 +61,18 @@ def gpu_torch():
 #: imports the launcher, compiles the vector add and launches it once on 1024 elements, and
 #: prints that part's seconds. Timing inside the process keeps the framework's own import (about
 #: 3.5 s for torch, varying by tenths of a second) out of the number.
-PEER_SCRIPTS = {
-    "pywave": ("PYWAVE_CACHE_DIR", """
+_TORCH_SETUP = """
         import torch
         a = torch.ones(1024, device='cuda'); c = torch.empty_like(a); torch.cuda.synchronize()
-        """, """
+        """
+
+PEER_SCRIPTS = {
+    "pywave": ("PYWAVE_CACHE_DIR", _TORCH_SETUP, """
         import pywave
         mod = pywave.compile(open({path!r}).read())
         mod(a, a, c); torch.cuda.synchronize(); assert c[0].item() == 2
         """),
-    "triton": ("TRITON_CACHE_DIR", """
-        import torch
-        a = torch.ones(1024, device='cuda'); c = torch.empty_like(a); torch.cuda.synchronize()
-        """, """
+    "triton": ("TRITON_CACHE_DIR", _TORCH_SETUP, """
         import triton, triton.language as tl
         @triton.jit
         def add(x, y, z, n, BLOCK: tl.constexpr):
