@@ -28,7 +28,7 @@ import dataclasses
 import functools
 import logging
 import time
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from . import cache, dump, images, jit, lowering, runtime, toolkit, validate
 from ._version import __version__
@@ -44,6 +44,15 @@ log = logging.getLogger("pywave")
 
 #: The stages, in the order they run (the keys of :attr:`Artifacts.seconds`).
 STAGES = ("parse", "prepare", "signatures", "kernels", "host", "llvm-codegen")
+
+_stage_listener: "Callable[[str], None] | None" = None
+
+
+def on_stage(listener: "Callable[[str], None] | None") -> None:
+    """Call ``listener(stage)`` as each stage of a compile in this process finishes (a
+    compile worker tells its client, which then knows the stage of a crash or hang)."""
+    global _stage_listener
+    _stage_listener = listener
 
 
 @dataclasses.dataclass
@@ -131,8 +140,8 @@ class Recorder:
                 self.dump.module(stage, module)
         if self.dump:
             self.dump.update(seconds=self.seconds)
-        from . import isolation   # imported by compiles only, not by warm starts
-        isolation.stage_finished(stage)       # a compile worker tells its parent
+        if _stage_listener is not None:
+            _stage_listener(stage)       # a compile worker tells its client
         self._clock = time.perf_counter()
 
     def keep(self, stage: str, ir_text) -> None:

@@ -14,6 +14,10 @@ import pywave
 
 DATA = Path(__file__).parent / "data"
 
+# Compile servers started by the tests (one per boot line the tests patch in) exit soon after
+# the last test process using them is gone, instead of the default 600 s.
+os.environ.setdefault("PYWAVE_COMPILE_SERVER_IDLE", "30")
+
 
 def fake_driver() -> Path | None:
     """libwavert's recording driver stand-in (libfake_cuda.so) from a build folder of this

@@ -39,7 +39,7 @@ def pool_calls(monkeypatch):
     requests in flight at once."""
     calls, state = [], {"now": 0, "most": 0}
     lock = threading.Lock()
-    real = isolation._POOL.run
+    real = isolation.POOL.run
 
     def run(kind, compiler, limit, workers=None):
         with lock:
@@ -51,7 +51,7 @@ def pool_calls(monkeypatch):
         finally:
             with lock:
                 state["now"] -= 1
-    monkeypatch.setattr(isolation._POOL, "run", run)
+    monkeypatch.setattr(isolation.POOL, "run", run)
     return calls, state
 
 
@@ -67,7 +67,7 @@ def test_order_preserved_and_cache_filled_then_all_hits(cache_dir, pool_calls):
     assert all(isinstance(m, pywave.CompiledModule) for m in mods)
     assert calls == [3, 3, 3, 3] and 1 <= state["most"] <= 3
     assert len(entries(cache_dir)) == 4
-    assert isolation._POOL.started() <= isolation.DEFAULT_WORKERS   # trimmed afterwards
+    assert isolation.POOL.started() <= isolation.options.DEFAULT_WORKERS   # trimmed afterwards
     # the same modules again: in-memory hits return the same objects, no worker
     again = pywave.compile_many([variant(t) for t in tags], jobs=3, **OPTIONS)
     assert all(x is y for x, y in zip(again, mods)) and len(calls) == 4
@@ -85,7 +85,7 @@ def test_load_false_returns_keys_and_a_second_call_is_all_disk_hits(cache_dir, p
 
     def refuse(*a, **k):
         raise AssertionError("a cache hit must start no worker")
-    monkeypatch.setattr(isolation._POOL, "run", refuse)
+    monkeypatch.setattr(isolation.POOL, "run", refuse)
     assert pywave.compile_many(texts, jobs=2, load=False, **OPTIONS) == keys
     outcomes = many.run(texts, jobs=2, load=False, **OPTIONS)
     assert [o.status for o in outcomes] == ["cached"] * 3
@@ -114,7 +114,7 @@ def test_one_bad_input_is_reported_with_its_index_while_the_others_compile(cache
 def test_in_process_mode_compiles_serially_without_the_pool(cache_dir, monkeypatch):
     def refuse(*a, **k):
         raise AssertionError("isolate=False must not use the pool")
-    monkeypatch.setattr(isolation._POOL, "run", refuse)
+    monkeypatch.setattr(isolation.POOL, "run", refuse)
     keys = pywave.compile_many([variant("p0"), variant("p1")], jobs=4, load=False,
                                isolate=False, **OPTIONS)
     assert len(set(keys)) == 2 and len(entries(cache_dir)) == 2

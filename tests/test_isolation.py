@@ -47,7 +47,7 @@ def patched_worker(monkeypatch, tmp_path):
 
     def use(patch: str) -> None:
         isolation.shutdown()
-        monkeypatch.setattr(isolation, "_BOOT", _boot_with(patch))
+        monkeypatch.setattr(isolation.client, "BOOT", _boot_with(patch))
     yield use
     monkeypatch.undo()
     isolation.shutdown()
@@ -140,7 +140,7 @@ def test_untyped_worker_exception_keeps_its_type(patched_worker):
 def test_in_process_mode_option_and_environment(monkeypatch):
     def refuse(*a, **k):
         raise AssertionError("the pool must not be used")
-    monkeypatch.setattr(isolation._POOL, "run", refuse)
+    monkeypatch.setattr(isolation.POOL, "run", refuse)
     program(VECTOR_ADD, target="sm_90", format="ptx", isolate=False)
     pywave.compile(VECTOR_ADD.replace("@add", "@add_opt"), target="sm_90", format="ptx",
                    disk_cache=False, isolate=False)
@@ -189,13 +189,13 @@ def test_last_message_prefers_the_assertion():
 def requests(monkeypatch):
     """The Pipelines sent to compile workers in this process, (kind, pipeline) each."""
     sent = []
-    real = isolation._POOL.run
+    real = isolation.POOL.run
 
-    def run(kind, compiler, limit):
+    def run(kind, compiler, limit, workers=None):
         sent.append((kind, compiler))
-        return real(kind, compiler, limit)
+        return real(kind, compiler, limit, workers=workers)
     monkeypatch.delenv("PYWAVE_ISOLATE", raising=False)
-    monkeypatch.setattr(isolation._POOL, "run", run)
+    monkeypatch.setattr(isolation.POOL, "run", run)
     return sent
 
 
@@ -247,10 +247,12 @@ def test_worker_log_records_reach_the_parent(requests, caplog):
 
 
 # --------------------------------------------------------------------------------------------
-# The compile server ("zygote"): workers forked from one pre-loaded process
+# The compile server ("zygote"): workers forked from one pre-loaded process per set-up
 # --------------------------------------------------------------------------------------------
 needs_server = pytest.mark.skipif(not isolation.server_enabled(),
                                   reason="the compile server needs Linux (fork, pidfd)")
+
+
 def _parent_of(pid: int) -> int:
     with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
         return int(fh.read().rsplit(")", 1)[1].split()[1])
@@ -270,25 +272,38 @@ def _gone(pid: int) -> bool:
         return True
 
 
+def _wait_gone(pids, seconds: float) -> list[int]:
+    import time
+    deadline = time.monotonic() + seconds
+    alive = list(pids)
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if not _gone(p)]
+        time.sleep(0.05)
+    return alive
+
+
 @pytest.fixture
 def fresh_pool(monkeypatch, tmp_path):
-    """No worker and no server before and after; the compile server enabled."""
+    """No worker before and after, the compile server enabled and a server of this test's
+    own (a boot line no other test uses), stopped afterwards."""
     monkeypatch.setenv("PYWAVE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("PYWAVE_COMPILE_SERVER", raising=False)
     isolation.shutdown()
-    yield isolation._POOL
+    monkeypatch.setattr(isolation.client, "BOOT", _boot_with(f"tag = {str(tmp_path)!r}"))
+    yield isolation.POOL
     isolation.shutdown()
+    isolation.stop_server()
 
 
 def _extra_worker(pool, text: str = VECTOR_ADD):
     """Compile ``text`` while the idle worker is held: a second worker is started; returns
     (held worker, the new worker)."""
-    held = pool._acquire(2)
+    held = pool._idle.pop()
     try:
         program(text.replace("@add", "@add_extra"), target="sm_90", format="ptx")
         (new,) = pool._idle
     finally:
-        pool._release(held)
+        pool._idle.append(held)
     return held, new
 
 
@@ -303,15 +318,32 @@ def test_workers_are_forked_by_the_server_and_inherit_no_user_fd(fresh_pool, tmp
     finally:
         os.close(fd)
     server = fresh_pool._server
-    assert server is not None and server.alive()
+    assert server is not None and not _gone(server.pid)
     for worker in (first, second):
-        assert isinstance(worker, isolation._ForkedWorker)
+        assert isinstance(worker, isolation.client.ForkedWorker)
         assert _parent_of(worker.pid) == server.pid       # forked, not a new interpreter
         targets = _fd_targets(worker.pid)
         assert str(marker) not in targets.values()
         assert targets[3] == "anon_inode:[pidfd]" and len(targets) <= 6, targets
     assert str(marker) not in _fd_targets(server.pid).values()
     assert os.listdir(f"/proc/{server.pid}/task") == [str(server.pid)]   # one thread
+    assert _parent_of(server.pid) != os.getpid()          # detached, shared
+
+
+@needs_server
+def test_server_is_shared_by_processes_and_private_to_the_user(fresh_pool):
+    program(VECTOR_ADD, target="sm_90", format="ptx")
+    server = fresh_pool._server
+    folder = os.path.dirname(server.path)
+    assert os.stat(folder).st_mode & 0o777 == 0o700
+    code = ("import sys, json; from pywave import isolation, pipeline; "
+            "isolation.client.BOOT = sys.argv[1]; "
+            "isolation.program(pipeline.Pipeline(sys.stdin.read(), target='sm_90', "
+            "format='ptx')); print(isolation.POOL._server.pid)")
+    out = subprocess.run([sys.executable, "-c", code, isolation.client.BOOT],
+                         input=VECTOR_ADD.replace("@add", "@add_other"), text=True,
+                         capture_output=True, timeout=120, check=True, cwd="/")
+    assert int(out.stdout) == server.pid
 
 
 @needs_server
@@ -319,35 +351,35 @@ def test_crash_in_a_forked_worker_leaves_the_server_and_other_workers(patched_wo
                                                                        monkeypatch):
     monkeypatch.delenv("PYWAVE_COMPILE_SERVER", raising=False)
     patched_worker(CRASH_ON_MARK)
-    pool = isolation._POOL
+    pool = isolation.POOL
     program(VECTOR_ADD, target="sm_90", format="ptx")
     survivor, victim = _extra_worker(pool)
     server = pool._server
-    assert pool._idle[-1] is survivor
-    pool._idle[-2:] = [survivor, victim]          # the next request takes the victim
+    pool._idle[:] = [survivor, victim]          # the next request takes the victim
     with pytest.raises(pywave.CompileError, match="SIGSEGV.*stage 'parse'"):
         program(VECTOR_ADD + "// CRASH\n", target="sm_90", format="ptx")
-    assert _gone(victim.pid) and not _gone(survivor.pid)
-    assert pool._server is server and server.alive()
+    assert _wait_gone([victim.pid], 5) == [] and not _gone(survivor.pid)
+    assert pool._server is server and not _gone(server.pid)
     program(VECTOR_ADD.replace("@add", "@add_after"), target="sm_90", format="ptx")
     assert pool._idle == [survivor]
     _, third = _extra_worker(pool)                 # the same server forks a replacement
     assert _parent_of(third.pid) == server.pid
+    isolation.stop_server()
 
 
 @needs_server
-def test_killed_server_is_restarted(fresh_pool):
+def test_killed_server_is_restarted_and_its_workers_go_on(fresh_pool):
     import signal
     program(VECTOR_ADD, target="sm_90", format="ptx")
-    old = fresh_pool._server
-    old.proc.send_signal(signal.SIGKILL)
-    old.proc.wait()
-    orphan, new = _extra_worker(fresh_pool)
+    old = fresh_pool._server.pid
+    orphan = fresh_pool._idle[0]
+    os.kill(old, signal.SIGKILL)
+    assert _wait_gone([old], 5) == []
+    fresh_pool._idle.clear()                       # the next compile needs a new worker
+    program(VECTOR_ADD.replace("@add", "@add_new"), target="sm_90", format="ptx")
     server = fresh_pool._server
-    assert server is not old and server.alive()
-    assert _parent_of(new.pid) == server.pid
-    fresh_pool._idle.remove(orphan)
-    fresh_pool._idle.append(orphan)                # the old server's worker still compiles
+    assert server.pid != old and _parent_of(fresh_pool._idle[0].pid) == server.pid
+    fresh_pool._idle[:] = [orphan]                 # the old server's worker still compiles
     program(VECTOR_ADD.replace("@add", "@add_orphan"), target="sm_90", format="ptx")
 
 
@@ -355,99 +387,100 @@ def test_direct_start_when_the_server_is_off(fresh_pool, monkeypatch):
     monkeypatch.setenv("PYWAVE_COMPILE_SERVER", "0")
     program(VECTOR_ADD, target="sm_90", format="ptx")
     assert fresh_pool._server is None
-    assert isinstance(fresh_pool._idle[0], isolation._SpawnedWorker)
+    assert isinstance(fresh_pool._idle[0], isolation.client.SpawnedWorker)
 
 
 @needs_server
 def test_direct_start_when_the_server_cannot_start(fresh_pool, monkeypatch, caplog):
     import logging
-    monkeypatch.setattr(isolation, "_BOOT", _boot_with(       # only the server exits
-        "import os; len(sys.argv) > 2 and os._exit(5)"))
+    monkeypatch.setattr(isolation.client, "BOOT", _boot_with(       # only the server exits
+        "import os; sys.argv[2] == 'server' and os._exit(5)"))
     with caplog.at_level(logging.DEBUG, logger="pywave.isolation"):
         program(VECTOR_ADD, target="sm_90", format="ptx")
-    assert isinstance(fresh_pool._idle[0], isolation._SpawnedWorker)
+    assert isinstance(fresh_pool._idle[0], isolation.client.SpawnedWorker)
     assert fresh_pool._server is None and fresh_pool._server_broken
-    assert any("exited with status 5" in r.getMessage() and "directly" in r.getMessage()
+    assert any("exited with status 5" in r.getMessage() and "of its own" in r.getMessage()
                for r in caplog.records)
 
 
 _USER = """
 import json, sys, threading, time
 from pywave import isolation, pipeline
-isolation._BOOT = sys.argv[1]
+from pywave.isolation import protocol
+from pywave.isolation.interrupts import Shield
+isolation.client.BOOT = sys.argv[1]
 text = sys.stdin.read()
-pool = isolation._POOL
-busy = pool._acquire(2)                    # a worker that will be mid-compile
-idle = pool._acquire(2)
-pool._release(idle)
+pool = isolation.POOL
+isolation.program(pipeline.Pipeline(text, target="sm_90", format="ptx"))
+idle = pool._idle.pop()                    # one idle worker, one about to hang
+isolation.program(pipeline.Pipeline(text.replace("@add", "@b"), target="sm_90", format="ptx"))
+busy = pool._idle.pop()
 threading.Thread(target=busy.request, daemon=True, args=(
     "program", pipeline.Pipeline(text + "// HANG\\n", target="sm_90", format="ptx"),
-    600)).start()
-server = pool._server.pid if pool._server else None
-print(json.dumps({"server": server, "workers": [busy.pid, idle.pid]}), flush=True)
+    protocol.Deadline(600), Shield(), 600)).start()
+print(json.dumps({"server": pool._server.pid, "workers": [busy.pid, idle.pid]}), flush=True)
 time.sleep(600)
 """
 
 
-def test_no_worker_or_server_survives_the_users_process(tmp_path):
+def test_no_worker_survives_the_users_process_and_the_server_idles_out(tmp_path):
     """The user's process is killed (SIGKILL: no atexit) while one worker is idle and one
-    is mid-compile: both, and the server, exit within seconds."""
+    is mid-compile: both exit within seconds; the shared server after its idle time."""
     import signal
-    import time
-    env = dict(os.environ, PYWAVE_CACHE_DIR=str(tmp_path / "cache"))
-    user = subprocess.Popen([sys.executable, "-c", _USER, _boot_with(HANG_ON_MARK)],
+    env = dict(os.environ, PYWAVE_CACHE_DIR=str(tmp_path / "cache"),
+               PYWAVE_COMPILE_SERVER_IDLE="3")
+    boot = _boot_with(f"{HANG_ON_MARK}; tag = {str(tmp_path)!r}")
+    user = subprocess.Popen([sys.executable, "-c", _USER, boot],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                             env=env, cwd=str(tmp_path))
     try:
         user.stdin.write(VECTOR_ADD)
         user.stdin.close()
         pids = json.loads(user.stdout.readline())
+        import time
         time.sleep(1.0)                           # the busy worker enters the hang
     finally:
         user.send_signal(signal.SIGKILL)
         user.wait()
-    alive = [p for p in [pids["server"], *pids["workers"]] if p is not None]
-    assert len(alive) == (3 if isolation.server_enabled() else 2)
-    deadline = time.monotonic() + 10
-    while alive and time.monotonic() < deadline:
-        alive = [p for p in alive if not _gone(p)]
-        time.sleep(0.1)
-    assert alive == []
+    assert _wait_gone(pids["workers"], 10) == []
+    if isolation.server_enabled():
+        assert not _gone(pids["server"])
+        assert _wait_gone([pids["server"]], 40) == []
 
 
 _FORKING_USER = """
 import json, os, sys
 from pywave import isolation, pipeline
+isolation.client.BOOT = sys.argv[1]
 text = sys.stdin.read()
 def compile_once(name):
     isolation.program(pipeline.Pipeline(text.replace("@add", name), target="sm_90",
                                         format="ptx"))
-    return isolation._POOL._server.pid, isolation._POOL._idle[0].pid
+    return isolation.POOL._server.pid, isolation.POOL._idle[0].pid
 server, worker = compile_once("@add_parent")
 child = os.fork()
 if child == 0:
+    assert isolation.POOL._idle == [] and isolation.POOL._server is None
     server, worker = compile_once("@add_child")
-    stat = lambda pid: open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    print(json.dumps({"child": os.getpid(), "server": server,
-                      "server_parent": int(stat(server)[1]),
-                      "worker_parent": int(stat(worker)[1])}), flush=True)
+    print(json.dumps({"child": os.getpid(), "server": server, "worker": worker}), flush=True)
     isolation.shutdown()
     os._exit(0)
 os.waitpid(child, 0)
-print(json.dumps({"server": server}))
+again, same = compile_once("@add_parent_again")
+print(json.dumps({"server": server, "worker": worker, "again": [again, same]}))
 """
 
 
 @needs_server
-def test_forked_user_child_starts_its_own_server(tmp_path):
+def test_forked_user_child_uses_workers_of_its_own(tmp_path):
     env = dict(os.environ, PYWAVE_CACHE_DIR=str(tmp_path / "cache"))
     env.pop("PYWAVE_COMPILE_SERVER", None)
-    out = subprocess.run([sys.executable, "-c", _FORKING_USER], input=VECTOR_ADD, text=True,
-                         capture_output=True, timeout=120, env=env, check=True)
+    out = subprocess.run([sys.executable, "-c", _FORKING_USER,
+                          _boot_with(f"tag = {str(tmp_path)!r}")], input=VECTOR_ADD,
+                         text=True, capture_output=True, timeout=120, env=env, check=True)
     child, parent = (json.loads(line) for line in out.stdout.splitlines())
-    assert child["server"] != parent["server"]
-    assert child["server_parent"] == child["child"]
-    assert child["worker_parent"] == child["server"]
+    assert child["worker"] != parent["worker"]
+    assert parent["again"] == [parent["server"], parent["worker"]]   # the parent's intact
 
 
 def test_a_forked_worker_closes_every_fd_it_was_not_given():
@@ -455,9 +488,9 @@ def test_a_forked_worker_closes_every_fd_it_was_not_given():
     looping up to the fd limit (2^30 on some systems)."""
     code = textwrap.dedent("""
         import os
-        from pywave import isolation
+        from pywave.isolation import server
         fds = sorted(os.open(os.devnull, os.O_RDONLY) for _ in range(5))
-        isolation._close_fds_from(fds[2])
+        server.close_fds_from(fds[2])
         print([fd for fd in fds if os.path.exists(f"/proc/self/fd/{fd}")] == fds[:2])
         """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

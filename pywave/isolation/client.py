@@ -1,0 +1,689 @@
+"""The client side: what runs in the user's process. A pool of leased workers and the
+connection to the shared compile server.
+
+Resources this process owns: per worker, the write end of its requests pipe, the read ends
+of its replies and status pipes, its stderr file and a pidfd (forked workers) or a Popen
+(spawned workers); one socket connected to the compile server. The pool's state is a count
+of workers (idle or leased) and the idle list, changed only under its lock and never while
+Ctrl-C can interrupt (:mod:`pywave.isolation.interrupts`). A lease ends in one of two ways:
+handed back (the request finished and the worker is healthy) or discarded (killed with
+SIGKILL through its pidfd, its fds closed, without waiting: the server reaps it). Nothing on
+a discard path blocks, so an interrupt, a timeout or a death always returns the slot.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from .._version import __version__
+from ..errors import Error
+from . import crash, files, options, protocol
+from .interrupts import Shield
+
+if TYPE_CHECKING:
+    from ..pipeline import Pipeline
+
+log = logging.getLogger("pywave.isolation")
+
+#: The Python line every compile process starts with: ``argv[1]`` is the client's sys.path
+#: (JSON), the rest is :func:`pywave.isolation.serve`'s.
+BOOT = ("import sys, json; sys.path[:] = json.loads(sys.argv[1]); "
+        "from pywave import isolation; isolation.serve()")
+#: A worker is replaced after this many compiles ...
+MAX_COMPILES = 500
+#: ... or once its resident size grew this many bytes past its size after its first compile
+#: (MLIR contexts keep interned types and attributes: about 80 KiB a module, measured).
+MAX_GROWTH = 64 << 20
+#: Seconds a compile server may take to start (its imports) before it counts as broken.
+SERVER_START_SECONDS = 120.0
+_STDERR_TAIL_BYTES = 64 * 1024
+
+
+class ServerUnavailable(Exception):
+    """The compile server could not be started or stopped answering."""
+
+
+class NotStarted(Exception):
+    """The worker ended before it began the request (it died while idle): safe to retry."""
+
+
+def _process_env() -> dict[str, str]:
+    """The environment a compile process starts with: the user's, compiles in-process, and
+    one BLAS thread (numpy, which MLIR's bindings import, otherwise starts a thread per CPU;
+    a fork server must hold no thread but its main one)."""
+    env = dict(os.environ)
+    env[options.ENV_ISOLATE] = "0"
+    env["OPENBLAS_NUM_THREADS"] = "1"
+    return env
+
+
+def _stderr_file(prefix: str):
+    return tempfile.TemporaryFile(mode="w+b", prefix=prefix)
+
+
+def _tail(stderr) -> str:
+    try:
+        size = stderr.seek(0, os.SEEK_END)
+        stderr.seek(max(0, size - _STDERR_TAIL_BYTES))
+        return stderr.read().decode("utf-8", "replace")
+    except (OSError, ValueError):
+        return ""
+
+
+def _close(fd: int | None) -> None:
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+# --------------------------------------------------------------------------------------------
+# Workers
+# --------------------------------------------------------------------------------------------
+class Worker:
+    """One worker: its pipes, stderr file and how to tell whether it lives. Subclasses
+    start the process."""
+
+    pid: int
+    _requests: int
+    _replies: int
+
+    def __init__(self) -> None:
+        self.stderr = _stderr_file("pywave-worker-")
+        self.compiles = 0
+        self.baseline_rss: int | None = None
+        self.rss = 0
+        self._reader: protocol.FrameReader | None = None
+
+    # Life -------------------------------------------------------------------------------
+    def alive(self) -> bool:
+        raise NotImplementedError
+
+    def kill(self) -> None:
+        """SIGKILL, without waiting."""
+        raise NotImplementedError
+
+    def exit_code(self, seconds: float) -> int | None:
+        """The exit status within ``seconds`` (negative: the signal), None if unknown."""
+        raise NotImplementedError
+
+    def _close_own(self) -> None:
+        raise NotImplementedError
+
+    def discard(self) -> None:
+        """Kill the worker and close what this process holds of it; never blocks."""
+        self.kill()
+        self.close()
+
+    def close(self) -> None:
+        """Close what this process holds (the worker exits at EOF on its requests)."""
+        _close(self._requests)
+        _close(self._replies)
+        self._requests = self._replies = -1
+        try:
+            self.stderr.close()
+        except OSError:
+            pass
+        self._close_own()
+
+    # One request --------------------------------------------------------------------------
+    def request(self, kind: str, compiler: "Pipeline", deadline: protocol.Deadline,
+                shield: Shield, limit: float) -> tuple[str, Any]:
+        """Run one compile; ("ok", value) or ("error", exception). Raises NotStarted,
+        crash.WorkerDied (dead or hung mid-request) or KeyboardInterrupt."""
+        self.stderr.seek(0)
+        self.stderr.truncate()
+        message = {"kind": kind, "pipeline": compiler, "env": dict(os.environ),
+                   "cwd": os.getcwd(), "log_level": log.parent.getEffectiveLevel()}
+        try:
+            _write_all(self._requests, protocol.frame(message))
+        except OSError:
+            raise NotStarted from None
+        reader = self._reader = self._reader or protocol.FrameReader(self._replies)
+        started, finished = False, None
+        while True:
+            try:
+                with shield.waiting():
+                    got = reader.next(deadline)
+            except TimeoutError:
+                self.kill()
+                raise crash.WorkerDied(
+                    f"did not finish within the time limit of {limit:g} s (timeout= or "
+                    f"${options.ENV_TIMEOUT}); the worker was killed",
+                    _next_stage(finished), self.stderr_tail()) from None
+            if got is None:
+                if not started:
+                    raise NotStarted
+                raise crash.died(self.exit_code(2.0), _next_stage(finished),
+                                 self.stderr_tail())
+            tag = got[0]
+            if tag == "start":
+                started = True
+            elif tag == "stage":
+                finished = got[1]
+            elif tag == "log":
+                record = logging.makeLogRecord(got[1])
+                logging.getLogger(record.name).handle(record)
+            else:
+                _, outcome, value, rss = got
+                self._account(rss)
+                return outcome, value
+
+    def _account(self, rss: int) -> None:
+        self.compiles += 1
+        self.rss = rss
+        if self.baseline_rss is None:
+            self.baseline_rss = rss
+
+    def worn_out(self) -> bool:
+        """Whether this worker should be replaced (MAX_COMPILES, MAX_GROWTH)."""
+        grown = self.rss - (self.baseline_rss if self.baseline_rss is not None else self.rss)
+        return self.compiles >= MAX_COMPILES or grown > MAX_GROWTH
+
+    def stderr_tail(self) -> str:
+        return _tail(self.stderr)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _next_stage(finished: str | None) -> str:
+    from ..pipeline import STAGES
+    if finished is None:
+        return STAGES[0]
+    if finished in STAGES and finished != STAGES[-1]:
+        return STAGES[STAGES.index(finished) + 1]
+    return f"after {finished}"
+
+
+class ForkedWorker(Worker):
+    """A worker forked by the compile server; its exit status arrives on a status pipe."""
+
+    def __init__(self, server: "ServerConnection") -> None:
+        super().__init__()
+        requests_r, self._requests = os.pipe()
+        self._replies, replies_w = os.pipe()
+        self._status, status_w = os.pipe()
+        client = os.pidfd_open(os.getpid())
+        try:
+            self.pid, self._pidfd = server.fork(
+                [requests_r, replies_w, self.stderr.fileno(), status_w, client])
+        except BaseException:
+            for fd in (self._requests, self._replies, self._status):
+                _close(fd)
+            self.stderr.close()
+            raise
+        finally:
+            for fd in (requests_r, replies_w, status_w, client):
+                os.close(fd)
+        self._code: int | None = None
+        self._gone = False
+        log.debug("forked compile worker %d", self.pid)
+
+    def alive(self) -> bool:
+        import select
+        ready, _, _ = select.select([self._pidfd, self._status], [], [], 0)
+        return not ready
+
+    def kill(self) -> None:
+        try:
+            signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+        except (ProcessLookupError, OSError):
+            pass
+
+    def exit_code(self, seconds: float) -> int | None:
+        if not self._gone and protocol.wait_readable(self._status, protocol.Deadline(seconds)):
+            data = os.read(self._status, protocol.STATUS.size)
+            if len(data) == protocol.STATUS.size:
+                self._code = os.waitstatus_to_exitcode(protocol.STATUS.unpack(data)[0])
+            self._gone = True       # else the server is gone: the status is unknown
+        return self._code
+
+    def _close_own(self) -> None:
+        _close(self._status)
+        _close(self._pidfd)
+        self._status = self._pidfd = -1
+
+
+class SpawnedWorker(Worker):
+    """A worker started as an interpreter of its own (where the server cannot be used)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", BOOT, json.dumps(sys.path), "worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
+            env=_process_env(), close_fds=True, start_new_session=True)
+        self._requests = self.proc.stdin.fileno()
+        self._replies = self.proc.stdout.fileno()
+        self.pid = self.proc.pid
+        log.debug("started compile worker %d", self.pid)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.kill()
+            except OSError:
+                pass
+
+    def exit_code(self, seconds: float) -> int | None:
+        try:
+            return self.proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def close(self) -> None:
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        self._requests = self._replies = -1
+        try:
+            self.stderr.close()
+        except OSError:
+            pass
+        threading.Thread(target=self.proc.wait, daemon=True,   # reaped, never waited for
+                         name="pywave-worker-reaper").start()
+
+    def _close_own(self) -> None:
+        pass
+
+
+# --------------------------------------------------------------------------------------------
+# The shared compile server
+# --------------------------------------------------------------------------------------------
+def server_key() -> str:
+    """What makes servers interchangeable: the interpreter, where the packages a compile
+    imports come from (pywave, MLIR's bindings, llvmlite, numpy), the boot line, the pywave
+    version and its installed files (their sizes and times, so an edited checkout gets a
+    fresh server). Not the whole sys.path: scripts in different folders share a server."""
+    import importlib.util
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    stamp = []
+    for root, _dirs, names in os.walk(package):
+        for name in sorted(names):
+            if name.endswith((".py", ".so")):
+                info = os.stat(os.path.join(root, name))
+                stamp.append((name, info.st_size, info.st_mtime_ns))
+    origins = []
+    for name in ("mlir", "llvmlite", "numpy"):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        origins.append(spec.origin if spec is not None else None)
+    text = json.dumps([sys.executable, package, origins, BOOT, __version__, sorted(stamp)])
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+
+
+class ServerConnection:
+    """A connection to the compile server; thread-safe (one fork request at a time)."""
+
+    def __init__(self, sock: socket.socket, path: str) -> None:
+        self.sock, self.path = sock, path
+        self.pid = _peer_creds(sock)[0]      # the server's pid (SO_PEERCRED)
+        self._seq = 0
+        self._lock = threading.Lock()
+
+    def fork(self, fds: list[int]) -> tuple[int, int]:
+        """A worker given ``fds`` (protocol.FORK_FDS); returns (pid, pidfd)."""
+        with self._lock:
+            self._seq += 1
+            seq = self._seq
+            try:
+                socket.send_fds(self.sock, [protocol.FORK.pack(b"F", seq)], fds)
+                return self._reply(seq)
+            except OSError as exc:
+                raise ServerUnavailable(f"compile server at {self.path}: {exc}") from None
+
+    def _reply(self, seq: int) -> tuple[int, int]:
+        shield = _current_shield()
+        deadline = protocol.Deadline(SERVER_START_SECONDS)
+        while True:
+            with shield.waiting():
+                if not protocol.wait_readable(self.sock.fileno(), deadline):
+                    raise ServerUnavailable(f"compile server at {self.path} did not answer")
+            data, fds, _, _ = socket.recv_fds(self.sock, protocol.FORK_REPLY.size, 1)
+            if len(data) < protocol.FORK_REPLY.size:
+                data += self._rest(protocol.FORK_REPLY.size - len(data), data)
+            got, pid = protocol.FORK_REPLY.unpack(data)
+            if got != seq:          # the reply to an interrupted request
+                for fd in fds:
+                    os.close(fd)
+                continue
+            if pid <= 0:
+                raise ServerUnavailable(f"compile server cannot fork: {os.strerror(-pid)}")
+            if not fds:
+                raise ServerUnavailable("compile server sent no pidfd")
+            return pid, fds[0]
+
+    def _rest(self, size: int, data: bytes) -> bytes:
+        rest = b""
+        while len(rest) < size:
+            chunk = self.sock.recv(size - len(rest))
+            if not chunk:
+                raise ServerUnavailable(f"compile server at {self.path} closed the connection")
+            rest += chunk
+        return rest
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _peer_creds(sock: socket.socket) -> tuple[int, int]:
+    """(pid, uid) of the process at the other end of a Unix socket."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+    return (int.from_bytes(creds[0:4], sys.byteorder),
+            int.from_bytes(creds[4:8], sys.byteorder))
+
+
+def _try_connect(path: str) -> ServerConnection | None:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+    except OSError:
+        sock.close()
+        return None
+    if _peer_creds(sock)[1] != os.getuid():
+        sock.close()
+        raise ServerUnavailable(f"{path} is served by another user")
+    return ServerConnection(sock, path)
+
+
+def connect_server(shield: Shield) -> ServerConnection:
+    """A connection to this set-up's compile server, started (detached) when none runs.
+    Raises ServerUnavailable when it cannot be started."""
+    try:
+        folder = files.runtime_dir()
+    except OSError as exc:
+        raise ServerUnavailable(f"no private folder for the server's socket: {exc}") from None
+    path = os.path.join(folder, f"srv-{server_key()}.sock")
+    connection = _try_connect(path)
+    if connection is not None:
+        return connection
+    with _locked(path + ".lock", shield):
+        connection = _try_connect(path)
+        if connection is None:
+            _start_server(path, shield)
+            connection = _try_connect(path)
+    if connection is None:
+        raise ServerUnavailable(f"compile server for {path} did not start")
+    return connection
+
+
+class _locked:
+    """An exclusive flock on ``path`` (created 0600), waited for interruptibly."""
+
+    def __init__(self, path: str, shield: Shield) -> None:
+        self.path, self.shield = path, shield
+
+    def __enter__(self) -> None:
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                          0o600)
+        pause = 0.001
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                with self.shield.waiting():
+                    time.sleep(pause)
+                pause = min(pause * 2, 0.05)
+
+    def __exit__(self, *exc) -> None:
+        os.close(self.fd)
+
+
+def _start_server(path: str, shield: Shield) -> None:
+    """Start a server for ``path`` and wait until it listens (its first process exits 0
+    once the server has bound the socket, non-zero when it failed)."""
+    try:
+        os.unlink(path)             # a dead server's socket: nobody answered on it
+    except FileNotFoundError:
+        pass
+    log_path = path[:-len(".sock")] + ".log"
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+                 | os.O_CLOEXEC, 0o600)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", BOOT, json.dumps(sys.path), "server", path,
+             repr(options.server_idle())],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fd,
+            env=_process_env(), close_fds=True, start_new_session=True)
+    finally:
+        os.close(fd)
+    log.debug("starting the compile server for %s", path)
+    deadline = protocol.Deadline(SERVER_START_SECONDS)
+    with shield.waiting():
+        while proc.poll() is None and not deadline.passed():
+            time.sleep(0.002)
+    if proc.returncode != 0:
+        proc.kill()
+        said = ""
+        try:
+            with open(log_path, "rb") as fh:
+                said = crash.last_message(fh.read()[-_STDERR_TAIL_BYTES:].decode(
+                    "utf-8", "replace"))
+        except OSError:
+            pass
+        raise ServerUnavailable(f"compile server {crash.describe_exit(proc.returncode)}"
+                                + (f": {said}" if said else ""))
+
+
+def stop_server() -> bool:
+    """Ask this set-up's compile server to exit; whether one was running."""
+    try:
+        path = os.path.join(files.runtime_dir(), f"srv-{server_key()}.sock")
+        connection = _try_connect(path)
+    except (OSError, ServerUnavailable):
+        return False
+    if connection is None:
+        return False
+    try:
+        connection.sock.sendall(protocol.FORK.pack(b"Q", 0))
+        connection.sock.recv(1)     # EOF once it exited
+    except OSError:
+        pass
+    connection.close()
+    return True
+
+
+# --------------------------------------------------------------------------------------------
+# The pool
+# --------------------------------------------------------------------------------------------
+_shields = threading.local()
+
+
+def _current_shield() -> Shield:
+    return getattr(_shields, "shield", None) or Shield()
+
+
+class Pool:
+    """At most ``$PYWAVE_COMPILE_WORKERS`` workers (a call may raise the bound for itself);
+    thread-safe; forgets its workers in a forked child (their pipes are the parent's)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[Worker] = []
+        self._count = 0
+        self._server: ServerConnection | None = None
+        self._server_lock = threading.Lock()
+        self._server_broken: str | None = None
+
+    # Leases -----------------------------------------------------------------------------
+    def run(self, kind: str, compiler: "Pipeline", limit: float, workers: int | None = None):
+        """One request on an idle worker, or a new one while fewer than ``workers`` exist;
+        else wait for one to become idle. ``limit``: seconds for the whole call."""
+        size = options.pool_size() if workers is None else workers
+        deadline = protocol.Deadline(limit)
+        with Shield() as shield:
+            _shields.shield = shield
+            try:
+                for _attempt in range(3):
+                    lease: list[Worker] = []
+                    try:
+                        self._acquire(size, deadline, shield, lease)
+                        outcome, value = lease[0].request(kind, compiler, deadline, shield,
+                                                          limit)
+                    except NotStarted:
+                        self._discard(lease)
+                        continue
+                    except crash.WorkerDied as dead:
+                        self._discard(lease)
+                        raise crash.crash_error(dead, compiler.text,
+                                                compiler.describe()) from None
+                    except BaseException:
+                        self._discard(lease)    # interrupted: its pipe is out of step
+                        raise
+                    self._hand_back(lease[0])
+                    if outcome == "ok":
+                        return value
+                    raise value
+                raise Error("three compile workers in a row ended before they could start "
+                            "the compile; see the log (pywave.isolation at DEBUG)")
+            finally:
+                _shields.shield = None
+
+    def _acquire(self, size: int, deadline: protocol.Deadline, shield: Shield,
+                 lease: list[Worker]) -> None:
+        """Put a live worker in ``lease``: an idle one, else a new one when fewer than
+        ``size`` exist, else wait (polling; interruptible) for one."""
+        pause = 0.0005
+        while True:
+            with self._lock:
+                while self._idle:
+                    worker = self._idle.pop()
+                    if worker.alive():
+                        lease.append(worker)
+                        return
+                    log.debug("compile worker %d died while idle; discarded", worker.pid)
+                    self._count -= 1
+                    worker.close()
+                if self._count < size:
+                    self._count += 1
+                    break
+            if deadline.passed():
+                raise crash.WorkerDied("found no free compile worker within the time limit "
+                                       f"({size} busy)", "waiting", "", crash=False)
+            with shield.waiting():
+                time.sleep(pause)
+            pause = min(pause * 2, 0.02)
+        try:
+            lease.append(self._new_worker(shield))
+        except BaseException:
+            with self._lock:
+                self._count -= 1
+            raise
+
+    def _discard(self, lease: list[Worker]) -> None:
+        if lease:
+            lease[0].discard()
+            with self._lock:
+                self._count -= 1
+
+    def _hand_back(self, worker: Worker) -> None:
+        if worker.worn_out():
+            log.debug("compile worker %d replaced after %d compiles", worker.pid,
+                      worker.compiles)
+            worker.close()
+            with self._lock:
+                self._count -= 1
+            return
+        with self._lock:
+            self._idle.append(worker)
+
+    # Workers ----------------------------------------------------------------------------
+    def _new_worker(self, shield: Shield) -> Worker:
+        """A worker forked by the compile server (connected, or started, on first use; once
+        more when it stopped answering), else one started directly."""
+        for _attempt in range(2):
+            server = self._connection(shield)
+            if server is None:
+                break
+            try:
+                return ForkedWorker(server)
+            except ServerUnavailable as exc:
+                self._drop_server(server, exc)
+        return SpawnedWorker()
+
+    def _connection(self, shield: Shield) -> ServerConnection | None:
+        if not options.server_enabled():
+            return None
+        with self._server_lock:
+            if self._server is None and self._server_broken is None:
+                try:
+                    self._server = connect_server(shield)
+                except (ServerUnavailable, OSError) as exc:
+                    self._server_broken = str(exc)
+                    log.warning("compile server unavailable (%s); starting each compile "
+                                "worker as an interpreter of its own", exc)
+            return self._server
+
+    def _drop_server(self, server: ServerConnection, exc: Exception) -> None:
+        with self._server_lock:
+            if self._server is server:
+                self._server = None
+        log.debug("compile server connection lost (%s); reconnecting", exc)
+        server.close()
+
+    # Whole pool -------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Close the idle workers and the server connection (the server lingers for its
+        idle time, for other processes)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+            self._count -= len(idle)
+        for worker in idle:
+            worker.close()
+        with self._server_lock:
+            server, self._server = self._server, None
+            self._server_broken = None
+        if server is not None:
+            server.close()
+
+    def trim(self) -> None:
+        """Close idle workers beyond ``$PYWAVE_COMPILE_WORKERS`` (after a ``workers=``
+        burst)."""
+        keep = options.pool_size()
+        with self._lock:
+            extra = max(0, min(len(self._idle), self._count - keep))
+            closing, self._idle = self._idle[:extra], self._idle[extra:]
+            self._count -= extra
+        for worker in closing:
+            worker.close()
+
+    def started(self) -> int:
+        """Workers alive now (idle or leased)."""
+        with self._lock:
+            return self._count
+
+    def forget(self) -> None:
+        """In a forked child: the workers and the connection are the parent's. Their fds
+        are closed here (the parent's copies stay open) and the pool starts afresh."""
+        for worker in self._idle:
+            if isinstance(worker, SpawnedWorker):
+                continue            # Popen objects are the parent's to reap
+            worker.close()
+        if self._server is not None:
+            self._server.sock.close()
+        self.__init__()

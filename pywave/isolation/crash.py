@@ -1,0 +1,128 @@
+"""What the client says when a worker dies or hangs: the CompileError and its reproducer.
+
+Reproducers (the input text and a JSON record of the options, stage, exit and stderr tail)
+go to ``<cache dir>/crashes`` when the compile cache is usable, else to
+``<temp dir>/pywave-crashes-<uid>``, only when that folder is this user's private folder
+(:func:`pywave.isolation.files.private_dir`); otherwise to a fresh ``mkdtemp`` folder. Files
+are created with ``O_EXCL | O_NOFOLLOW``, never overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import signal
+import sys
+import tempfile
+import time
+from typing import Any
+
+from ..errors import CompileError
+from . import files
+
+log = logging.getLogger("pywave.isolation")
+
+_MESSAGE_PATTERNS = (re.compile(r"Assertion .* failed"), re.compile(r"LLVM ERROR:"),
+                     re.compile(r"terminate called|what\(\):"),
+                     re.compile(r"Fatal Python error"), re.compile(r"\berror\b", re.I))
+#: Signals that other processes send (the OOM killer, a user's kill): a worker that died of
+#: one was killed, it did not crash, and no reproducer is written.
+EXTERNAL_SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+class WorkerDied(Exception):
+    """The worker exited, was killed or timed out during a request it had started.
+    ``crash``: whether MLIR/LLVM may be to blame (a reproducer is worth saving)."""
+
+    def __init__(self, reason: str, stage: str, stderr: str, crash: bool = True) -> None:
+        super().__init__(reason)
+        self.reason, self.stage, self.stderr, self.crash = reason, stage, stderr, crash
+
+
+def describe_exit(code: int | None) -> str:
+    """``crashed with SIGSEGV (signal 11)`` / ``exited with status 3``."""
+    if code is None:
+        return "stopped answering"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = " (a stack overflow or an invalid memory access)" if -code == signal.SIGSEGV \
+            else ""
+        return f"crashed with {name} (signal {-code}){hint}"
+    return f"exited with status {code}"
+
+
+def died(code: int | None, stage: str, stderr: str) -> WorkerDied:
+    """The WorkerDied for a worker that ended with ``code`` (None: unknown) mid-request."""
+    if code is not None and code < 0 and -code in EXTERNAL_SIGNALS:
+        name = signal.Signals(-code).name
+        return WorkerDied(f"worker was killed by {name} (signal {-code}) from outside "
+                          "(the OOM killer or another process), which is not a compiler "
+                          "crash; compiling again starts a new worker", stage, stderr,
+                          crash=False)
+    return WorkerDied(describe_exit(code), stage, stderr)
+
+
+def last_message(stderr: str) -> str:
+    """The most telling line a dying tool wrote: an assertion, ``LLVM ERROR``, a C++
+    exception, else the last non-empty line (at most 600 characters)."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    for pattern in _MESSAGE_PATTERNS:
+        for line in reversed(lines):
+            if pattern.search(line):
+                return line[:600]
+    return lines[-1][:600] if lines else ""
+
+
+def crash_error(dead: WorkerDied, text: str, options: dict[str, Any]) -> CompileError:
+    """The CompileError for a worker that died or hung, with a saved reproducer when the
+    compiler may be to blame (``options``: :meth:`pywave.pipeline.Pipeline.describe`)."""
+    if not dead.crash:
+        return CompileError(f"the compile {dead.reason} (during stage '{dead.stage}')")
+    path = save_reproducer(text, options, dead)
+    message = f"the compiler {dead.reason} during stage '{dead.stage}'"
+    quoted = last_message(dead.stderr)
+    if quoted:
+        message += f": {quoted}"
+    message += (f"\n  reproducer: {path}" if path else
+                "\n  (the reproducer could not be saved)")
+    message += "\n  this is a bug in MLIR/LLVM or in pywave's checks; please report it"
+    return CompileError(message)
+
+
+def reproducer_dir() -> str:
+    """The folder reproducers go to (see the module docstring); created if missing."""
+    from .. import cache
+    root = cache.directory()
+    base = os.path.join(root, "crashes") if root else \
+        os.path.join(tempfile.gettempdir(), f"pywave-crashes-{os.getuid()}")
+    try:
+        return files.private_dir(base)
+    except OSError as exc:
+        fresh = tempfile.mkdtemp(prefix="pywave-crashes-")
+        log.warning("not writing reproducers to %s (%s); using %s", base, exc, fresh)
+        return fresh
+
+
+def save_reproducer(text: str, options: dict[str, Any], dead: WorkerDied) -> str | None:
+    """Write ``crash-<hash>.mlir`` and ``crash-<hash>.json`` (a ``-N`` suffix when taken);
+    returns the .mlir path, or None when nothing could be written."""
+    import hashlib  # here, not at import: hashlib loads OpenSSL (a warm start needs none)
+    data = text.encode("utf-8", "surrogatepass")
+    stem = f"crash-{hashlib.sha256(data).hexdigest()[:12]}"
+    meta = {"options": options, "stage": dead.stage,
+            "reason": dead.reason, "stderr_tail": dead.stderr[-8000:],
+            "python": sys.executable, "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    try:
+        base = reproducer_dir()
+        path = files.create_exclusive(base, stem + ".mlir", data)
+        files.create_exclusive(base, os.path.basename(path)[:-len(".mlir")] + ".json",
+                               json.dumps(meta, indent=2).encode("utf-8"))
+        return path
+    except OSError as exc:
+        log.warning("cannot save the compile reproducer: %s", exc)
+        return None

@@ -1,0 +1,155 @@
+"""The worker process: runs compile requests from one client, one at a time.
+
+Its fds 0 and 1 are the requests and replies pipes, fd 2 a stderr file the client reads
+after a crash. It reads a request, answers ``("start",)``, runs the pipeline on a thread
+with a 1 GiB stack (deeply nested input overflows 8 MiB in MLIR's parser), forwarding stage
+and log frames, and answers ``("done", ...)`` with its resident size. It exits at EOF on
+its requests, and when the client's process is gone (a pidfd of the client, else polling
+its parent). SIGINT is ignored: Ctrl-C belongs to the client, which kills a worker it no
+longer waits for.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import select
+import signal
+import sys
+import threading
+import time
+import traceback
+from typing import Any, Callable
+
+from ..errors import CompileError, Error
+from . import protocol
+from .options import ENV_ISOLATE
+
+log = logging.getLogger("pywave.isolation")
+
+#: Stack of the build thread: deep nesting recurses in MLIR's parser and verifier.
+STACK_BYTES = 1 << 30
+
+
+def main(client_pidfd: int | None) -> None:
+    """Serve requests on fds 0/1 until EOF; exit when the client is gone (``client_pidfd``:
+    a pidfd of the client's process, else the parent is the client)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    watch_client(client_pidfd)
+    serve()
+
+
+def serve() -> None:
+    """The request loop. Stray writes to fd 1 by native code go to stderr (fd 1 is the
+    protocol)."""
+    from .. import pipeline
+    channel = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    requests = os.fdopen(0, "rb", closefd=False)
+    threading.stack_size(STACK_BYTES)
+    lock = threading.Lock()
+
+    def send(value: tuple) -> None:
+        with lock:
+            channel.write(protocol.frame(value))
+            channel.flush()
+
+    pipeline.on_stage(lambda stage: send(("stage", stage)))
+    log.parent.addHandler(_ForwardHandler(send))
+    while True:
+        header = requests.read(protocol.HEADER.size)
+        if len(header) < protocol.HEADER.size:
+            return
+        (size,) = protocol.HEADER.unpack(header)
+        request = pickle.loads(requests.read(size))
+        send(("start",))
+        log.parent.setLevel(request["log_level"])
+        result: list[tuple] = []
+        thread = threading.Thread(target=lambda: result.append(_serve_one(request)),
+                                  name="pywave-compile")
+        thread.start()
+        thread.join()
+        send(("done", *result[0], protocol.rss_bytes()))
+
+
+def watch_client(pidfd: int | None) -> None:
+    """Exit when the client's process is gone (a build in progress would otherwise run on,
+    orphaned): wait on ``pidfd``, else poll whether the parent changed."""
+    parent = os.getppid()
+
+    def wait() -> None:
+        select.select([pidfd], [], [])
+        os._exit(3)
+
+    def poll() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(3)
+    threading.Thread(target=wait if pidfd is not None else poll, name="pywave-client-watch",
+                     daemon=True).start()
+
+
+def preload() -> None:
+    """Import what every compile needs and initialise llvmlite's targets once, before the
+    first request (in the compile server every forked worker then starts with them)."""
+    try:
+        from mlir import ir, passmanager  # noqa: F401
+        from mlir.dialects import arith, gpu, llvm, nvvm  # noqa: F401
+
+        from .. import dump, host, jit, kernels, parse, pipeline, signature  # noqa: F401
+        from .. import subgroups  # noqa: F401
+        jit.all_targets()      # llvmlite.binding and every LLVM target (GPU data layouts)
+        jit.initialise()       # the host target (object code)
+    except ImportError as exc:  # reported by the first request, in context
+        log.debug("worker preload failed: %s", exc)
+
+
+def _serve_one(request: dict[str, Any]) -> tuple:
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.environ[ENV_ISOLATE] = "0"
+    try:
+        os.chdir(request["cwd"])
+    except OSError as exc:
+        log.debug("worker cannot enter %s: %s", request["cwd"], exc)
+    try:
+        done = request["pipeline"].run()
+        return ("ok", done.program() if request["kind"] == "program" else done)
+    except BaseException as exc:  # noqa: BLE001 - everything goes back to the client
+        return ("error", _portable(exc))
+
+
+def _portable(exc: BaseException) -> BaseException:
+    """``exc`` if it pickles (with the worker's traceback as a note unless it is a pywave
+    error), else a CompileError carrying its text."""
+    if not isinstance(exc, Error):
+        exc.add_note("in the compile worker:\n" + "".join(
+            traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip())
+    exc.__traceback__ = None
+    exc.__cause__ = exc.__context__ = None
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:  # noqa: BLE001 - any pickling failure
+        return CompileError(f"{type(exc).__name__}: {exc}")
+
+
+class _ForwardHandler(logging.Handler):
+    """Sends the worker's ``pywave`` log records to the client (message formatted here)."""
+
+    def __init__(self, send: Callable[[tuple], None]) -> None:
+        super().__init__()
+        self._send = send
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            fields = {"name": record.name, "levelno": record.levelno,
+                      "levelname": record.levelname, "msg": record.getMessage(),
+                      "pathname": record.pathname, "lineno": record.lineno,
+                      "funcName": record.funcName, "created": record.created,
+                      "msecs": record.msecs, "threadName": "pywave-compile-worker"}
+            self._send(("log", fields))
+        except Exception:  # noqa: BLE001 - logging must never break the compile
+            self.handleError(record)
