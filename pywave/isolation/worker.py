@@ -96,10 +96,10 @@ def preload() -> None:
     first request (in the compile server every forked worker then starts with them)."""
     try:
         from mlir import ir, passmanager  # noqa: F401
-        from mlir.dialects import arith, gpu, llvm, nvvm  # noqa: F401
+        from mlir.dialects import arith, builtin, func, gpu, llvm, memref, nvvm  # noqa: F401
 
-        from .. import dump, host, jit, kernels, parse, pipeline, signature  # noqa: F401
-        from .. import subgroups  # noqa: F401
+        from .. import dump, host, jit, kernel_options, kernels, nvvm_wmma  # noqa: F401
+        from .. import parse, pipeline, semantics, signature, subgroups  # noqa: F401
         jit.all_targets()      # llvmlite.binding and every LLVM target (GPU data layouts)
         jit.initialise()       # the host target (object code)
     except ImportError as exc:  # reported by the first request, in context
