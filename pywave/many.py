@@ -191,15 +191,26 @@ def run(texts: "Sequence[str | os.PathLike[str]]", *, jobs: int | None = None,
         if not load:
             outcome.program = None
 
-    from concurrent.futures import ThreadPoolExecutor
     try:
         if todo:
-            with ThreadPoolExecutor(max_workers=min(workers, len(todo)),
-                                    thread_name_prefix="pywave-compile-many") as pool:
-                list(pool.map(compile_one, todo))
+            _run_threads(compile_one, todo, min(workers, len(todo)))
     finally:
         isolation.trim()
     return outcomes
+
+
+def _run_threads(work, items: list, threads: int) -> None:
+    """``work(item)`` for each item on ``threads`` threads. Ctrl-C (KeyboardInterrupt) drops
+    the items not started and returns at once; compiles already running finish on their
+    threads and hand their workers back."""
+    from concurrent.futures import ThreadPoolExecutor
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="pywave-compile-many")
+    try:
+        list(pool.map(work, items))
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
 
 
 def _name(index: int, item: object) -> str:

@@ -356,3 +356,31 @@ def test_own_crash_folder_with_a_symlink_inside_is_not_followed(own_server, tmp_
         isolation.program(pipeline.Pipeline(text, target="sm_90", format="ptx"))
     assert victim.read_text() == "precious"
     assert str(info.value).split("reproducer: ")[1].split()[0].endswith(f"{stem}-1.mlir")
+
+
+_MANY = """
+import pywave
+threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+texts = [TEXT.replace("@add", f"@many{i}") + "// SLOW\\n" for i in range(8)]
+started = time.monotonic()
+try:
+    pywave.compile_many(texts, jobs=2, target="sm_90", format="ptx", disk_cache=False)
+    outcome = "finished"
+except KeyboardInterrupt:
+    outcome = "interrupted"
+interrupted_after = time.monotonic() - started
+absorb(time.sleep, 3.5)                  # the two running compiles finish on their threads
+started = time.monotonic()
+build("after_many", timeout=60)
+print(json.dumps({"outcome": outcome, "after": interrupted_after,
+                  "next": time.monotonic() - started, "workers": isolation.POOL.started()}))
+"""
+
+
+def test_ctrl_c_stops_compile_many_at_once(tmp_path):
+    """8 compiles of 3 s on 2 workers, Ctrl-C after 1 s: KeyboardInterrupt within a second
+    (not after the remaining 11 s), and the pool is whole afterwards."""
+    got = user_process(_MANY, SLOW_ON_MARK, tmp_path)
+    assert got["outcome"] == "interrupted" and got["after"] < 2.5, got
+    assert got["next"] < 10 and got["workers"] <= 2, got
+    _stop_servers(tmp_path)
