@@ -54,6 +54,9 @@ for i in range(count):
     isolation.program(pipeline.Pipeline(text.replace("@add", f"@add{i}"), target="sm_90",
                                         format="ptx"), workers=1)
     if (i + 1) % max(1, count // 10) == 0:
+        if not isolation.POOL._idle:        # replaced right after this compile
+            samples.append([i + 1, None, None])
+            continue
         (worker,) = isolation.POOL._idle
         with open(f"/proc/{worker.pid}/statm") as fh:
             rss = int(fh.read().split()[1]) * 4096
@@ -135,9 +138,10 @@ def main() -> None:
         for recycle in (True, False):
             samples = memory(args.modules, recycle)
             result[f"memory, recycle {'on' if recycle else 'off'}"] = samples
-            pids = len({pid for _, pid, _ in samples})
+            pids = len({pid for _, pid, _ in samples if pid is not None})
             print(f"recycling {'on ' if recycle else 'off'}: "
-                  + " ".join(f"{rss / 2**20:.0f}" for _, _, rss in samples)
+                  + " ".join("new" if rss is None else f"{rss / 2**20:.0f}"
+                             for _, _, rss in samples)
                   + f"  ({pids} worker pids seen)")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
