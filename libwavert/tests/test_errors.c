@@ -57,7 +57,9 @@ static void test_devices(void) {
   CHECK_OK(wavert_device_get(kDLCUDA, 0, &again));
   CHECK_OK(wavert_device_get(kDLCUDA, 1, &second));
   CHECK(device == again && device != second);
-  CHECK(wavert_device_dl(second).device_type == kDLCUDA && wavert_device_dl(second).device_id == 1);
+  DLDevice dl = {kDLCPU, -1};
+  CHECK_OK(wavert_device_dl(second, &dl));
+  CHECK(dl.device_type == kDLCUDA && dl.device_id == 1);
 
   wavert_device *untouched = (wavert_device *)&count;
   CHECK_STATUS(wavert_device_get(kDLCUDA, 2, &untouched), WAVERT_ERROR_NOT_FOUND);

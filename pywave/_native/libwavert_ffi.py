@@ -40,7 +40,7 @@ wavert_status wavert_device_get(int32_t device_type, int32_t ordinal,
                                 wavert_device **out_device);
 wavert_status wavert_device_chip(wavert_device *device, char *buf, size_t size);
 wavert_status wavert_device_synchronize(wavert_device *device);
-void wavert_kernel_release(wavert_kernel *kernel);
+wavert_status wavert_kernel_release(wavert_kernel *kernel);
 """
 
 
