@@ -288,13 +288,23 @@ typedef enum wavert_function_attribute {
   WAVERT_FUNCTION_SHARED_SIZE_BYTES = 2,
   WAVERT_FUNCTION_NUM_REGS = 3,
   WAVERT_FUNCTION_LOCAL_SIZE_BYTES = 4,
+  /* User constant memory of the kernel in bytes. */
+  WAVERT_FUNCTION_CONST_SIZE_BYTES = 5,
+  /* Virtual architecture of the PTX the kernel was compiled from, and the architecture of
+   * the code loaded: major * 10 + minor (90 for sm_90 / compute_90). */
+  WAVERT_FUNCTION_PTX_VERSION = 6,
+  WAVERT_FUNCTION_BINARY_VERSION = 7,
+  /* Dynamic shared memory a launch may use now, in bytes: the driver's default (48 KiB minus
+   * the static shared memory on CUDA) until a larger launch opts the kernel in. */
+  WAVERT_FUNCTION_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
 } wavert_function_attribute;
 
 /* Read one attribute of a kernel: MAX_THREADS_PER_BLOCK and NUM_REGS are counts (the kernel's
  * own thread limit, registers per thread), SHARED_SIZE_BYTES and LOCAL_SIZE_BYTES bytes (static
- * shared memory per block, local memory per thread). Makes the device's context current for
- * the query. INVALID_ARGUMENT for NULL arguments or an attribute not in the enum; DRIVER when
- * the driver query fails. Thread-safe. */
+ * shared memory per block, local memory per thread), the others as the enum says
+ * (cuFuncGetAttribute / hipFuncGetAttribute). Makes the device's context current for the
+ * query. INVALID_ARGUMENT for NULL arguments or an attribute not in the enum; DRIVER when the
+ * driver query fails. Thread-safe. */
 WAVERT_EXPORT wavert_status wavert_function_attribute_get(wavert_function *function,
                                                           wavert_function_attribute attribute,
                                                           int64_t *out_value);
