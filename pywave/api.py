@@ -263,9 +263,32 @@ class CompiledModule:
         ``mod.kernels[name]``."""
         return self._kernels[name]
 
+    def kernel_attributes(self, name: str, *, device: int | None = None,
+                          chip: str | None = None) -> "kernel_api.KernelAttributes":
+        """Registers, spills, local, shared and constant memory, limits and versions of
+        kernel ``name`` (``"module::kernel"`` or a unique kernel name; launchable or not).
+
+        ``device=None``: ptxas' figures from the compile (no GPU needed; kept in the compile
+        cache), for ``chip`` (default: the image's first chip). ``device=N``: the driver's
+        (``cuFuncGetAttribute``) for the code it loads from the image on GPU ``N`` of the
+        target's backend; the image is loaded for the query and released after it, which
+        waits for the device's pending work. See :class:`pywave.kernel_api.KernelAttributes`.
+
+        Raises ArgumentError for an unknown or ambiguous name, or no figures for the chip
+        (PTX left to the driver, images given with ``binaries=``); DeviceError without that
+        GPU or when the driver fails; TypeError for arguments of the wrong type."""
+        binary, kernel = kernel_api.find_kernel(self._program.binaries, name, list(self._kernels))
+        if device is None:
+            return kernel_api.compiled_attributes(binary, kernel, chip)
+        if isinstance(device, bool) or not isinstance(device, int):
+            raise TypeError(f"device must be a GPU ordinal (int) or None, got {device!r}")
+        values = runtime.function_attributes(self._program.target.device_type, device,
+                                             binary.data, kernel)
+        return kernel_api.driver_attributes(binary, kernel, values)
+
     @property
     def target(self) -> str:
-        """Target chip of the kernels (``"sm_90"``)."""
+        """Target chip of the kernels (``"sm_90"``; several: ``"sm_80,sm_90"``)."""
         return self._program.target.chip
 
     @property

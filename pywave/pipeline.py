@@ -198,7 +198,7 @@ class Pipeline:
                          filename=filename, dump_dir=dump_dir, replacements=replacements,
                          keep_stages=keep_stages, library=library, run_entry=run_entry)
         self.text = text
-        self.target = TargetChoice(target)
+        self.target = TargetChoice(validate.targets(target) if target is not None else None)
         self.opt_level = opt_level
         self.format = format
         self.filename = filename
@@ -298,11 +298,13 @@ class Pipeline:
         else:
             from . import subgroups
             subgroups.lower_subgroup_ops(module)
-            fmt = _lowering.image_format(self.format, target.chip, kernels.cuda_toolkit())
-            kernels.lower_nvvm(module, fmt=fmt, text=self.text,
-                               observe=dumper.kernels_lowered if dumper else None,
-                               options=self.lowering)
-            binaries = kernels.collect_binaries(module, target)
+            fmt = _lowering.image_format(self.format, target.chip, kernels.cuda_toolkit()) \
+                if len(target.chips) == 1 else self.format
+            assembled = kernels.lower_nvvm(module, fmt=fmt, text=self.text,
+                                           observe=dumper.kernels_lowered if dumper else None,
+                                           options=self.lowering)
+            binaries = [assembled.get(b.name, b)
+                        for b in kernels.collect_binaries(module, target)]
         binaries = images.replace(binaries, self.replacements, target)
         if dumper:
             dumper.update(target={"backend": target.backend, "chip": target.chip})
@@ -317,7 +319,8 @@ class Pipeline:
         from . import kernels
         if target is None or target.backend != "nvvm":
             return
-        attr = f"[{_lowering.nvvm_target(target.chip, self.lowering)}]"
+        attr = "[" + ", ".join(_lowering.nvvm_target(chip, self.lowering)
+                               for chip in target.chips) + "]"
         for gmod in kernels.gpu_modules(module):
             if kernels.kernels_of(gmod) and kernels.module_target(gmod) is None:
                 gmod.attributes["targets"] = ir.Attribute.parse(attr, module.context)
