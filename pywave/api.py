@@ -17,7 +17,7 @@ import os
 import threading
 import time
 import weakref
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from . import cache, jit, kernel_api, pipeline, runtime, sharedobj, validate
 from .errors import ArgumentError, CompileError, DeviceError, Error
@@ -66,8 +66,8 @@ def synchronize(device: int = 0) -> None:
     raise DeviceError("synchronize(): no CUDA or HIP GPU is present")
 
 
-def build(text: str, *, target: str | None = None, opt_level: int = 2, format: str = "auto",
-          filename: str = "<input>", keep_stages: bool = False,
+def build(text: str, *, target: str | Sequence[str] | None = None, opt_level: int = 2,
+          format: str = "auto", filename: str = "<input>", keep_stages: bool = False,
           dump_dir: str | None = None, binaries: Mapping | None = None,
           lowering: "LoweringOptions | Mapping | None" = None) -> Artifacts:
     """Run every compile stage on ``text`` and return their plain outputs (no GPU needed
@@ -81,7 +81,7 @@ def build(text: str, *, target: str | None = None, opt_level: int = 2, format: s
                              lowering=options_of(lowering)).run()
 
 
-def compile(text: str | os.PathLike[str], *, target: str | None = None,
+def compile(text: str | os.PathLike[str], *, target: str | Sequence[str] | None = None,
             opt_level: int = 2, format: str = "auto", disk_cache: bool = True,
             dump_dir: str | None = None, binaries: dict | None = None,
             lowering: LoweringOptions | Mapping | None = None,
@@ -95,9 +95,11 @@ def compile(text: str | os.PathLike[str], *, target: str | None = None,
         index, llvm, nvvm). A ``str`` is always MLIR text; a path object
         (``pathlib.Path("kernels.mlir")``, any ``os.PathLike``) names a UTF-8 file to read,
         whose name then appears in diagnostics.
-    target : str, optional
-        Chip for ``gpu.module``s without a target, e.g. ``"sm_90"`` (NVIDIA) or
-        ``"gfx942"`` (AMD). Default: the chip of GPU 0; required when no GPU is present.
+    target : str or list of str, optional
+        Chip to build every ``gpu.module`` for, e.g. ``"sm_90"`` (NVIDIA) or ``"gfx942"``
+        (AMD), or several NVIDIA chips (``["sm_80", "sm_90"]`` or ``"sm_80,sm_90"``: one
+        fatbin per gpu.module). It wins over chips the IR names (a warning says so). Default:
+        the chips the IR names, else the chip of GPU 0; required when neither exists.
     opt_level : int
         LLVM optimisation level of the host code (0-3).
     format : str

@@ -28,7 +28,7 @@ import dataclasses
 import functools
 import logging
 import time
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from . import cache, dump, images, jit, lowering, runtime, toolkit, validate
 from ._version import __version__
@@ -148,8 +148,10 @@ class Pipeline:
     ----------
     text : str
         The MLIR module.
-    target : str, optional
-        Chip for ``gpu.module``s without a target (``"sm_90"``, ``"gfx942"``); default: GPU 0's.
+    target : str or list of str, optional
+        Chips to build for (``"sm_90"``, ``"gfx942"``, ``["sm_80", "sm_90"]``;
+        :func:`pywave.validate.targets`); the rule against the IR's own chips is
+        :func:`pywave.kernels.assign_targets`'s. Default: the IR's chips, else GPU 0's.
     opt_level : int
         LLVM optimisation level of the host code (0-3).
     format : str
@@ -188,8 +190,8 @@ class Pipeline:
         or unknown replacement image.
     """
 
-    def __init__(self, text: str, *, target: str | None = None, opt_level: int = 2,
-                 format: str = "auto", filename: str = "<input>",
+    def __init__(self, text: str, *, target: "str | Sequence[str] | None" = None,
+                 opt_level: int = 2, format: str = "auto", filename: str = "<input>",
                  replacements: Mapping | None = None, keep_stages: bool = False,
                  dump_dir: str | None = None, library: bool = False,
                  lowering: "lowering.LoweringOptions | None" = None,
