@@ -1,7 +1,8 @@
 """Command line: ``pywave`` / ``python -m pywave``.
 
-- ``compile FILE.mlir [--target sm_90] [--format cubin] [--dump-dir DIR] [--binary NAME=PATH]``
-  compiles (no GPU needed when ``--target`` is given) and prints what each stage produced;
+- ``compile FILE.mlir [--target sm_90[,sm_80]] [--format cubin] [--dump-dir DIR]
+  [--binary NAME=PATH] [-o FILE]`` compiles (no GPU needed when ``--target`` is given) and
+  prints what each stage produced, with ptxas' figures per kernel; ``-o`` writes the images;
   ``compile``, ``run`` and ``export`` compile in a worker process (:mod:`pywave.isolation`;
   ``PYWAVE_ISOLATE=0`` compiles in-process);
 - ``export FILE.mlir --target sm_90 --name NAME -o DIR`` writes a shared library, header and
