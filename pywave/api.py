@@ -280,6 +280,8 @@ class CompiledModule:
         (PTX left to the driver, images given with ``binaries=``); DeviceError without that
         GPU or when the driver fails; TypeError for arguments of the wrong type."""
         binary, kernel = kernel_api.find_kernel(self._program.binaries, name, list(self._kernels))
+        if chip is not None and not isinstance(chip, str):
+            raise TypeError(f"chip must be a chip name (str) or None, got {chip!r}")
         if device is None:
             return kernel_api.compiled_attributes(binary, kernel, chip)
         if isinstance(device, bool) or not isinstance(device, int):
