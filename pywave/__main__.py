@@ -1,7 +1,8 @@
 """Command line: ``pywave`` / ``python -m pywave``.
 
-- ``compile FILE.mlir [--target sm_90] [--format cubin] [--dump-dir DIR] [--binary NAME=PATH]``
-  compiles (no GPU needed when ``--target`` is given) and prints what each stage produced;
+- ``compile FILE.mlir [--target sm_90[,sm_80]] [--format cubin] [--dump-dir DIR]
+  [--binary NAME=PATH] [-o FILE]`` compiles (no GPU needed when ``--target`` is given) and
+  prints what each stage produced, with ptxas' figures per kernel; ``-o`` writes the images;
   ``compile``, ``run`` and ``export`` compile in a worker process (:mod:`pywave.isolation`;
   ``PYWAVE_ISOLATE=0`` compiles in-process);
 - ``export FILE.mlir --target sm_90 --name NAME -o DIR`` writes a shared library, header and
@@ -49,6 +50,7 @@ def _summary(artifacts, show_ir: bool) -> str:
         lines.append(f"stage {stage:13s} {secs * 1e3:8.1f} ms")
     for b in artifacts.binaries:
         lines.append(f"kernel binary @{b.name}: {b.format}, {len(b.data)} bytes, chip {b.chip}")
+        lines += [f"  {_kernel_line(k)}" for k in b.kernels]
     for f in artifacts.host.functions:
         sig = ", ".join(f"{p.name}: {p.type}{' (written)' if p.written else ''}"
                         for p in f.params)
@@ -60,6 +62,41 @@ def _summary(artifacts, show_ir: bool) -> str:
         for stage, text in artifacts.stages.items():
             lines += [f"// ----- {stage} -----", text]
     return "\n".join(lines)
+
+
+def _kernel_line(k) -> str:
+    """One kernel's ptxas figures (:class:`pywave.program.KernelInfo`) on one line."""
+    return (f"kernel @{k.name} ({k.chip}): {k.registers} registers, "
+            f"{k.spill_stores} bytes spill stores, {k.spill_loads} bytes spill loads, "
+            f"{k.local_bytes} bytes local (stack frame), {k.shared_bytes} bytes static shared, "
+            f"{k.constant_bytes} bytes constant; PTX ISA {k.ptx_isa // 10}.{k.ptx_isa % 10}")
+
+
+def write_images(binaries, output: str) -> list[str]:
+    """Write the kernel images for ``-o``: one image into the file ``output`` (into
+    ``output/<name><ext>`` when ``output`` is a folder); several into the folder ``output``
+    (created when missing), one ``<gpu.module name><ext>`` each. Returns the paths written."""
+    from .program import FORMATS
+    if not binaries:
+        raise Error(f"-o {output}: the module has no kernel images to write")
+    if len(binaries) == 1 and not os.path.isdir(output):
+        paths = [output]
+    else:
+        if os.path.exists(output) and not os.path.isdir(output):
+            raise Error(f"-o {output}: the module has {len(binaries)} kernel images ("
+                        f"{', '.join('@' + b.name for b in binaries)}); -o takes a folder for "
+                        "several (each written as <name>.cubin/.ptx/.fatbin), and "
+                        f"{output} is a file")
+        os.makedirs(output, exist_ok=True)
+        paths = [os.path.join(output, b.name + FORMATS[b.format].extension) for b in binaries]
+    for b, path in zip(binaries, paths):
+        data = b.data.rstrip(b"\0") if b.format == "ptx" else b.data
+        try:
+            with open(path, "wb") as fh:
+                fh.write(data)
+        except OSError as exc:
+            raise Error(f"-o {output}: cannot write {path}: {exc.strerror}") from None
+    return paths
 
 
 def _binaries(specs: list[str]) -> dict[str, str]:
@@ -75,7 +112,8 @@ def _binaries(specs: list[str]) -> dict[str, str]:
 
 def _add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("file")
-    p.add_argument("--target", help="chip, e.g. sm_90 (default: the GPU's)")
+    p.add_argument("--target", help="chip, e.g. sm_90, or several: sm_80,sm_90 (one fatbin "
+                   "per gpu.module); default: the GPU's")
     p.add_argument("--format", default="auto", choices=["auto", "cubin", "ptx", "fatbin"])
     p.add_argument("-O", dest="opt_level", type=int, default=2,
                    help="LLVM optimisation level of the host code (0-3)")
@@ -95,6 +133,9 @@ def _run_compile(args: argparse.Namespace) -> int:
     log.info("compiled %s for %s in %.1f ms", args.file, artifacts.target.chip,
              (time.perf_counter() - started) * 1e3)
     print(_summary(artifacts, args.print_ir))
+    if args.output is not None:
+        for path in write_images(artifacts.binaries, args.output):
+            print(f"wrote: {path}")
     return 0
 
 
@@ -106,6 +147,9 @@ def register_compile(sub) -> None:
     p.add_argument("--print-ir", action="store_true", help="print the IR after each stage")
     p.add_argument("--dump-dir", metavar="DIR",
                    help="write every intermediate into a numbered folder under DIR")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="write the kernel image (PTX, cubin or fatbin) to FILE; a module of "
+                        "several gpu.modules: into the folder FILE, one <name>.<ext> each")
     p.set_defaults(handler=_run_compile)
 
 
@@ -186,7 +230,8 @@ def register_precompile(sub) -> None:
                    help="an .mlir file, or a folder searched for *.mlir")
     p.add_argument("-j", "--jobs", type=int, default=None,
                    help="compile worker processes at once (default: the CPU count)")
-    p.add_argument("--target", help="chip, e.g. sm_90 (default: the GPU's)")
+    p.add_argument("--target", help="chip, e.g. sm_90, or several: sm_80,sm_90 (one fatbin "
+                   "per gpu.module); default: the GPU's")
     p.add_argument("--format", default="auto", choices=["auto", "cubin", "ptx", "fatbin"])
     p.add_argument("-O", dest="opt_level", type=int, default=2,
                    help="LLVM optimisation level of the host code (0-3)")

@@ -17,7 +17,7 @@ import os
 import threading
 import time
 import weakref
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from . import cache, jit, kernel_api, pipeline, runtime, sharedobj, validate
 from .errors import ArgumentError, CompileError, DeviceError, Error
@@ -66,8 +66,8 @@ def synchronize(device: int = 0) -> None:
     raise DeviceError("synchronize(): no CUDA or HIP GPU is present")
 
 
-def build(text: str, *, target: str | None = None, opt_level: int = 2, format: str = "auto",
-          filename: str = "<input>", keep_stages: bool = False,
+def build(text: str, *, target: str | Sequence[str] | None = None, opt_level: int = 2,
+          format: str = "auto", filename: str = "<input>", keep_stages: bool = False,
           dump_dir: str | None = None, binaries: Mapping | None = None,
           lowering: "LoweringOptions | Mapping | None" = None) -> Artifacts:
     """Run every compile stage on ``text`` and return their plain outputs (no GPU needed
@@ -81,7 +81,7 @@ def build(text: str, *, target: str | None = None, opt_level: int = 2, format: s
                              lowering=options_of(lowering)).run()
 
 
-def compile(text: str | os.PathLike[str], *, target: str | None = None,
+def compile(text: str | os.PathLike[str], *, target: str | Sequence[str] | None = None,
             opt_level: int = 2, format: str = "auto", disk_cache: bool = True,
             dump_dir: str | None = None, binaries: dict | None = None,
             lowering: LoweringOptions | Mapping | None = None,
@@ -95,9 +95,11 @@ def compile(text: str | os.PathLike[str], *, target: str | None = None,
         index, llvm, nvvm). A ``str`` is always MLIR text; a path object
         (``pathlib.Path("kernels.mlir")``, any ``os.PathLike``) names a UTF-8 file to read,
         whose name then appears in diagnostics.
-    target : str, optional
-        Chip for ``gpu.module``s without a target, e.g. ``"sm_90"`` (NVIDIA) or
-        ``"gfx942"`` (AMD). Default: the chip of GPU 0; required when no GPU is present.
+    target : str or list of str, optional
+        Chip to build every ``gpu.module`` for, e.g. ``"sm_90"`` (NVIDIA) or ``"gfx942"``
+        (AMD), or several NVIDIA chips (``["sm_80", "sm_90"]`` or ``"sm_80,sm_90"``: one
+        fatbin per gpu.module). It wins over chips the IR names (a warning says so). Default:
+        the chips the IR names, else the chip of GPU 0; required when neither exists.
     opt_level : int
         LLVM optimisation level of the host code (0-3).
     format : str
@@ -263,9 +265,34 @@ class CompiledModule:
         ``mod.kernels[name]``."""
         return self._kernels[name]
 
+    def kernel_attributes(self, name: str, *, device: int | None = None,
+                          chip: str | None = None) -> "kernel_api.KernelAttributes":
+        """Registers, spills, local, shared and constant memory, limits and versions of
+        kernel ``name`` (``"module::kernel"`` or a unique kernel name; launchable or not).
+
+        ``device=None``: ptxas' figures from the compile (no GPU needed; kept in the compile
+        cache), for ``chip`` (default: the image's first chip). ``device=N``: the driver's
+        (``cuFuncGetAttribute``) for the code it loads from the image on GPU ``N`` of the
+        target's backend; the image is loaded for the query and released after it, which
+        waits for the device's pending work. See :class:`pywave.kernel_api.KernelAttributes`.
+
+        Raises ArgumentError for an unknown or ambiguous name, or no figures for the chip
+        (PTX left to the driver, images given with ``binaries=``); DeviceError without that
+        GPU or when the driver fails; TypeError for arguments of the wrong type."""
+        binary, kernel = kernel_api.find_kernel(self._program.binaries, name, list(self._kernels))
+        if chip is not None and not isinstance(chip, str):
+            raise TypeError(f"chip must be a chip name (str) or None, got {chip!r}")
+        if device is None:
+            return kernel_api.compiled_attributes(binary, kernel, chip)
+        if isinstance(device, bool) or not isinstance(device, int):
+            raise TypeError(f"device must be a GPU ordinal (int) or None, got {device!r}")
+        values = runtime.function_attributes(self._program.target.device_type, device,
+                                             binary.data, kernel)
+        return kernel_api.driver_attributes(binary, kernel, values)
+
     @property
     def target(self) -> str:
-        """Target chip of the kernels (``"sm_90"``)."""
+        """Target chip of the kernels (``"sm_90"``; several: ``"sm_80,sm_90"``)."""
         return self._program.target.chip
 
     @property

@@ -36,7 +36,8 @@ import threading
 import time
 from typing import Any
 
-from .program import BACKENDS, FORMATS, Binary, HostSignature, Param, Program, Target
+from .program import (BACKENDS, FORMATS, Binary, HostSignature, KernelInfo, Param,
+                      Program, Target)
 
 try:   # BLAKE2b is built into CPython; hashlib's import loads OpenSSL (~5 ms per process)
     from _blake2 import blake2b
@@ -47,7 +48,7 @@ log = logging.getLogger("pywave.cache")
 
 # 2: BLAKE2b-256 checksum; 3: signatures by field name; 4: the key inside the payload;
 # 5: function results (HostSignature.results, Param.memory)
-MAGIC = b"PYWAVE-CACHE-5\n"
+MAGIC = b"PYWAVE-CACHE-6\n"
 DEFAULT_MAX_BYTES = 1 << 30
 #: A temporary file older than this (seconds) belongs to a writer that died: eviction
 #: removes it. A write takes milliseconds; the margin covers slow disks and clock skew.
@@ -199,7 +200,8 @@ def _encode(program: Program, cache_key: str) -> bytes:
     meta = {
         "key": cache_key,
         "target": dataclasses.asdict(program.target),
-        "binaries": [{"name": b.name, "format": b.format, "size": len(b.data), "chip": b.chip}
+        "binaries": [{"name": b.name, "format": b.format, "size": len(b.data), "chip": b.chip,
+                      "kernels": [list(k) for k in b.kernels]}
                      for b in program.binaries],
         "functions": [dataclasses.asdict(f) for f in program.functions],
         "object_size": len(program.object_code),
@@ -233,10 +235,12 @@ def _decode(raw: bytes, cache_key: str) -> Program:
         raise CorruptEntry(f"unknown backend {meta['target']['backend']!r}")
     pos, binaries = 8 + n, []
     for b in meta["binaries"]:
-        _fields(b, "binary", {"name": str, "format": str, "size": int, "chip": str})
+        _fields(b, "binary", {"name": str, "format": str, "size": int, "chip": str,
+                              "kernels": list})
         if b["format"] not in FORMATS or b["size"] < 0:
             raise CorruptEntry(f"binary record {b!r}")
-        binaries.append(Binary(b["name"], b["format"], payload[pos:pos + b["size"]], b["chip"]))
+        binaries.append(Binary(b["name"], b["format"], payload[pos:pos + b["size"]], b["chip"],
+                               tuple(_kernel_info(k) for k in b["kernels"])))
         pos += b["size"]
     if meta["object_size"] < 0 or pos + meta["object_size"] != len(payload):
         raise CorruptEntry(f"sizes add up to {pos + meta['object_size']} bytes, the payload "
@@ -273,6 +277,16 @@ def _fields(record: Any, what: str, kinds: dict[str, Any]) -> None:
         if not _is(record[name], kind):
             raise CorruptEntry(f"{what} field {name!r} = {record[name]!r:.100} is not a "
                                f"{kind if isinstance(kind, str) else kind}")
+
+
+def _kernel_info(record: Any) -> KernelInfo:
+    """A KernelInfo from its JSON list (two strings, then the int fields in order)."""
+    n = len(KernelInfo._fields)
+    if not isinstance(record, list) or len(record) != n or \
+            not all(isinstance(v, str) for v in record[:2]) or \
+            not all(_is(v, int) and v >= 0 for v in record[2:]):
+        raise CorruptEntry(f"kernel record {record!r:.200} is not [name, chip, {n - 2} counts]")
+    return KernelInfo(*record)
 
 
 def _signature(record: Any) -> HostSignature:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from typing import Callable
 
 from mlir import ir
@@ -153,66 +154,119 @@ def check_element_width(t: ir.Type, where: str) -> None:
             "8-bit) and convert with arith.trunci / arith.extui")
 
 
-def module_target(gmod: ir.Operation) -> Target | None:
-    """The target of a ``gpu.module``'s first ``#nvvm.target``/``#rocdl.target`` (None when it
-    has none; the chip defaults as MLIR's do). CompileError for a chip LLVM does not know
+def module_targets(gmod: ir.Operation) -> list[Target]:
+    """The targets of a ``gpu.module``'s ``#nvvm.target``/``#rocdl.target`` list, in order
+    ([] when it has none; a target without a chip gets MLIR's default). CompileError for
+    another kind of target, targets of two backends, and a chip LLVM does not know
     (:func:`pywave.validate.chip`: LLVM asserts on some)."""
     if "targets" not in gmod.attributes:
-        return None
-    targets = ir.ArrayAttr(gmod.attributes["targets"])
-    if len(targets) == 0:
-        return None
-    text = str(targets[0])
-    backend = "nvvm" if text.startswith("#nvvm.target") else \
-        "rocdl" if text.startswith("#rocdl.target") else None
-    if backend is None:
-        raise CompileError(f"gpu.module @{sym_name(gmod)} has "
-                           f"the target {text}; pywave supports #nvvm.target and #rocdl.target")
-    chip = text.split('chip = "')[1].split('"')[0] if 'chip = "' in text else \
-        ("sm_50" if backend == "nvvm" else "gfx900")
-    validate.chip(chip, f"the chip of gpu.module @{sym_name(gmod)}")
-    return Target(backend, chip)
+        return []
+    out = []
+    for attr in ir.ArrayAttr(gmod.attributes["targets"]):
+        text = str(attr)
+        backend = "nvvm" if text.startswith("#nvvm.target") else \
+            "rocdl" if text.startswith("#rocdl.target") else None
+        if backend is None:
+            raise CompileError(f"gpu.module @{sym_name(gmod)} has the target {text}; pywave "
+                               "supports #nvvm.target and #rocdl.target")
+        chip = text.split('chip = "')[1].split('"')[0] if 'chip = "' in text else \
+            ("sm_50" if backend == "nvvm" else "gfx900")
+        validate.chip(chip, f"the chip of gpu.module @{sym_name(gmod)}")
+        out.append(Target(backend, chip))
+    if len({t.backend for t in out}) > 1:
+        raise CompileError(f"gpu.module @{sym_name(gmod)} lists targets of two backends: "
+                           + ", ".join(f"{t.chip} ({t.backend})" for t in out))
+    return out
+
+
+def module_target(gmod: ir.Operation) -> Target | None:
+    """The first of :func:`module_targets` (None when the module has none)."""
+    found = module_targets(gmod)
+    return found[0] if found else None
 
 
 def assign_targets(module: ir.Module, requested: Target | None,
                    default: Target | None) -> Target:
-    """Give every ``gpu.module`` without a target the requested (else default) target; check
-    that modules with a target agree with the requested one and with each other. Empty
-    ``gpu.module``s are removed. Returns the module's target."""
-    found: dict[str, Target] = {}
+    """Decide each ``gpu.module``'s chips (the rule of README "Targets and chips"):
+
+    - ``requested`` (``target=``, one chip or several) applies to every module. A module
+      whose own ``#nvvm.target`` list names other chips is rebuilt for the requested ones,
+      keeping its targets' other parameters (``O``, features, flags; those of its target of
+      the same chip, else of its first), with a WARNING naming both lists;
+    - without ``requested``, a module keeps the chips its IR lists (all of them), and one
+      without targets gets ``default`` (GPU 0's chip).
+
+    Another backend than the requested one is a CompileError. Empty ``gpu.module``s are
+    removed. Returns the program's target: its backend and every chip built, in order
+    (``Target.chip`` ``"sm_80,sm_90"`` for several)."""
+    found: dict[str, list[Target]] = {}
     for gmod in gpu_modules(module):
         name = sym_name(gmod)
         if not kernels_of(gmod):
             log.debug("removing empty gpu.module @%s", name)
             gmod.erase()
             continue
-        own = module_target(gmod)
-        if own is not None:
-            wanted = requested or default
-            if wanted is not None and own.backend != wanted.backend:
-                origin = "the requested target" if requested else "the GPU's chip"
-                raise CompileError(
-                    f"gpu.module @{name} has the target {own.backend} ({own.chip}) but "
-                    f"{origin} is {wanted.chip} ({wanted.backend}); a {own.backend} module "
-                    f"cannot run on a {wanted.backend} device")
+        own = module_targets(gmod)
+        wanted = requested or default
+        if own and wanted is not None and own[0].backend != wanted.backend:
+            origin = "the requested target" if requested else "the GPU's chip"
+            raise CompileError(
+                f"gpu.module @{name} has the target {own[0].backend} ({own[0].chip}) but "
+                f"{origin} is {wanted.chip} ({wanted.backend}); a {own[0].backend} module "
+                f"cannot run on a {wanted.backend} device")
+        if own and requested is not None:
+            found[name] = _retarget(gmod, own, requested)
+        elif own:
             found[name] = own
-            continue
-        target = requested or default
-        if target is None:
+        elif wanted is None:
             raise CompileError(
                 f"gpu.module @{name} has no target and no GPU was found to take one from; "
                 "pass target='sm_90' (NVIDIA) or target='gfx942' (AMD); on the command line "
                 "--target sm_90")
-        gmod.attributes["targets"] = ir.Attribute.parse(
-            f'[#{target.backend}.target<chip = "{target.chip}", O = 3>]', module.context)
-        found[name] = target
-    backends = {t.backend for t in found.values()}
+        else:
+            gmod.attributes["targets"] = ir.Attribute.parse("[" + ", ".join(
+                f'#{wanted.backend}.target<chip = "{chip}", O = 3>' for chip in wanted.chips)
+                + "]", module.context)
+            found[name] = [Target(wanted.backend, chip) for chip in wanted.chips]
+    backends = {t.backend for targets in found.values() for t in targets}
     if len(backends) > 1:
         raise CompileError("gpu.modules target different backends: " + ", ".join(
-            f"@{n}: {t.backend} ({t.chip})" for n, t in found.items()))
-    if found:
-        return next(iter(found.values()))
+            f"@{n}: {t[0].backend} ({t[0].chip})" for n, t in found.items()))
+    chips = list(dict.fromkeys(t.chip for targets in found.values() for t in targets))
+    if backends == {"rocdl"} and any(len(t) > 1 for t in found.values()):
+        raise CompileError("several chips per gpu.module are supported on NVIDIA targets only; "
+                           "AMD modules: " + ", ".join(
+                               f"@{n}: {', '.join(x.chip for x in t)}" for n, t in found.items()))
+    if chips:
+        return Target(backends.pop(), ",".join(chips))
     return requested or default or Target("nvvm", "sm_90")
+
+
+def _retarget(gmod: ir.Operation, own: list[Target], requested: Target) -> list[Target]:
+    """Give ``gmod`` one target per requested chip (see :func:`assign_targets`)."""
+    name = sym_name(gmod)
+    texts = [str(a) for a in ir.ArrayAttr(gmod.attributes["targets"])]
+    own_chips = [t.chip for t in own]
+    if own_chips == list(requested.chips):
+        return own
+    log.warning("gpu.module @%s lists the chip%s %s in its IR but the requested target is %s: "
+                "building for %s (the request wins; drop the chip from the IR, or request it, "
+                "to silence this)", name, "s" if len(own) > 1 else "", ", ".join(own_chips),
+                requested.chip, requested.chip)
+    chosen = [texts[own_chips.index(chip)] if chip in own_chips else
+              _with_chip(texts[0], chip) for chip in requested.chips]
+    gmod.attributes["targets"] = ir.Attribute.parse(f"[{', '.join(chosen)}]", gmod.context)
+    return [Target(requested.backend, chip) for chip in requested.chips]
+
+
+def _with_chip(target: str, chip: str) -> str:
+    """``#nvvm.target<...>``/``#rocdl.target<...>`` text with its chip set to ``chip``."""
+    if 'chip = "' in target:
+        return re.sub(r'chip = "[^"]*"', f'chip = "{chip}"', target, count=1)
+    if target.endswith(">"):
+        head, _, rest = target.partition("<")
+        return f'{head}<chip = "{chip}", {rest}'
+    return f'{target}<chip = "{chip}">'
 
 
 def binary_pipeline(mlir_format: str, toolkit: str | None) -> str:
@@ -227,41 +281,114 @@ def binary_pipeline(mlir_format: str, toolkit: str | None) -> str:
 
 def lower_nvvm(module: ir.Module, *, fmt: str, text: str | None = None,
                observe: "Callable[[ir.Module, str, Callable[[str], str]], None] | None" = None,
-               options: "lowering.LoweringOptions | None" = None) -> None:
+               options: "lowering.LoweringOptions | None" = None) -> dict[str, Binary]:
     """Lower every NVVM-targeted ``gpu.module`` with ``options`` (the kernel pipeline and the
     kernel compile options, :mod:`pywave.kernel_options`) and serialise it into a
-    ``gpu.binary``. ``observe(module, pipeline, pipeline_for)`` (for dumps) sees the module
-    between the two, with the serialisation pipeline and a function giving it for another
-    MLIR format. When ptxas assembles the kernels, targets without ``features`` get the
-    highest PTX ISA it accepts (:func:`raise_ptx_version`)."""
+    ``gpu.binary`` of PTX. ``observe(module, pipeline, pipeline_for)`` (for dumps) sees the
+    module between the two, with the serialisation pipeline and a function giving it for
+    another MLIR format. When ptxas assembles the kernels, targets without ``features`` get
+    the highest PTX ISA it accepts (:func:`raise_ptx_version`).
+
+    ``fmt`` ``"ptx"`` leaves the PTX for the driver (returns {}: :func:`collect_binaries`
+    reads it). Otherwise pywave runs ptxas per chip (:mod:`pywave.ptxas`: its warnings are
+    logged, its figures kept) and returns ``{gpu.module name: Binary}``: a cubin (one chip;
+    ``"auto"``), or a fatbin (``"fatbin"``, and ``"auto"`` for a module of several chips)
+    holding each chip's cubin and PTX. Several chips with ``"cubin"`` or ``"ptx"`` are a
+    CompileError, as is a format other than ``"ptx"`` without ptxas."""
     from . import kernel_options, nvvm_wmma, semantics
 
     options = options or lowering.LoweringOptions()
     found = find_toolkit()
     toolkit = found.root if found else None
-    if fmt == "auto":
-        fmt = "cubin" if has_ptxas(toolkit) else "ptx"
-    if fmt not in NVVM_FORMATS:
-        raise CompileError(f"unknown binary format {fmt!r}; expected one of "
-                           f"{sorted(NVVM_FORMATS)} or 'auto'")
-    if fmt != "ptx" and not has_ptxas(toolkit):
-        raise CompileError(f"format={fmt!r} needs ptxas from a CUDA toolkit (none found; set "
-                           "CUDA_HOME or PYWAVE_CUDA_PATH), or use format='ptx'")
+    several = {sym_name(g): [t.chip for t in module_targets(g)] for g in gpu_modules(module)
+               if len(module_targets(g)) > 1}
+    fmt = _resolve_format(fmt, toolkit, several)
     kernel_options.check_target(options, Target("nvvm", ""), fmt)
     kernel_options.before_lowering(module, options)
     semantics.precise_sqrt(module)
     nvvm_wmma.lower_elementwise(module)
     if fmt != "ptx":
         raise_ptx_version(module, found)
+    names = [sym_name(g) for g in gpu_modules(module)]
     run_pipeline(module, lowering.nvvm_pipeline(options), "lowering kernels to NVVM", text)
     semantics.set_data_layout(module)
     kernel_options.after_lowering(module, options, "nvvm", text)
     extern_dynamic_shared_memory(module)
     _check_libdevice(module, toolkit)
-    pipeline = binary_pipeline(NVVM_FORMATS[fmt], toolkit)
+    pipeline = binary_pipeline(NVVM_FORMATS["ptx"], toolkit)
     if observe is not None:
         observe(module, pipeline, lambda mlir_format: binary_pipeline(mlir_format, toolkit))
     run_pipeline(module, pipeline, "compiling kernels (gpu-module-to-binary)", text)
+    if fmt == "ptx":
+        return {}
+    return assemble_binaries(module, set(names), fmt, found)
+
+
+def _resolve_format(fmt: str, toolkit: str | None, several: dict[str, list[str]]) -> str:
+    """The image format for ``fmt`` (see :func:`lower_nvvm`); ``several`` maps the modules of
+    more than one chip to their chips."""
+    if fmt == "auto":
+        fmt = ("fatbin" if several else "cubin") if has_ptxas(toolkit) else "ptx"
+    if fmt not in NVVM_FORMATS:
+        raise CompileError(f"unknown binary format {fmt!r}; expected one of "
+                           f"{sorted(NVVM_FORMATS)} or 'auto'")
+    if several and fmt in ("ptx", "cubin"):
+        name, chips = next(iter(several.items()))
+        raise CompileError(f"format={fmt!r} holds code for one chip, but gpu.module @{name} is "
+                           f"built for {', '.join(chips)}; use format='fatbin' or 'auto' (one "
+                           "fatbin with each chip's code, the driver loads its GPU's)")
+    if fmt != "ptx" and not has_ptxas(toolkit):
+        what = "several chips" if several else f"format={fmt!r}"
+        raise CompileError(f"{what} need{'' if several else 's'} ptxas from a CUDA toolkit "
+                           "(none found; set CUDA_HOME or PYWAVE_CUDA_PATH), or use "
+                           "format='ptx' with one chip")
+    return fmt
+
+
+def assemble_binaries(module: ir.Module, names: set[str], fmt: str,
+                      found: Toolkit) -> dict[str, Binary]:
+    """Assemble the PTX objects of the ``gpu.binary`` ops named in ``names`` with ptxas
+    (one cubin per chip) and, for ``"fatbin"``, pack each op's chips into one fatbin. A chip
+    this ptxas no longer compiles for (:func:`pywave.lowering.ptxas_chips`) gets PTX only in
+    a fatbin, and is a CompileError for ``"cubin"``."""
+    from . import ptxas
+
+    supported = lowering.ptxas_chips(found.ptxas)
+    out = {}
+    for op in module.body.operations:
+        op = op.operation
+        if op.name != "gpu.binary" or sym_name(op) not in names:
+            continue
+        name = sym_name(op)
+        images, figures = [], []
+        for attr in ir.ArrayAttr(op.attributes["objects"]):
+            obj = gpu.ObjectAttr(attr)
+            target = ptxas.TargetOptions.parse(str(obj.target))
+            ptx = bytes(obj.object)
+            cubin = None
+            if not supported or target.chip in supported:
+                cubin, kernels = ptxas.assemble(found.ptxas, ptx, target, name)
+                figures += kernels
+            elif fmt == "cubin":
+                raise CompileError(
+                    f"format='cubin' for {target.chip}: the ptxas of {found.root} does not "
+                    f"compile for {target.chip} (it knows {', '.join(sorted(supported))}); "
+                    "use format='ptx', 'fatbin' or 'auto' (the driver compiles PTX for the GPU)")
+            else:
+                log.info("ptxas of %s does not compile for %s: gpu.module @%s carries its PTX "
+                         "only, which the driver compiles", found.root, target.chip, name)
+            images.append((target.chip, ptx, cubin))
+        chips = ",".join(chip for chip, _, _ in images)
+        if fmt == "cubin":
+            out[name] = Binary(name, "cubin", images[0][2], chips, tuple(figures))
+        else:
+            fatbinary = os.path.join(found.root, "bin", "fatbinary")
+            if not os.access(fatbinary, os.X_OK):
+                raise CompileError(f"format='fatbin' (or several chips) needs fatbinary beside "
+                                   f"ptxas; {fatbinary} is missing")
+            out[name] = Binary(name, "fatbin", ptxas.fatbin(fatbinary, images, name), chips,
+                               tuple(figures))
+    return out
 
 
 def raise_ptx_version(module: ir.Module, found: Toolkit | None) -> int | None:

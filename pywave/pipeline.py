@@ -28,7 +28,7 @@ import dataclasses
 import functools
 import logging
 import time
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from . import cache, dump, images, jit, lowering, runtime, toolkit, validate
 from ._version import __version__
@@ -157,8 +157,10 @@ class Pipeline:
     ----------
     text : str
         The MLIR module.
-    target : str, optional
-        Chip for ``gpu.module``s without a target (``"sm_90"``, ``"gfx942"``); default: GPU 0's.
+    target : str or list of str, optional
+        Chips to build for (``"sm_90"``, ``"gfx942"``, ``["sm_80", "sm_90"]``;
+        :func:`pywave.validate.targets`); the rule against the IR's own chips is
+        :func:`pywave.kernels.assign_targets`'s. Default: the IR's chips, else GPU 0's.
     opt_level : int
         LLVM optimisation level of the host code (0-3).
     format : str
@@ -197,8 +199,8 @@ class Pipeline:
         or unknown replacement image.
     """
 
-    def __init__(self, text: str, *, target: str | None = None, opt_level: int = 2,
-                 format: str = "auto", filename: str = "<input>",
+    def __init__(self, text: str, *, target: "str | Sequence[str] | None" = None,
+                 opt_level: int = 2, format: str = "auto", filename: str = "<input>",
                  replacements: Mapping | None = None, keep_stages: bool = False,
                  dump_dir: str | None = None, library: bool = False,
                  lowering: "lowering.LoweringOptions | None" = None,
@@ -207,7 +209,7 @@ class Pipeline:
                          filename=filename, dump_dir=dump_dir, replacements=replacements,
                          keep_stages=keep_stages, library=library, run_entry=run_entry)
         self.text = text
-        self.target = TargetChoice(target)
+        self.target = TargetChoice(validate.targets(target) if target is not None else None)
         self.opt_level = opt_level
         self.format = format
         self.filename = filename
@@ -307,11 +309,13 @@ class Pipeline:
         else:
             from . import subgroups
             subgroups.lower_subgroup_ops(module)
-            fmt = _lowering.image_format(self.format, target.chip, kernels.cuda_toolkit())
-            kernels.lower_nvvm(module, fmt=fmt, text=self.text,
-                               observe=dumper.kernels_lowered if dumper else None,
-                               options=self.lowering)
-            binaries = kernels.collect_binaries(module, target)
+            fmt = _lowering.image_format(self.format, target.chip, kernels.cuda_toolkit()) \
+                if len(target.chips) == 1 else self.format
+            assembled = kernels.lower_nvvm(module, fmt=fmt, text=self.text,
+                                           observe=dumper.kernels_lowered if dumper else None,
+                                           options=self.lowering)
+            binaries = [assembled.get(b.name, b)
+                        for b in kernels.collect_binaries(module, target)]
         binaries = images.replace(binaries, self.replacements, target)
         if dumper:
             dumper.update(target={"backend": target.backend, "chip": target.chip})
@@ -326,7 +330,8 @@ class Pipeline:
         from . import kernels
         if target is None or target.backend != "nvvm":
             return
-        attr = f"[{_lowering.nvvm_target(target.chip, self.lowering)}]"
+        attr = "[" + ", ".join(_lowering.nvvm_target(chip, self.lowering)
+                               for chip in target.chips) + "]"
         for gmod in kernels.gpu_modules(module):
             if kernels.kernels_of(gmod) and kernels.module_target(gmod) is None:
                 gmod.attributes["targets"] = ir.Attribute.parse(attr, module.context)

@@ -51,14 +51,21 @@ class Target:
 
     @classmethod
     def parse(cls, name: str) -> "Target":
-        """The target of a chip name: ``"sm_90"`` (NVIDIA) or ``"gfx942"`` (AMD)."""
-        name = name.strip()
-        if name.startswith("sm_"):
-            return cls("nvvm", name)
-        if name.startswith("gfx"):
-            return cls("rocdl", name)
-        raise CompileError(f"unknown target {name!r}: expected an NVIDIA chip such as 'sm_90' "
-                           "or an AMD chip such as 'gfx942'")
+        """The target of a chip name: ``"sm_90"`` (NVIDIA) or ``"gfx942"`` (AMD); several
+        chips of one backend separated by commas (``"sm_80,sm_90"``)."""
+        chips = [c.strip() for c in name.split(",")]
+        backends = {"nvvm" if c.startswith("sm_") else "rocdl" if c.startswith("gfx") else ""
+                    for c in chips}
+        if "" in backends or len(backends) != 1:
+            raise CompileError(f"unknown target {name!r}: expected an NVIDIA chip such as "
+                               "'sm_90' or an AMD chip such as 'gfx942' (several of one kind "
+                               "separated by commas)")
+        return cls(backends.pop(), ",".join(chips))
+
+    @property
+    def chips(self) -> tuple[str, ...]:
+        """The chips built for, in order (one, or several for a multi-chip NVIDIA build)."""
+        return tuple(self.chip.split(","))
 
     @property
     def device_type(self) -> int:
@@ -111,14 +118,46 @@ def format_of_extension(path: str) -> str | None:
     return next((f.name for f in FORMATS.values() if lowered.endswith(f.extension)), None)
 
 
+class KernelInfo(NamedTuple):
+    """What ptxas reports (``-v``) for one kernel assembled for one chip; read at compile time
+    (no GPU needed) and kept with the image, so cache hits have it too.
+
+    ``registers`` per thread; ``spill_stores``/``spill_loads``, ``local_bytes`` (the stack
+    frame: local memory) in bytes per thread; ``shared_bytes`` (static shared memory) and
+    ``constant_bytes`` (bank 0, beyond the parameters) in bytes per block; ``ptx_version``
+    the PTX's virtual architecture and ``binary_version`` the chip's, both major*10 + minor
+    as the driver reports them (90 for ``sm_90``); ``ptx_isa`` the PTX ISA version x10 of the
+    ``.version`` line (90 for 9.0)."""
+
+    name: str
+    chip: str
+    registers: int
+    spill_stores: int
+    spill_loads: int
+    local_bytes: int
+    shared_bytes: int
+    constant_bytes: int
+    ptx_version: int
+    binary_version: int
+    ptx_isa: int
+
+
 class Binary(NamedTuple):
     """One kernel image: ``name`` is the ``gpu.binary`` symbol launches refer to, ``format`` a
-    key of :data:`FORMATS`, ``chip`` the target it was built for."""
+    key of :data:`FORMATS`, ``chip`` the target it was built for (a fatbin of several chips:
+    ``"sm_80,sm_90"``, see :attr:`chips`). ``kernels``: ptxas' figures per kernel and chip
+    (empty for PTX the driver compiles and for images given from outside)."""
 
     name: str
     format: str
     data: bytes
     chip: str
+    kernels: tuple[KernelInfo, ...] = ()
+
+    @property
+    def chips(self) -> tuple[str, ...]:
+        """The chips the image holds code for, in the order they were asked for."""
+        return tuple(self.chip.split(","))
 
     def __repr__(self) -> str:   # the image's size, never its bytes
         return f"Binary(name={self.name!r}, format={self.format!r}, size={len(self.data)}, " \

@@ -110,3 +110,38 @@ def synchronize(device_type: int = KDLCUDA, ordinal: int = 0) -> None:
     """Wait for all work on a device; raises DeviceError for an earlier kernel fault."""
     check(lib.wavert_device_synchronize(device(device_type, ordinal)))
 
+
+
+#: The kernel attributes :func:`function_attributes` reads, by their name in
+#: :class:`pywave.kernel_api.KernelAttributes`.
+FUNCTION_ATTRIBUTES = {
+    "registers": lib.WAVERT_FUNCTION_NUM_REGS,
+    "local_bytes": lib.WAVERT_FUNCTION_LOCAL_SIZE_BYTES,
+    "shared_bytes": lib.WAVERT_FUNCTION_SHARED_SIZE_BYTES,
+    "constant_bytes": lib.WAVERT_FUNCTION_CONST_SIZE_BYTES,
+    "max_threads_per_block": lib.WAVERT_FUNCTION_MAX_THREADS_PER_BLOCK,
+    "max_dynamic_shared_bytes": lib.WAVERT_FUNCTION_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+    "ptx_version": lib.WAVERT_FUNCTION_PTX_VERSION,
+    "binary_version": lib.WAVERT_FUNCTION_BINARY_VERSION,
+}
+
+
+def function_attributes(device_type: int, ordinal: int, image: bytes,
+                        kernel: str) -> dict[str, int]:
+    """The driver's attributes (:data:`FUNCTION_ATTRIBUTES`) of kernel ``kernel`` in
+    ``image`` loaded on GPU ``ordinal`` of a backend: a module of its own, loaded for the
+    query and released after it (its release waits for the device's pending work).
+    DeviceError without the device or the kernel (NOT_FOUND), or when the driver fails."""
+    module = ffi.new("wavert_module **")
+    check(lib.wavert_module_load(device(device_type, ordinal), image, len(image), module))
+    try:
+        function = ffi.new("wavert_function **")
+        check(lib.wavert_module_get_function(module[0], kernel.encode(), function))
+        value = ffi.new("int64_t *")
+        out = {}
+        for name, attribute in FUNCTION_ATTRIBUTES.items():
+            check(lib.wavert_function_attribute_get(function[0], attribute, value))
+            out[name] = int(value[0])
+        return out
+    finally:
+        check(lib.wavert_module_release(module[0]))

@@ -77,6 +77,34 @@ def chip(name: Any, parameter: str = "target") -> str:
                           "pywave.validate.AMDGPU_CHIPS)"))
 
 
+def targets(value: Any, parameter: str = "target") -> str:
+    """The chips of a ``target=`` value as one comma-separated str (``"sm_80,sm_90"``): a chip
+    name, several separated by commas (the CLI's ``--target sm_80,sm_90``), or a list/tuple
+    of chip names. Each must be known (:func:`chip`); CompileError for an empty list, a chip
+    named twice, or NVIDIA and AMD chips together; TypeError for another type."""
+    if isinstance(value, (list, tuple)):
+        if not all(isinstance(v, str) for v in value):
+            raise TypeError(f"{parameter} must be a chip name or a list of chip names, got "
+                            f"{value!r}")
+        names = [v.strip() for v in value]
+    elif isinstance(value, str):
+        names = [v.strip() for v in value.split(",")] if "," in value else [value]
+    else:
+        chip(value, parameter)      # the TypeError naming the parameter
+        names = []
+    if not names:
+        raise CompileError(f"{parameter}={value!r} names no chip; expected e.g. 'sm_90' or "
+                           "['sm_80', 'sm_90']")
+    for name in names:
+        chip(name, parameter)
+    if len(set(names)) != len(names):
+        raise CompileError(f"{parameter}={value!r} names a chip twice")
+    if len({n[:3] for n in names}) > 1:
+        raise CompileError(f"{parameter}={value!r} mixes NVIDIA and AMD chips; one compile "
+                           "builds for one backend")
+    return ",".join(names)
+
+
 def options(text: Any, *, target: Any = None, opt_level: Any = 2, format: Any = "auto",
             filename: Any = "<input>", dump_dir: Any = None, replacements: Any = None,
             keep_stages: Any = False, library: Any = False, run_entry: Any = None) -> None:
@@ -85,7 +113,7 @@ def options(text: Any, *, target: Any = None, opt_level: Any = 2, format: Any = 
     the parameter). ``lowering`` checks itself (:class:`pywave.lowering.LoweringOptions`)."""
     source(text)
     if target is not None:
-        chip(target)
+        targets(target)
     if isinstance(opt_level, bool) or not isinstance(opt_level, int):
         raise TypeError(f"opt_level must be an int (0-3), got {opt_level!r}")
     if opt_level not in OPT_LEVELS:

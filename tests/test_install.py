@@ -124,3 +124,29 @@ def test_c_program_after_meson_install(tmp_path):
     flags = subprocess.run(["pkg-config", "--cflags", "--libs", "libwavert"], env=env,
                            capture_output=True, text=True, check=True).stdout.split()
     assert _build_and_run(tmp_path, flags).endswith(": limit exceeded\n")
+
+
+def test_c_library_alone_with_python_disabled(tmp_path):
+    """`-Dpython=disabled`: Meson builds and installs libwavert (library, headers, pkg-config
+    file) into the library folder with nothing of Python's (no cffi binding, no extension),
+    and a C program links it through pkg-config."""
+    meson = shutil.which("meson")
+    if meson is None or shutil.which("pkg-config") is None:
+        pytest.skip("needs meson and pkg-config (pip install '.[test]')")
+    build, prefix = tmp_path / "build", tmp_path / "prefix"
+    setup = subprocess.run([meson, "setup", str(build), str(ROOT), f"--prefix={prefix}",
+                            "--libdir=lib", "-Dtests=false", "-Dpython=disabled"],
+                           capture_output=True, text=True, timeout=300)
+    assert setup.returncode == 0, setup.stdout + setup.stderr
+    subprocess.run([meson, "install", "-C", str(build)], check=True, capture_output=True,
+                   timeout=600)
+    built = {p.name for p in build.rglob("*") if p.is_file()}
+    assert "libwavert.so" in built
+    assert not [n for n in built if n.startswith(("_native", "_libwavert"))], sorted(built)
+    assert (prefix / "lib" / "libwavert.so").is_file()
+    assert (prefix / "include" / "wavert.h").is_file()
+    assert not list(prefix.rglob("*.py")), "nothing of the Python package is installed"
+    env = dict(os.environ, PKG_CONFIG_PATH=str(prefix / "lib" / "pkgconfig"))
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "libwavert"], env=env,
+                           capture_output=True, text=True, check=True).stdout.split()
+    assert _build_and_run(tmp_path, flags).endswith(": limit exceeded\n")

@@ -213,8 +213,9 @@ WAVERT_EXPORT wavert_status wavert_device_count(int32_t device_type, int32_t *ou
 WAVERT_EXPORT wavert_status wavert_device_get(int32_t device_type, int32_t ordinal,
                                               wavert_device **out_device);
 
-/* The DLPack device (type, ordinal) of a device handle. Never fails. */
-WAVERT_EXPORT DLDevice wavert_device_dl(const wavert_device *device);
+/* The DLPack device (type, ordinal) of a device handle into *out_device. INVALID_ARGUMENT for
+ * a NULL device or out_device. Thread-safe. */
+WAVERT_EXPORT wavert_status wavert_device_dl(const wavert_device *device, DLDevice *out_device);
 
 typedef enum wavert_device_attribute {
   WAVERT_DEVICE_MAX_THREADS_PER_BLOCK = 1,
@@ -266,12 +267,15 @@ typedef struct wavert_function wavert_function;
 WAVERT_EXPORT wavert_status wavert_module_load(wavert_device *device, const void *image,
                                                size_t size, wavert_module **out_module);
 
-/* Add one reference. */
+/* Add one reference. `module` must be live (not yet released by its last reference). */
 WAVERT_EXPORT void wavert_module_retain(wavert_module *module);
 
 /* Drop one reference; the last one waits for the device's pending work (so kernels already
- * enqueued finish) and unloads the code object. Accepts NULL. */
-WAVERT_EXPORT void wavert_module_release(wavert_module *module);
+ * enqueued finish) and unloads the code object. Accepts NULL (WAVERT_OK). Release each
+ * reference once: a handle whose last reference is gone is invalid for every function, its
+ * functions too. Release detects it (INVALID_ARGUMENT, nothing freed), unless a later
+ * wavert_module_load returned the same address; the other functions do not. */
+WAVERT_EXPORT wavert_status wavert_module_release(wavert_module *module);
 
 /* Borrowed handle for kernel `name` (valid while `module` lives). WAVERT_ERROR_NOT_FOUND if
  * the module has no such kernel. Thread-safe. */
@@ -284,13 +288,23 @@ typedef enum wavert_function_attribute {
   WAVERT_FUNCTION_SHARED_SIZE_BYTES = 2,
   WAVERT_FUNCTION_NUM_REGS = 3,
   WAVERT_FUNCTION_LOCAL_SIZE_BYTES = 4,
+  /* User constant memory of the kernel in bytes. */
+  WAVERT_FUNCTION_CONST_SIZE_BYTES = 5,
+  /* Virtual architecture of the PTX the kernel was compiled from, and the architecture of
+   * the code loaded: major * 10 + minor (90 for sm_90 / compute_90). */
+  WAVERT_FUNCTION_PTX_VERSION = 6,
+  WAVERT_FUNCTION_BINARY_VERSION = 7,
+  /* Dynamic shared memory a launch may use now, in bytes: the driver's default (48 KiB minus
+   * the static shared memory on CUDA) until a larger launch opts the kernel in. */
+  WAVERT_FUNCTION_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
 } wavert_function_attribute;
 
 /* Read one attribute of a kernel: MAX_THREADS_PER_BLOCK and NUM_REGS are counts (the kernel's
  * own thread limit, registers per thread), SHARED_SIZE_BYTES and LOCAL_SIZE_BYTES bytes (static
- * shared memory per block, local memory per thread). Makes the device's context current for
- * the query. INVALID_ARGUMENT for NULL arguments or an attribute not in the enum; DRIVER when
- * the driver query fails. Thread-safe. */
+ * shared memory per block, local memory per thread), the others as the enum says
+ * (cuFuncGetAttribute / hipFuncGetAttribute). Makes the device's context current for the
+ * query. INVALID_ARGUMENT for NULL arguments or an attribute not in the enum; DRIVER when the
+ * driver query fails. Thread-safe. */
 WAVERT_EXPORT wavert_status wavert_function_attribute_get(wavert_function *function,
                                                           wavert_function_attribute attribute,
                                                           int64_t *out_value);
@@ -326,8 +340,11 @@ WAVERT_EXPORT wavert_status wavert_kernel_create(const void *image, size_t size,
                                                  const char *name, wavert_kernel **out_kernel);
 
 /* Release the kernel object and its per-device modules (see wavert_module_release).
- * Accepts NULL. Not safe while another thread uses the kernel. */
-WAVERT_EXPORT void wavert_kernel_release(wavert_kernel *kernel);
+ * Accepts NULL (WAVERT_OK). Not safe while another thread uses the kernel. Release it once:
+ * afterwards the handle and its functions are invalid; a second release is detected
+ * (INVALID_ARGUMENT, nothing freed) unless a later wavert_kernel_create returned the same
+ * address. */
+WAVERT_EXPORT wavert_status wavert_kernel_release(wavert_kernel *kernel);
 
 /* Borrowed function for `device`, loading the image on first use (valid while the kernel
  * object lives). Thread-safe. */
@@ -398,7 +415,10 @@ WAVERT_EXPORT wavert_status wavert_stream_create(wavert_device *device, void **o
  * drivers whose query trusts its argument (the query is then made on that memory). */
 WAVERT_EXPORT wavert_status wavert_stream_check(wavert_device *device, void *stream);
 /* Destroy a stream from wavert_stream_create, after the work already enqueued on it (the
- * driver finishes it). Accepts NULL (WAVERT_OK). */
+ * driver finishes it). Accepts NULL (WAVERT_OK). Release each stream once: a stream already
+ * released, or not made by wavert_stream_create (a framework's stream, a CU_STREAM_* constant),
+ * is INVALID_ARGUMENT and reaches no driver call, unless a later wavert_stream_create returned
+ * the same handle. */
 WAVERT_EXPORT wavert_status wavert_stream_release(wavert_device *device, void *stream);
 /* Block until all work on `stream` (NULL = the legacy default stream) has finished; reports a
  * sticky error from an earlier kernel fault. */
@@ -412,7 +432,9 @@ WAVERT_EXPORT wavert_status wavert_stream_wait_stream(wavert_device *device, voi
 WAVERT_EXPORT wavert_status wavert_memory_alloc(wavert_device *device, size_t size,
                                                 void **out_ptr);
 /* Free memory from wavert_memory_alloc (after the work already enqueued, as the driver
- * frees it). Accepts NULL. */
+ * frees it). Accepts NULL. Free each allocation once: the pointer is handed to the driver's
+ * free, which reports memory it does not know (CUDA: DRIVER, CUDA_ERROR_INVALID_VALUE) unless
+ * the address was allocated again meanwhile (then that allocation is freed). */
 WAVERT_EXPORT wavert_status wavert_memory_free(wavert_device *device, void *ptr);
 /* What memory a pointer addresses, as the driver answers (wavert_memory_kind). */
 typedef enum wavert_memory_type {

@@ -81,7 +81,9 @@ WAVERT_EXPORT int32_t wavert_jit_failed(void);
 /* Runtime functions of MLIR's gpu-to-llvm lowering (the mgpu* wrappers), on the call's
  * device. Each records failures for wavert_call_end and returns a harmless value; generated
  * code checks wavert_jit_failed after each. Streams created here wait for the call's stream
- * at creation; a synchronised stream is made to order the call's stream after it. */
+ * at creation; a synchronised stream is made to order the call's stream after it. A NULL
+ * dst/src of memcpy or memset with a non-zero size is INVALID_ARGUMENT (recorded; the driver
+ * is not called), as are sizes past PTRDIFF_MAX and ranges that wrap around. */
 WAVERT_EXPORT void *wavert_jit_stream_create(void);
 WAVERT_EXPORT void wavert_jit_stream_destroy(void *stream);
 WAVERT_EXPORT void wavert_jit_stream_synchronize(void *stream);

@@ -111,7 +111,9 @@ WAVERT_MGPU_EXPORT void mgpuEventRecord(void *event, void *stream);
 WAVERT_MGPU_EXPORT void *mgpuMemAlloc(uint64_t size, void *stream, int8_t host_shared);
 /* Accepts NULL. Not stream-ordered. */
 WAVERT_MGPU_EXPORT void mgpuMemFree(void *ptr, void *stream);
-/* Copy `size` bytes (any direction; unified addressing decides), ordered on `stream`. */
+/* Copy `size` bytes (any direction; unified addressing decides), ordered on `stream`. A NULL
+ * dst or src with a non-zero size is INVALID_ARGUMENT (recorded, the driver not called); so is
+ * mgpuMemset32/16's NULL dst. */
 WAVERT_MGPU_EXPORT void mgpuMemcpy(void *dst, void *src, size_t size, void *stream);
 /* Set `count` 32-bit / 16-bit elements at `dst` to `value`, ordered on `stream`. */
 WAVERT_MGPU_EXPORT void mgpuMemset32(void *dst, uint32_t value, size_t count, void *stream);

@@ -43,8 +43,11 @@ enum {
 enum {
   CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0,
   CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1,
+  CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES = 2,
   CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES = 3,
   CU_FUNC_ATTRIBUTE_NUM_REGS = 4,
+  CU_FUNC_ATTRIBUTE_PTX_VERSION = 5,
+  CU_FUNC_ATTRIBUTE_BINARY_VERSION = 6,
   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
 };
 enum { CU_JIT_OPTIMIZATION_LEVEL = 7, CU_JIT_ERROR_LOG_BUFFER = 5, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6 };
@@ -329,6 +332,18 @@ static wavert_status cuda_function_attribute(void *function, wavert_function_att
       break;
     case WAVERT_FUNCTION_LOCAL_SIZE_BYTES:
       cu_attribute = CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES;
+      break;
+    case WAVERT_FUNCTION_CONST_SIZE_BYTES:
+      cu_attribute = CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES;
+      break;
+    case WAVERT_FUNCTION_PTX_VERSION:
+      cu_attribute = CU_FUNC_ATTRIBUTE_PTX_VERSION;
+      break;
+    case WAVERT_FUNCTION_BINARY_VERSION:
+      cu_attribute = CU_FUNC_ATTRIBUTE_BINARY_VERSION;
+      break;
+    case WAVERT_FUNCTION_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+      cu_attribute = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
       break;
     default:
       return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT, "unknown function attribute %d",

@@ -46,8 +46,12 @@ enum {
 enum {
   HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0,
   HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1,
+  HIP_FUNC_ATTRIBUTE_CONST_SIZE_BYTES = 2,
   HIP_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES = 3,
   HIP_FUNC_ATTRIBUTE_NUM_REGS = 4,
+  HIP_FUNC_ATTRIBUTE_PTX_VERSION = 5,
+  HIP_FUNC_ATTRIBUTE_BINARY_VERSION = 6,
+  HIP_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
 };
 enum { hipFuncAttributeMaxDynamicSharedMemorySize = 8 };
 enum { hipMemcpyDefault = 4, hipStreamNonBlocking = 1, hipEventDisableTiming = 2 };
@@ -439,6 +443,18 @@ static wavert_status hip_function_attribute(void *function, wavert_function_attr
       break;
     case WAVERT_FUNCTION_LOCAL_SIZE_BYTES:
       hip_attribute = HIP_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES;
+      break;
+    case WAVERT_FUNCTION_CONST_SIZE_BYTES:
+      hip_attribute = HIP_FUNC_ATTRIBUTE_CONST_SIZE_BYTES;
+      break;
+    case WAVERT_FUNCTION_PTX_VERSION:
+      hip_attribute = HIP_FUNC_ATTRIBUTE_PTX_VERSION;
+      break;
+    case WAVERT_FUNCTION_BINARY_VERSION:
+      hip_attribute = HIP_FUNC_ATTRIBUTE_BINARY_VERSION;
+      break;
+    case WAVERT_FUNCTION_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+      hip_attribute = HIP_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
       break;
     default:
       return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT, "unknown function attribute %d",

@@ -270,7 +270,12 @@ void wavert_jit_memcpy(void *dst, void *src, uint64_t size, void *stream) {
   void *saved = NULL;
   wavert_device *device = enter_call("wavert_jit_memcpy", &saved);
   if (device == NULL) return;
-  wavert_status status = wavert__check_bytes("wavert_jit_memcpy", "size", size);
+  wavert_status status =
+      dst == NULL || src == NULL
+          ? wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                          "wavert_jit_memcpy: dst or src is NULL (size %llu bytes)",
+                          (unsigned long long)size)
+          : wavert__check_bytes("wavert_jit_memcpy", "size", size);
   if (status == WAVERT_OK) status = wavert__check_range("wavert_jit_memcpy", "dst", dst, size);
   if (status == WAVERT_OK) status = wavert__check_range("wavert_jit_memcpy", "src", src, size);
   if (status == WAVERT_OK)
@@ -285,7 +290,11 @@ static void jit_memset(const char *function, void *dst, uint32_t value, size_t e
   void *saved = NULL;
   wavert_device *device = enter_call(function, &saved);
   if (device == NULL) return;
-  wavert_status status = wavert__check_elements(function, dst, element_bytes, count);
+  wavert_status status =
+      dst == NULL ? wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                                  "%s: dst is NULL (%llu elements)", function,
+                                  (unsigned long long)count)
+                  : wavert__check_elements(function, dst, element_bytes, count);
   if (status == WAVERT_OK)
     status = device->backend->memset(dst, value, element_bytes, (size_t)count,
                                      call_stream(stream), 0);

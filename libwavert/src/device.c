@@ -159,7 +159,13 @@ wavert_status wavert_device_get(int32_t device_type, int32_t ordinal, wavert_dev
   return WAVERT_OK;
 }
 
-DLDevice wavert_device_dl(const wavert_device *device) { return device->dl; }
+wavert_status wavert_device_dl(const wavert_device *device, DLDevice *out_device) {
+  if (device == NULL || out_device == NULL)
+    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                         "wavert_device_dl: device or out_device is NULL");
+  *out_device = device->dl;
+  return WAVERT_OK;
+}
 
 wavert_status wavert_device_attribute_get(wavert_device *device, wavert_device_attribute attribute,
                                           int64_t *out_value) {

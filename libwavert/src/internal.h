@@ -128,4 +128,17 @@ void wavert__event_recycle(wavert_device *device, void *event);
  * device's context must be current. */
 wavert_status wavert__stream_order(wavert_device *device, void *waiting, void *stream);
 
+/* Live handles (handles.c), by kind. */
+#define WAVERT__HANDLE_MODULE 1
+#define WAVERT__HANDLE_KERNEL 2
+#define WAVERT__HANDLE_STREAM 3
+
+/* Record `handle` (of `kind`) as live. OUT_OF_MEMORY when the registry cannot grow. */
+wavert_status wavert__handle_add(const void *handle, int kind);
+
+/* Drop one reference of a live `handle`: -1 when it is not live (released already, or never
+ * made); with `refcount`, decrement it and return 1 for the last reference (the handle is then
+ * no longer live) and 0 otherwise; without, return 1 (no longer live). */
+int wavert__handle_drop(const void *handle, int kind, atomic_int *refcount);
+
 #endif /* WAVERT_INTERNAL_H */

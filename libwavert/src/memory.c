@@ -53,6 +53,10 @@ wavert_status wavert_stream_create(wavert_device *device, void **out_stream) {
   if (status != WAVERT_OK) return status;
   void *stream = NULL;
   status = device->backend->stream_create(&stream);
+  if (status == WAVERT_OK) {
+    status = wavert__handle_add(stream, WAVERT__HANDLE_STREAM);
+    if (status != WAVERT_OK) device->backend->stream_destroy(stream);
+  }
   wavert__leave(device, saved);
   if (status != WAVERT_OK) return status;
   *out_stream = stream;
@@ -101,6 +105,11 @@ wavert_status wavert_stream_check(wavert_device *device, void *stream) {
 wavert_status wavert_stream_release(wavert_device *device, void *stream) {
   CHECK_DEVICE("wavert_stream_release");
   if (stream == NULL) return WAVERT_OK;
+  if (wavert__handle_drop(stream, WAVERT__HANDLE_STREAM, NULL) < 0)
+    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                         "wavert_stream_release: stream %p is not a live stream of "
+                         "wavert_stream_create (released already, or made elsewhere)",
+                         stream);
   void *saved = NULL;
   wavert_status status = wavert__enter(device, &saved);
   if (status != WAVERT_OK) return status;

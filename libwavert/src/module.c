@@ -40,6 +40,13 @@ wavert_status wavert__module_load(wavert_device *device, const void *image, size
                              device->backend->name);
     wavert__leave(device, saved);
   }
+  if (status == WAVERT_OK) {
+    status = wavert__handle_add(module, WAVERT__HANDLE_MODULE);
+    if (status != WAVERT_OK && wavert__enter(device, &saved) == WAVERT_OK) {
+      device->backend->module_unload(module->handle);
+      wavert__leave(device, saved);
+    }
+  }
   if (status != WAVERT_OK) {
     free(module);
     return status;
@@ -55,9 +62,15 @@ void wavert_module_retain(wavert_module *module) {
   if (module != NULL) atomic_fetch_add_explicit(&module->refcount, 1, memory_order_relaxed);
 }
 
-void wavert_module_release(wavert_module *module) {
-  if (module == NULL) return;
-  if (atomic_fetch_sub_explicit(&module->refcount, 1, memory_order_acq_rel) != 1) return;
+wavert_status wavert_module_release(wavert_module *module) {
+  if (module == NULL) return WAVERT_OK;
+  int last = wavert__handle_drop(module, WAVERT__HANDLE_MODULE, &module->refcount);
+  if (last < 0)
+    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                         "wavert_module_release: module %p is not a live module (released "
+                         "already, or not from wavert_module_load)",
+                         (void *)module);
+  if (last == 0) return WAVERT_OK;
   wavert_device *device = module->device;
   void *saved = NULL;
   if (wavert__enter(device, &saved) == WAVERT_OK) {
@@ -73,6 +86,7 @@ void wavert_module_release(wavert_module *module) {
   }
   pthread_mutex_destroy(&module->mutex);
   free(module);
+  return WAVERT_OK;
 }
 
 /* A new wavert_function for `name`, its limits read from the driver (context current). */
@@ -174,6 +188,12 @@ wavert_status wavert_kernel_create(const void *image, size_t size, const char *n
     free(copy);
     return wavert__error(WAVERT_ERROR_OUT_OF_MEMORY, "out of host memory");
   }
+  status = wavert__handle_add(kernel, WAVERT__HANDLE_KERNEL);
+  if (status != WAVERT_OK) {
+    free(kernel);
+    free(copy);
+    return status;
+  }
   memcpy(copy, name, length + 1);
   kernel->image = image;
   kernel->size = size;
@@ -183,13 +203,19 @@ wavert_status wavert_kernel_create(const void *image, size_t size, const char *n
   return WAVERT_OK;
 }
 
-void wavert_kernel_release(wavert_kernel *kernel) {
-  if (kernel == NULL) return;
+wavert_status wavert_kernel_release(wavert_kernel *kernel) {
+  if (kernel == NULL) return WAVERT_OK;
+  if (wavert__handle_drop(kernel, WAVERT__HANDLE_KERNEL, NULL) < 0)
+    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                         "wavert_kernel_release: kernel %p is not a live kernel object "
+                         "(released already, or not from wavert_kernel_create)",
+                         (void *)kernel);
   for (int b = 0; b < WAVERT__BACKEND_COUNT; ++b)
     for (int d = 0; d < WAVERT__MAX_DEVICES; ++d) wavert_module_release(kernel->modules[b][d]);
   pthread_mutex_destroy(&kernel->mutex);
   free(kernel->name);
   free(kernel);
+  return WAVERT_OK;
 }
 
 wavert_status wavert_kernel_get_function(wavert_kernel *kernel, wavert_device *device,

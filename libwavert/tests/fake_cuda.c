@@ -480,6 +480,11 @@ EXPORT CUresult cuMemFree_v2(uintptr_t ptr) {
       allocations[i].ptr = 0;
       found = 1;
     }
+  /* As the driver: a pointer it did not allocate (freed already) is CUDA_ERROR_INVALID_VALUE. */
+  if (!found) {
+    pthread_mutex_unlock(&mutex);
+    return INVALID_VALUE;
+  }
   if (ptr != 0) live_allocations -= 1;
   pthread_mutex_unlock(&mutex);
   free((void *)ptr);

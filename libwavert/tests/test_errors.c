@@ -57,7 +57,9 @@ static void test_devices(void) {
   CHECK_OK(wavert_device_get(kDLCUDA, 0, &again));
   CHECK_OK(wavert_device_get(kDLCUDA, 1, &second));
   CHECK(device == again && device != second);
-  CHECK(wavert_device_dl(second).device_type == kDLCUDA && wavert_device_dl(second).device_id == 1);
+  DLDevice dl = {kDLCPU, -1};
+  CHECK_OK(wavert_device_dl(second, &dl));
+  CHECK(dl.device_type == kDLCUDA && dl.device_id == 1);
 
   wavert_device *untouched = (wavert_device *)&count;
   CHECK_STATUS(wavert_device_get(kDLCUDA, 2, &untouched), WAVERT_ERROR_NOT_FOUND);
@@ -133,6 +135,28 @@ static void test_driver_errors(void) {
   int64_t value = 0;
   CHECK_OK(wavert_function_attribute_get(function, WAVERT_FUNCTION_NUM_REGS, &value));
   CHECK(value == 16);
+  /* Each attribute reads the driver's attribute of that meaning (CUfunction_attribute). */
+  const struct {
+    wavert_function_attribute attribute;
+    int cu_attribute;
+  } mapping[] = {{WAVERT_FUNCTION_CONST_SIZE_BYTES, 2},
+                 {WAVERT_FUNCTION_PTX_VERSION, 5},
+                 {WAVERT_FUNCTION_BINARY_VERSION, 6},
+                 {WAVERT_FUNCTION_MAX_DYNAMIC_SHARED_SIZE_BYTES, 8}};
+  for (size_t i = 0; i < sizeof mapping / sizeof mapping[0]; ++i) {
+    fake_cuda_set_function_attribute(mapping[i].cu_attribute, 1000 + (int)i);
+    wavert_module *fresh = NULL;
+    wavert_function *f = NULL;
+    CHECK_OK(wavert_module_load(device, image, sizeof(image), &fresh));
+    CHECK_OK(wavert_module_get_function(fresh, "scale", &f));
+    CHECK_OK(wavert_function_attribute_get(f, mapping[i].attribute, &value));
+    CHECK(value == 1000 + (int64_t)i);
+    CHECK_OK(wavert_module_release(fresh));
+    fake_cuda_set_function_attribute(mapping[i].cu_attribute,
+                                     mapping[i].cu_attribute == 8 ? 48 * 1024 : 0);
+  }
+  CHECK_STATUS(wavert_function_attribute_get(function, (wavert_function_attribute)9, &value),
+               WAVERT_ERROR_INVALID_ARGUMENT);
   fake_cuda_fail_next("cuFuncGetAttribute", 400);
   CHECK_STATUS(wavert_function_attribute_get(function, WAVERT_FUNCTION_NUM_REGS, &value),
                WAVERT_ERROR_DRIVER);

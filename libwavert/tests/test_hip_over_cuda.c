@@ -128,7 +128,9 @@ int main(void) {
     return TEST_SKIP;
   }
   CHECK_OK(wavert_device_get(kDLROCM, 0, &device));
-  CHECK(wavert_device_dl(device).device_type == kDLROCM);
+  DLDevice dl = {kDLCPU, -1};
+  CHECK_OK(wavert_device_dl(device, &dl));
+  CHECK(dl.device_type == kDLROCM);
   char chip[32];
   CHECK_OK(wavert_device_chip(device, chip, sizeof(chip)));
   printf("HIP device 0 (over CUDA): %s\n", chip);

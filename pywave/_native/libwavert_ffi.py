@@ -31,6 +31,15 @@ typedef enum { kDLCPU, kDLCUDA, kDLROCM, ... } DLDeviceType;
 
 typedef struct wavert_device wavert_device;
 typedef struct wavert_kernel wavert_kernel;
+typedef struct wavert_module wavert_module;
+typedef struct wavert_function wavert_function;
+
+typedef enum wavert_function_attribute {
+    WAVERT_FUNCTION_MAX_THREADS_PER_BLOCK, WAVERT_FUNCTION_SHARED_SIZE_BYTES,
+    WAVERT_FUNCTION_NUM_REGS, WAVERT_FUNCTION_LOCAL_SIZE_BYTES,
+    WAVERT_FUNCTION_CONST_SIZE_BYTES, WAVERT_FUNCTION_PTX_VERSION,
+    WAVERT_FUNCTION_BINARY_VERSION, WAVERT_FUNCTION_MAX_DYNAMIC_SHARED_SIZE_BYTES, ...
+} wavert_function_attribute;
 
 const char *wavert_status_string(wavert_status status);
 const char *wavert_last_error(void);
@@ -40,7 +49,15 @@ wavert_status wavert_device_get(int32_t device_type, int32_t ordinal,
                                 wavert_device **out_device);
 wavert_status wavert_device_chip(wavert_device *device, char *buf, size_t size);
 wavert_status wavert_device_synchronize(wavert_device *device);
-void wavert_kernel_release(wavert_kernel *kernel);
+wavert_status wavert_kernel_release(wavert_kernel *kernel);
+wavert_status wavert_module_load(wavert_device *device, const void *image, size_t size,
+                                 wavert_module **out_module);
+wavert_status wavert_module_release(wavert_module *module);
+wavert_status wavert_module_get_function(wavert_module *module, const char *name,
+                                         wavert_function **out_function);
+wavert_status wavert_function_attribute_get(wavert_function *function,
+                                            wavert_function_attribute attribute,
+                                            int64_t *out_value);
 """
 
 

@@ -1,0 +1,166 @@
+"""Targets and chips (issue #24, item 2): the rule between ``target=`` and the chips a
+``gpu.module``'s ``#nvvm.target`` names, and builds for several chips at once (one fatbin per
+gpu.module holding each chip's cubin and PTX)."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+
+import pytest
+
+import pywave
+from pywave import api, kernels, validate
+from pywave.program import Target
+
+from conftest import DATA
+
+needs_ptxas = pytest.mark.skipif(not kernels.has_ptxas(kernels.cuda_toolkit()),
+                                 reason="needs ptxas from a CUDA toolkit")
+
+VECTOR_ADD = (DATA / "vector_add.mlir").read_text()
+
+
+def with_targets(targets: str) -> str:
+    """vector_add.mlir whose gpu.module lists ``targets`` (attribute text)."""
+    return VECTOR_ADD.replace("gpu.module @kernels", f"gpu.module @kernels [{targets}]", 1)
+
+
+def fatbin_chips(data: bytes) -> list[str]:
+    """The sm_XX of each ELF image inside a fatbin (or of a cubin): the SM number is in
+    e_flags, bits 8-15 for CUDA's ELF ABI version 8 and later (CUDA 13), else bits 0-7."""
+    chips, pos = [], 0
+    while (pos := data.find(b"\x7fELF", pos)) >= 0:
+        e_flags = int.from_bytes(data[pos + 48:pos + 52], "little")
+        chips.append(f"sm_{(e_flags >> 8) & 0xff if data[pos + 8] >= 8 else e_flags & 0xff}")
+        pos += 4
+    return chips
+
+
+# ---- the target value -------------------------------------------------------------------------
+@pytest.mark.parametrize("given", ["sm_80,sm_90", ["sm_80", "sm_90"], ("sm_80", " sm_90")])
+def test_several_chips_are_one_value(given):
+    assert validate.targets(given) == "sm_80,sm_90"
+    assert Target.parse("sm_80,sm_90").chips == ("sm_80", "sm_90")
+
+
+@pytest.mark.parametrize("given, match", [
+    ([], "names no chip"), ("sm_90,sm_90", "names a chip twice"),
+    ("sm_90,gfx942", "mixes NVIDIA and AMD"), ("sm_90,sm_9000", "'sm_9000' is not a chip")])
+def test_bad_chip_lists_are_compile_errors(given, match):
+    with pytest.raises(pywave.CompileError, match=match):
+        api.build(VECTOR_ADD, target=given)
+
+
+def test_a_list_of_non_str_is_a_type_error():
+    with pytest.raises(TypeError, match="target"):
+        api.build(VECTOR_ADD, target=["sm_90", 90])
+
+
+# ---- the IR's chips and target= ----------------------------------------------------------------
+@needs_ptxas
+def test_requested_chip_wins_over_the_ir_chip_with_a_warning(caplog):
+    with caplog.at_level(logging.WARNING, logger="pywave.kernels"):
+        art = api.build(with_targets('#nvvm.target<chip = "sm_80">'), target="sm_90")
+    assert art.target.chip == "sm_90"
+    (binary,) = art.binaries
+    assert binary.chip == "sm_90" and [k.chip for k in binary.kernels] == ["sm_90"]
+    assert fatbin_chips(binary.data) == ["sm_90"]
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "@kernels" in warning and "sm_80" in warning and "sm_90" in warning
+
+
+@needs_ptxas
+def test_ir_target_parameters_are_kept_when_the_chip_changes():
+    art = api.build(with_targets('#nvvm.target<chip = "sm_80", O = 1>'), target="sm_90",
+                    keep_stages=True)
+    assert '#nvvm.target<O = 1, chip = "sm_90"' in art.stages["kernels"]
+
+
+@needs_ptxas
+def test_same_chip_in_ir_and_request_is_quiet(caplog):
+    with caplog.at_level(logging.WARNING, logger="pywave.kernels"):
+        art = api.build(with_targets('#nvvm.target<chip = "sm_90">'), target="sm_90")
+    assert art.binaries[0].chip == "sm_90"
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+
+
+@needs_ptxas
+def test_ir_chips_requested_in_another_order_warn_and_follow_the_request(caplog):
+    with caplog.at_level(logging.WARNING, logger="pywave.kernels"):
+        art = api.build(with_targets('#nvvm.target<chip = "sm_90">, '
+                                     '#nvvm.target<chip = "sm_80">'), target="sm_80,sm_90")
+    assert art.binaries[0].chips == ("sm_80", "sm_90")
+    assert [r for r in caplog.records if r.levelno == logging.WARNING]
+
+
+@needs_ptxas
+def test_ir_listing_two_chips_builds_both_without_target():
+    """No target= and no GPU needed: every module has chips of its own."""
+    code = ("import pywave.api as api, sys\n"
+            "art = api.build(sys.stdin.read())\n"
+            "b = art.binaries[0]\n"
+            "print(art.target.chip, b.format, b.chip, [k.chip for k in b.kernels])\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          input=with_targets('#nvvm.target<chip = "sm_80">, '
+                                             '#nvvm.target<chip = "sm_90">'),
+                          timeout=600, cwd="/")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[0] == "sm_80,sm_90 fatbin sm_80,sm_90 ['sm_80', 'sm_90']"
+
+
+# ---- several chips ------------------------------------------------------------------------------
+@needs_ptxas
+def test_two_chips_give_one_fatbin_per_module():
+    art = api.build(VECTOR_ADD, target=["sm_80", "sm_90"])
+    assert art.target == Target("nvvm", "sm_80,sm_90")
+    (binary,) = art.binaries
+    assert binary.format == "fatbin" and binary.chips == ("sm_80", "sm_90")
+    assert sorted(fatbin_chips(binary.data)) == ["sm_80", "sm_90"]
+    assert [(k.name, k.chip) for k in binary.kernels] == [("add", "sm_80"), ("add", "sm_90")]
+
+
+@pytest.mark.parametrize("fmt", ["cubin", "ptx"])
+def test_two_chips_in_a_one_chip_format_are_an_error(fmt):
+    with pytest.raises(pywave.CompileError, match=rf"format='{fmt}' holds code for one chip.*"
+                                                  r"sm_80, sm_90.*fatbin"):
+        api.build(VECTOR_ADD, target="sm_80,sm_90", format=fmt)
+
+
+@needs_ptxas
+def test_the_chips_are_part_of_the_cache_key():
+    one = pywave.compile(VECTOR_ADD, target="sm_90", disk_cache=False)
+    two = pywave.compile(VECTOR_ADD, target="sm_80,sm_90", disk_cache=False)
+    same = pywave.compile(VECTOR_ADD, target=["sm_80", "sm_90"], disk_cache=False)
+    assert one is not two and two is same
+    assert one.target == "sm_90" and two.target == "sm_80,sm_90"
+
+
+@needs_ptxas
+def test_cli_target_list(tmp_path):
+    out = tmp_path / "add.fatbin"
+    proc = subprocess.run([sys.executable, "-m", "pywave", "compile", str(DATA / "vector_add.mlir"),
+                           "--target", "sm_80,sm_90", "-o", str(out)],
+                          capture_output=True, text=True, timeout=600, cwd="/")
+    assert proc.returncode == 0, proc.stderr
+    assert "kernel binary @kernels: fatbin" in proc.stdout and "chip sm_80,sm_90" in proc.stdout
+    assert "kernel @add (sm_80)" in proc.stdout and "kernel @add (sm_90)" in proc.stdout
+    assert sorted(fatbin_chips(out.read_bytes())) == ["sm_80", "sm_90"]
+
+
+@pytest.mark.gpu
+def test_the_driver_loads_its_chip_from_a_two_chip_fatbin(torch_cuda):
+    torch = torch_cuda
+    from pywave import runtime
+    chip = runtime.device_chip()
+    other = "sm_80" if chip != "sm_80" else "sm_75"
+    mod = pywave.compile(VECTOR_ADD, target=[other, chip], disk_cache=False)
+    assert mod.binaries[0].format == "fatbin"
+    attrs = mod.kernel_attributes("add", device=0)
+    assert attrs.chip == chip and attrs.binary_version == int(chip[3:].rstrip("a"))
+    a = torch.randn(1000, device="cuda")
+    b = torch.randn(1000, device="cuda")
+    c = torch.empty_like(a)
+    mod(a, b, c)
+    assert torch.equal(c, a + b)
