@@ -466,7 +466,7 @@ def store(cache_key: str, program: Program) -> Program:
     if program.shared_object is None:
         from . import sharedobj
         shared = sharedobj.link(program.object_code)   # for warm starts without llvmlite
-        if shared is not None:
+        if shared:
             program = dataclasses.replace(program, shared_object=shared)
     data = _encode(program, cache_key)
     if len(data) > MAX_FILE_BYTES:
