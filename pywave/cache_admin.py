@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from . import cache, kernel_api
+from . import cache, kernel_api, toolkit
 
 #: Files of the cache folder: entries, and temporary files of writes in progress (or of
 #: writes that failed).
@@ -96,16 +96,18 @@ def summary() -> Summary:
 
 
 def clear() -> tuple[int, int, int]:
-    """Remove every entry, pre-linked ``.pwso`` file of earlier versions and leftover
-    temporary file; returns (entries removed, files removed, bytes freed). A symbolic link
-    is removed itself, never what it points to (nor counted by it).
+    """Remove every entry, pre-linked ``.pwso`` file of earlier versions, leftover temporary
+    file and the ptxas release memo (:data:`pywave.toolkit.VERSIONS_FILE`, and the legacy
+    one); returns (entries removed, files removed, bytes freed). A symbolic link is removed
+    itself, never what it points to (nor counted by it).
     Other processes may keep using the cache: a removed entry is rebuilt on its next compile."""
     root = cache.directory()
     if root is None:
         return 0, 0, 0
     entries = removed = freed = 0
     for name in os.listdir(root):
-        if not (name.endswith(cache.SUFFIXES) or name.startswith(TEMP_PREFIX)):
+        if not (name.endswith(cache.SUFFIXES) or name.startswith(TEMP_PREFIX) or
+                name in (toolkit.VERSIONS_FILE, toolkit.LEGACY_VERSIONS_FILE)):
             continue
         path = os.path.join(root, name)
         try:

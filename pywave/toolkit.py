@@ -81,8 +81,10 @@ def _candidates() -> list[tuple[str, str]]:
 
 #: File in the compile cache folder remembering each ptxas binary's release, so that a warm
 #: start (which keys its cache lookup on it) runs no subprocess: JSON sealed with a checksum
-#: (pywave.cache.sealed), read as every cache file is (pywave.cache.read_file).
-VERSIONS_FILE = "ptxas-versions.json"
+#: (pywave.cache.sealed), read as every cache file is (pywave.cache.read_file). Versions
+#: before it was sealed kept plain JSON in LEGACY_VERSIONS_FILE, left to them.
+VERSIONS_FILE = "ptxas-versions.pwm"
+LEGACY_VERSIONS_FILE = "ptxas-versions.json"
 _VERSIONS_MAGIC = b"PYWAVE-PTXAS-VERSIONS-1\n"
 #: Largest memo read (bytes); a few hundred bytes per ptxas binary.
 _VERSIONS_MAX_BYTES = 1 << 20

@@ -276,6 +276,14 @@ def test_cache_commands_neither_hang_nor_follow_links(kind, filled, driver, tmp_
     assert {p.name: p.read_bytes() for p in outside.iterdir()} == before
 
 
+def test_cache_info_shows_the_bound_eviction_applies(tmp_path, monkeypatch):
+    """``pywave cache info`` reads PYWAVE_CACHE_MAX_BYTES as eviction does (with its units)."""
+    from pywave import cache_admin
+    monkeypatch.setenv("PYWAVE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("PYWAVE_CACHE_MAX_BYTES", "512MiB")
+    assert cache_admin.summary().max_bytes == cache.max_bytes() == 512 << 20
+
+
 # --- on a GPU -------------------------------------------------------------------------------
 
 GPU_CHILD = """
@@ -318,3 +326,4 @@ def test_swapped_files_never_give_another_modules_results_on_a_gpu(disk_cache, t
                            "1" if disk_cache else "0"], env=env_of["add"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=TIMEOUT)
     assert (done.returncode, done.stdout.strip()) == (0, "add"), done.stderr[-3000:]
+
