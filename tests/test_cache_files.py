@@ -6,9 +6,9 @@ raw OSError; ``disk_cache=False`` reads none of them; ``pywave cache list|info|c
 hang nor follow links out of the folder.
 
 Black-box: every compile runs in a fresh interpreter (a timeout turns a hang into a failure,
-a bound on its data memory turns reading /dev/zero or a huge file into one) whose host code calls the recording driver stand-in (libwavert/tests/fake_cuda.c, built
-here): its launch count tells which module's host code ran. CPU only, but for the GPU test
-at the end.
+a bound on its data memory turns reading /dev/zero or a huge file into one) whose host code
+calls the recording driver stand-in (libwavert/tests/fake_cuda.c, built here): its launch
+count tells which module's host code ran. CPU only, but for the GPU test at the end.
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def test_another_modules_files_in_the_entry_never_run(partner, disk_cache, fille
     entry, its pre-linked host code where a version keeps that apart): ONE's host code runs
     (one launch, ``main``), whatever ``disk_cache`` says."""
     folder = _copy(filled["one"], tmp_path / "cache")
-    theirs = {p.suffix: p for p in _kept(filled[partner]) if p.suffix != ".json"}
+    theirs = {p.suffix: p for p in _kept(filled[partner]) if p.name.endswith(cache.SUFFIXES)}
     swapped = 0
     for mine in _kept(folder):
         if mine.suffix in theirs:
@@ -318,7 +318,7 @@ def test_swapped_files_never_give_another_modules_results_on_a_gpu(disk_cache, t
                               env=env_of[name], cwd=tmp_path, capture_output=True, text=True,
                               timeout=TIMEOUT)
         assert (done.returncode, done.stdout.strip()) == (0, name), done.stderr[-3000:]
-    theirs = {p.suffix: p for p in _kept(tmp_path / "sub") if p.suffix != ".json"}
+    theirs = {p.suffix: p for p in _kept(tmp_path / "sub") if p.name.endswith(cache.SUFFIXES)}
     for mine in _kept(tmp_path / "add"):
         if mine.suffix in theirs:
             mine.write_bytes(theirs[mine.suffix].read_bytes())
