@@ -145,7 +145,7 @@ def directory() -> str | None:
     except OSError as exc:
         log.warning("compile cache disabled: cannot create %s: %s", path, exc)
         return None
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or st.st_uid != os.getuid():
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or st.st_uid != os.geteuid():
         log.warning("compile cache disabled: %s is writable by others or not owned by this "
                     "user (mode %o); fix with chmod 700", path, stat.S_IMODE(st.st_mode))
         return None
