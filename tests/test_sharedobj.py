@@ -8,6 +8,8 @@ named ``main``)."""
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
 import shutil
 import subprocess
@@ -17,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import pywave
-from pywave import api, cache, sharedobj, toolkit
+from pywave import api, cache, jit, sharedobj, toolkit
 
 pytest.importorskip("pywave._native")
 
@@ -172,3 +174,25 @@ def test_shared_object_host_code_runs_on_the_driver_stand_in(tmp_path):
     warm = _fresh(code, linked, **env)
     assert warm.returncode == 0, warm.stderr
     assert warm.stdout.split() == ["SharedObjectModule", "3"]
+
+
+@needs_cc
+def test_a_shared_object_lacking_the_modules_symbols_falls_back_to_mcjit(tmp_path,
+                                                                          monkeypatch, caplog):
+    """An entry whose (checksummed) shared object is another module's code: the module loads
+    its object code with MCJIT, with a warning, instead of failing every compile."""
+    monkeypatch.setenv("PYWAVE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("PYWAVE_CACHE", raising=False)
+    other = sharedobj.link(api.build(TEXT.replace("@twice", "@thrice").replace(
+        "@main", "@first"), target="sm_90").program().object_code)
+    assert other is not None
+    program = dataclasses.replace(api.build(TEXT, target="sm_90").program(),
+                                  shared_object=other)
+    cache.store("k" * 64, program)
+    with caplog.at_level(logging.WARNING, logger="pywave"):
+        module = api.CompiledModule(cache.load("k" * 64))
+    try:
+        assert isinstance(module._engine, jit.JitModule) and module.functions == ["main", "twice"]
+        assert "has no symbol" in caplog.text and "MCJIT" in caplog.text
+    finally:
+        module.close()
