@@ -132,7 +132,7 @@ def fresh_process(path: str, target: str, runs: int) -> dict[str, tuple[float, f
     try:
         warm_dir, mcjit_dir = os.path.join(root, "warm"), os.path.join(root, "warm-mcjit")
         wall([sys.executable, "-c", code], warm_dir)            # fills the warm cache
-        wall([sys.executable, "-c", code], mcjit_dir, CC=NO_LINKER)   # ... without a .pwso
+        wall([sys.executable, "-c", code], mcjit_dir, CC=NO_LINKER)   # ... unlinked host code
         for i in range(runs):                                     # interleaved: same noise
             out["python -c pass"].append(wall([sys.executable, "-c", "pass"]))
             out["cold cache"].append(wall([sys.executable, "-c", code],

@@ -174,7 +174,7 @@ def compile(text: str | os.PathLike[str], *, target: str | Sequence[str] | None 
         from . import isolation   # a warm start neither imports it nor starts a worker
         program = isolation.program(compiler, isolate=isolate, timeout=timeout)
         if disk_cache:
-            cache.store(cache_key, program)
+            program = cache.store(cache_key, program)   # with its pre-linked host code
         how = "compiled (cache miss)" if disk_cache and not dumping else "compiled (cache off)"
         module = CompiledModule(program)
     log.info("compile %s: %s for %s in %.1f ms", cache_key[:16], how, program.target.chip,
@@ -211,8 +211,8 @@ class CompiledModule:
 
         from . import _native
         self._program = program
-        engine = sharedobj.load(cache.directory(), program.object_code, runtime.LIBRARY)
-        if engine is None:   # no pre-linked shared object (pywave.sharedobj): MCJIT
+        engine = _prelinked(program)
+        if engine is None:   # no usable pre-linked shared object (pywave.sharedobj): MCJIT
             jit.initialise(runtime.LIBRARY)
             engine = jit.JitModule(program.object_code)
         self._engine = engine   # MCJIT or pre-linked: which one served is visible for tests
@@ -345,6 +345,27 @@ class CompiledModule:
     def __repr__(self) -> str:
         state = " closed" if self._code.closed else ""
         return f"<pywave.CompiledModule functions={self.functions} target={self.target}{state}>"
+
+
+def _prelinked(program: Program) -> "sharedobj.SharedObjectModule | None":
+    """``program.shared_object`` opened, if it has one, it opens and it defines every symbol
+    the module uses (else None, logged: the caller loads ``object_code`` with MCJIT). The
+    program holds the bytes to open (the disk cache checked them against the entry's
+    checksum and key): no file is read here."""
+    if program.shared_object is None:
+        return None
+    engine = sharedobj.load(program.shared_object, runtime.LIBRARY)
+    if engine is None:
+        return None
+    try:
+        engine.address(RELEASE_KERNELS)
+        for sig in program.functions:
+            engine.address(PACKED_PREFIX + sig.name)
+    except CompileError as exc:
+        engine.close()
+        log.warning("%s; loading the host code with MCJIT", exc)
+        return None
+    return engine
 
 
 def _release(engine: "jit.JitModule | sharedobj.SharedObjectModule", release_kernels) -> None:

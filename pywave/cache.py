@@ -12,10 +12,23 @@ size (default 1 GiB; a byte count such as ``1000000``, ``1e9``, ``512MiB``, ``2G
 :func:`max_bytes`); the least recently used entries are evicted. A value that cannot be read
 is a logged warning naming the variable and the default used, never an error.
 
-An entry is bound to its key: the key is inside the checksummed payload, so a file copied or
-linked under another key is corrupt, not another module. Any entry that does not decode to
-exactly the fields a :class:`~pywave.program.Program` needs (bad magic or checksum, a
-truncated payload, a missing, extra or mistyped field) is logged, removed and rebuilt.
+An entry is one file, ``<key>.pwc``, holding everything of its program: kernel images, host
+object code and, when a C compiler linked it, the host code pre-linked into a shared object
+(:mod:`pywave.sharedobj`), all under one checksum. An entry is bound to its key: the key is
+inside the checksummed payload, so a file copied or linked under another key is corrupt, not
+another module; and what is ``dlopen``-ed is the checksummed bytes themselves (copied into a
+sealed memfd), so no file can be swapped in between the check and the load. Any entry that
+does not decode to exactly the fields a :class:`~pywave.program.Program` needs (bad magic or
+checksum, a truncated payload, a missing, extra or mistyped field) is logged, removed and
+rebuilt.
+
+Every file read from the cache folder (entries here, the ptxas release memo of
+:mod:`pywave.toolkit`) goes through :func:`read_file`: opened without following symbolic
+links and without blocking, then checked on the open descriptor to be a regular file owned
+by this user and at most :data:`MAX_FILE_BYTES` long. Anything else (a symbolic link, FIFO,
+device, folder, another user's file, an oversized file) is corrupt: logged, removed and
+rebuilt, never followed, waited on or read into memory.
+
 Writes are atomic (temporary ``.tmp-*`` file + rename); a failed write removes its
 temporary, and eviction removes temporaries older than :data:`STALE_TEMP_SECONDS` left by
 writers that died.
@@ -24,6 +37,7 @@ writers that died.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import functools
 import json
 import logging
@@ -47,19 +61,27 @@ except ImportError:
 log = logging.getLogger("pywave.cache")
 
 # 2: BLAKE2b-256 checksum; 3: signatures by field name; 4: the key inside the payload;
-# 5: function results (HostSignature.results, Param.memory)
-MAGIC = b"PYWAVE-CACHE-6\n"
+# 5: function results (HostSignature.results, Param.memory); 6: the pre-linked shared object
+# inside the entry (it was a separate .pwso file, bound to neither key nor entry); 7: each
+# binary's per-kernel figures from ptxas (Binary.kernels)
+MAGIC = b"PYWAVE-CACHE-7\n"
 DEFAULT_MAX_BYTES = 1 << 30
 #: A temporary file older than this (seconds) belongs to a writer that died: eviction
 #: removes it. A write takes milliseconds; the margin covers slow disks and clock skew.
 STALE_TEMP_SECONDS = 600
 TEMP_PREFIX = ".tmp-"
-#: Files of the cache: entries (.pwc) and their host code pre-linked (.pwso, pywave.sharedobj).
+#: Files of the cache: entries (.pwc), and pre-linked host code (.pwso) that pywave versions
+#: before entry format 6 kept beside them: never read, removed by eviction and clear.
 SUFFIXES = (".pwc", ".pwso")
+#: Largest file read from the cache folder (bytes): a larger one is corrupt, not read.
+#: An entry is kernel images plus host code, megabytes at most; one that would encode
+#: larger is not stored.
+MAX_FILE_BYTES = 1 << 30
 
 
 class CorruptEntry(ValueError):
-    """An entry that does not decode to a Program for its key (the message says why)."""
+    """A cache file that is not what pywave wrote there (the message says why): an entry that
+    does not decode to a Program for its key, or a file :func:`read_file` refuses."""
 
 
 def _digest(data: bytes = b""):
@@ -125,7 +147,7 @@ def directory() -> str | None:
     except OSError as exc:
         log.warning("compile cache disabled: cannot create %s: %s", path, exc)
         return None
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or st.st_uid != os.getuid():
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or st.st_uid != os.geteuid():
         log.warning("compile cache disabled: %s is writable by others or not owned by this "
                     "user (mode %o); fix with chmod 700", path, stat.S_IMODE(st.st_mode))
         return None
@@ -196,7 +218,8 @@ def max_bytes() -> int:
 
 
 def _encode(program: Program, cache_key: str) -> bytes:
-    blobs = [b.data for b in program.binaries] + [program.object_code]
+    shared = program.shared_object
+    blobs = [b.data for b in program.binaries] + [program.object_code, shared or b""]
     meta = {
         "key": cache_key,
         "target": dataclasses.asdict(program.target),
@@ -205,20 +228,32 @@ def _encode(program: Program, cache_key: str) -> bytes:
                      for b in program.binaries],
         "functions": [dataclasses.asdict(f) for f in program.functions],
         "object_size": len(program.object_code),
+        "shared_object_size": None if shared is None else len(shared),
     }
     head = json.dumps(meta).encode()
-    payload = struct.pack("<Q", len(head)) + head + b"".join(blobs)
-    return MAGIC + _digest(payload).digest() + payload
+    return sealed(MAGIC, struct.pack("<Q", len(head)) + head + b"".join(blobs))
+
+
+def sealed(magic: bytes, payload: bytes) -> bytes:
+    """``payload`` as a cache file: ``magic`` (the format and its version), the BLAKE2b-256
+    of ``payload``, then ``payload``; :func:`unsealed` checks and strips them."""
+    return magic + _digest(payload).digest() + payload
+
+
+def unsealed(magic: bytes, raw: bytes) -> bytes:
+    """The payload of :func:`sealed` file bytes ``raw``; CorruptEntry on another magic (another
+    format or version) or a checksum mismatch (truncated or corrupt)."""
+    if not raw.startswith(magic):
+        raise CorruptEntry("bad magic (another version or not a pywave cache file)")
+    payload = raw[len(magic) + 32:]
+    if _digest(payload).digest() != raw[len(magic):len(magic) + 32]:
+        raise CorruptEntry("checksum mismatch (truncated or corrupt)")
+    return payload
 
 
 def _decode(raw: bytes, cache_key: str) -> Program:
     """The Program of entry ``raw`` stored under ``cache_key``; CorruptEntry otherwise."""
-    if not raw.startswith(MAGIC):
-        raise CorruptEntry("bad magic (another version or not an entry)")
-    digest = raw[len(MAGIC):len(MAGIC) + 32]
-    payload = raw[len(MAGIC) + 32:]
-    if _digest(payload).digest() != digest:
-        raise CorruptEntry("checksum mismatch (truncated or corrupt)")
+    payload = unsealed(MAGIC, raw)
     if len(payload) < 8:
         raise CorruptEntry("payload shorter than its header")
     (n,) = struct.unpack_from("<Q", payload, 0)
@@ -227,7 +262,7 @@ def _decode(raw: bytes, cache_key: str) -> Program:
     except (ValueError, RecursionError) as exc:
         raise CorruptEntry(f"header is not JSON: {exc}") from None
     _fields(meta, "header", {"key": str, "target": dict, "binaries": list, "functions": list,
-                             "object_size": int})
+                             "object_size": int, "shared_object_size": (int, None)})
     if meta["key"] != cache_key:
         raise CorruptEntry(f"entry of key {meta['key'][:16]}... stored under this key")
     _fields(meta["target"], "target", {"backend": str, "chip": str})
@@ -242,12 +277,14 @@ def _decode(raw: bytes, cache_key: str) -> Program:
         binaries.append(Binary(b["name"], b["format"], payload[pos:pos + b["size"]], b["chip"],
                                tuple(_kernel_info(k) for k in b["kernels"])))
         pos += b["size"]
-    if meta["object_size"] < 0 or pos + meta["object_size"] != len(payload):
-        raise CorruptEntry(f"sizes add up to {pos + meta['object_size']} bytes, the payload "
-                           f"has {len(payload)}")
-    obj = payload[pos:]
+    object_size, shared_size = meta["object_size"], meta["shared_object_size"]
+    end = pos + object_size + (shared_size or 0)
+    if object_size < 0 or (shared_size is not None and shared_size <= 0) or end != len(payload):
+        raise CorruptEntry(f"sizes add up to {end} bytes, the payload has {len(payload)}")
+    obj = payload[pos:pos + object_size]
+    shared = None if shared_size is None else payload[pos + object_size:]
     functions = tuple(_signature(f) for f in meta["functions"])
-    return Program(Target(**meta["target"]), tuple(binaries), functions, obj)
+    return Program(Target(**meta["target"]), tuple(binaries), functions, obj, shared)
 
 
 _INT_LIST = "list of int"
@@ -307,30 +344,103 @@ def _params(records: list, what: str) -> tuple[Param, ...]:
     return tuple(params)
 
 
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def read_file(path: str, limit: int = MAX_FILE_BYTES, *, touch: bool = False) -> bytes:
+    """The bytes of cache file ``path``, read safely: opened without following a symbolic
+    link and without blocking (a FIFO), then checked on the open descriptor (no window
+    between check and read) to be a regular file owned by this user of at most ``limit``
+    bytes. ``touch``: set its modification time, the recency of LRU eviction.
+
+    Raises
+    ------
+    CorruptEntry
+        A symbolic link, a FIFO, device, socket or folder, another user's file, or a file
+        over ``limit`` bytes (the message says which): not what pywave writes there.
+    FileNotFoundError
+        There is no such file.
+    OSError
+        It cannot be opened or read (e.g. no permission).
+    """
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise CorruptEntry("a symbolic link (not followed)") from None
+        if exc.errno == errno.ENXIO:
+            raise CorruptEntry("not a regular file (a socket)") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        _check_kept(st, limit)
+        data = _read_at_most(fd, st.st_size, limit)
+        if touch:
+            try:
+                os.utime(fd)
+            except OSError:   # a read-only file system: recency is not kept, the data is good
+                pass
+        return data
+    finally:
+        os.close(fd)
+
+
+def _check_kept(st: os.stat_result, limit: int) -> None:
+    """CorruptEntry unless ``st`` is a regular file of this user of at most ``limit`` bytes."""
+    if not stat.S_ISREG(st.st_mode):
+        raise CorruptEntry(f"not a regular file (mode {st.st_mode:o})")
+    if st.st_uid != os.geteuid():
+        raise CorruptEntry(f"owned by uid {st.st_uid}, not by this user (uid {os.geteuid()})")
+    if st.st_size > limit:
+        raise CorruptEntry(f"{st.st_size} bytes, over the limit of {limit} bytes")
+
+
+def _read_at_most(fd: int, size: int, limit: int) -> bytes:
+    """The rest of ``fd`` (``size`` bytes expected); CorruptEntry past ``limit`` bytes (it
+    grew after the check)."""
+    parts, total = [], 0
+    while True:
+        part = os.read(fd, min(max(size - total, 1 << 16), limit + 1 - total))
+        if not part:
+            return b"".join(parts)
+        parts.append(part)
+        total += len(part)
+        if total > limit:
+            raise CorruptEntry(f"grew past the limit of {limit} bytes while read")
+
+
+def read_entry(root: str, cache_key: str, *, touch: bool = False) -> Program:
+    """The Program of entry ``cache_key`` in cache folder ``root``, read with
+    :func:`read_file` (``touch``: mark it used) and decoded; removes nothing.
+
+    Raises
+    ------
+    CorruptEntry
+        The file is not an entry of this key (the message says why).
+    FileNotFoundError
+        There is no entry.
+    OSError
+        It cannot be read.
+    """
+    return _decode(read_file(os.path.join(root, cache_key + ".pwc"), touch=touch), cache_key)
+
+
 def load(cache_key: str) -> Program | None:
-    """The entry for ``cache_key``, or None (missing, disabled, or corrupt — then removed)."""
+    """The entry for ``cache_key`` (with its pre-linked ``shared_object`` when it has one),
+    or None: missing, disabled, unreadable (logged) or corrupt (logged and removed)."""
     root = directory()
     if root is None:
         return None
-    path = os.path.join(root, cache_key + ".pwc")
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
+        return read_entry(root, cache_key, touch=True)
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        log.warning("compile cache: cannot read %s: %s", path, exc)
-        return None
-    try:
-        program = _decode(raw, cache_key)
     except CorruptEntry as exc:
         discard(cache_key, str(exc))
-        return None
-    try:
-        os.utime(path)   # recency for LRU eviction
-    except OSError:
-        pass
-    return program
+    except OSError as exc:
+        log.warning("compile cache: cannot read %s: %s",
+                    os.path.join(root, cache_key + ".pwc"), exc)
+    return None
 
 
 def discard(cache_key: str, why: str) -> None:
@@ -338,8 +448,13 @@ def discard(cache_key: str, why: str) -> None:
     root = directory()
     if root is None:
         return
-    path = os.path.join(root, cache_key + ".pwc")
-    log.warning("compile cache: ignoring corrupt entry %s (%s); it will be rebuilt", path, why)
+    discard_file(os.path.join(root, cache_key + ".pwc"), why)
+
+
+def discard_file(path: str, why: str) -> None:
+    """Log (a warning) and remove cache file ``path``, corrupt because ``why``: a symbolic
+    link is removed itself, never its target. The caller rebuilds what it held."""
+    log.warning("compile cache: ignoring corrupt %s (%s); it will be rebuilt", path, why)
     _remove(path)
 
 
@@ -350,23 +465,38 @@ _writes = 0
 _writes_lock = threading.Lock()
 
 
-def store(cache_key: str, program: Program) -> None:
-    """Write the entry atomically; evict least recently used entries over the bound (on the
-    first write of the process and every EVICT_EVERY writes after). A failed write (disk
-    full, a directory where the entry goes) is logged and leaves no temporary file."""
+def store(cache_key: str, program: Program) -> Program:
+    """Write the entry of ``program`` atomically, its host code pre-linked into its
+    ``shared_object`` first when it has none and a C compiler is present
+    (:func:`pywave.sharedobj.link`); evict least recently used entries over the bound (on
+    the first write of the process and every EVICT_EVERY writes after). A failed write
+    (disk full, a directory where the entry goes) is logged and leaves no temporary file.
+
+    Returns the program as stored: with its ``shared_object`` when one was linked (the
+    caller loads that one), ``program`` itself when the cache is off.
+    """
     root = directory()
     if root is None:
-        return
-    if not write_atomic(root, cache_key + ".pwc", _encode(program, cache_key)):
-        return
-    from . import sharedobj
-    sharedobj.store(root, program.object_code)   # the host code pre-linked, for warm starts
+        return program
+    if program.shared_object is None:
+        from . import sharedobj
+        shared = sharedobj.link(program.object_code)   # for warm starts without llvmlite
+        if shared:
+            program = dataclasses.replace(program, shared_object=shared)
+    data = _encode(program, cache_key)
+    if len(data) > MAX_FILE_BYTES:
+        log.warning("compile cache: not storing %s: %d bytes, over the limit of %d bytes",
+                    cache_key, len(data), MAX_FILE_BYTES)
+        return program
+    if not write_atomic(root, cache_key + ".pwc", data):
+        return program
     global _writes
     with _writes_lock:
         _writes += 1
         due = (_writes - 1) % EVICT_EVERY == 0
     if due:
         evict(root, max_bytes())
+    return program
 
 
 def write_atomic(root: str, name: str, data: bytes) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from . import cache, kernel_api
+from . import cache, kernel_api, toolkit
 
 #: Files of the cache folder: entries, and temporary files of writes in progress (or of
 #: writes that failed).
@@ -45,40 +45,41 @@ def _entry_files(root: str) -> list[str]:
 
 
 def max_bytes() -> int:
-    """The size bound: ``$PYWAVE_CACHE_MAX_BYTES``, else the default (also for a value that
-    is not a whole number of bytes)."""
-    raw = os.environ.get("PYWAVE_CACHE_MAX_BYTES", "")
-    return int(raw) if raw.isdigit() else cache.DEFAULT_MAX_BYTES
+    """The size bound in bytes: :func:`pywave.cache.max_bytes` (``$PYWAVE_CACHE_MAX_BYTES``
+    with its units, else the default), the bound eviction applies."""
+    return cache.max_bytes()
 
 
 def entries() -> list[Entry]:
-    """Every entry, least recently used first ([] when the cache is off)."""
+    """Every entry, least recently used first ([] when the cache is off). A file that
+    :func:`pywave.cache.read_entry` refuses (corrupt, a symbolic link, FIFO or device,
+    another user's, oversized) is listed as unreadable (``chip`` and ``functions`` None) and
+    left for :func:`pywave.cache.load` to rebuild; none is followed, waited on or read past
+    its bound."""
     root = cache.directory()
     if root is None:
         return []
     out = []
     for name in _entry_files(root):
-        path = os.path.join(root, name)
         try:
-            st = os.stat(path)
-            with open(path, "rb") as fh:
-                raw = fh.read()
+            st = os.lstat(os.path.join(root, name))
         except OSError:
             continue
         key = name[:-len(ENTRY_SUFFIX)]
         try:   # read only: cache.load would touch or remove it
-            program = cache._decode(raw, key)
+            program = cache.read_entry(root, key)
             chip = program.target.chip
             functions = tuple(f.name for f in program.functions
                               if kernel_api.kernel_of(f.name) is None)   # host functions
-        except cache.CorruptEntry:   # shown as unreadable, left for cache.load to rebuild
+        except (cache.CorruptEntry, OSError):
             chip = functions = None
         out.append(Entry(key, st.st_size, st.st_mtime, chip, functions))
     return sorted(out, key=lambda e: e.last_used)
 
 
 def summary() -> Summary:
-    """Location, entry count, total size and bound of the cache."""
+    """Location, entry count, total size and bound of the cache (symbolic links are counted
+    by their own size, never followed)."""
     root = cache.directory()
     if root is None:
         return Summary(None, 0, 0, max_bytes())
@@ -87,7 +88,7 @@ def summary() -> Summary:
         if not name.endswith(cache.SUFFIXES) or name.startswith(TEMP_PREFIX):
             continue
         try:
-            total += os.stat(os.path.join(root, name)).st_size
+            total += os.lstat(os.path.join(root, name)).st_size
         except OSError:
             continue
         count += name.endswith(ENTRY_SUFFIX)
@@ -95,19 +96,22 @@ def summary() -> Summary:
 
 
 def clear() -> tuple[int, int, int]:
-    """Remove every entry (its ``.pwc`` and pre-linked ``.pwso``) and leftover temporary file;
-    returns (entries removed, files removed, bytes freed).
+    """Remove every entry, pre-linked ``.pwso`` file of earlier versions, leftover temporary
+    file and the ptxas release memo (:data:`pywave.toolkit.VERSIONS_FILE`, and the legacy
+    one); returns (entries removed, files removed, bytes freed). A symbolic link is removed
+    itself, never what it points to (nor counted by it).
     Other processes may keep using the cache: a removed entry is rebuilt on its next compile."""
     root = cache.directory()
     if root is None:
         return 0, 0, 0
     entries = removed = freed = 0
     for name in os.listdir(root):
-        if not (name.endswith(cache.SUFFIXES) or name.startswith(TEMP_PREFIX)):
+        if not (name.endswith(cache.SUFFIXES) or name.startswith(TEMP_PREFIX) or
+                name in (toolkit.VERSIONS_FILE, toolkit.LEGACY_VERSIONS_FILE)):
             continue
         path = os.path.join(root, name)
         try:
-            size = os.stat(path).st_size
+            size = os.lstat(path).st_size
             os.unlink(path)
         except OSError:
             continue

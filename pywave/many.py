@@ -186,8 +186,8 @@ def run(texts: "Sequence[str | os.PathLike[str]]", *, jobs: int | None = None,
         finally:
             outcome.seconds = time.perf_counter() - started
         outcome.status = COMPILED
-        if disk_cache:
-            cache.store(outcome.key, outcome.program)
+        if disk_cache:   # the program as stored: with its pre-linked host code
+            outcome.program = cache.store(outcome.key, outcome.program)
         if not load:
             outcome.program = None
 

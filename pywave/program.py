@@ -263,9 +263,16 @@ class HostModule:
 @dataclasses.dataclass(frozen=True)
 class Program:
     """What a compiled module is made of (and the disk cache stores): kernel images, host
-    object code and the host signatures; plain data, no MLIR objects."""
+    object code and the host signatures; plain data, no MLIR objects.
+
+    ``shared_object``: the same host object code pre-linked into an ELF shared object
+    (:func:`pywave.sharedobj.link`), or None. The disk cache adds it when it stores the
+    program and keeps it inside the entry's checksum; a ``CompiledModule`` opens it with
+    ``dlopen`` instead of loading ``object_code`` with MCJIT. Not part of equality or
+    ``repr``: a program is the same program with or without its pre-linked form."""
 
     target: Target
     binaries: tuple[Binary, ...]
     functions: tuple[HostSignature, ...]
     object_code: bytes
+    shared_object: bytes | None = dataclasses.field(default=None, compare=False, repr=False)

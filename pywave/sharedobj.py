@@ -1,47 +1,35 @@
 """Warm starts without llvmlite: host object code pre-linked into a shared object.
 
-When the compile cache stores an entry (:func:`store`, called by :mod:`pywave.cache`) and a C
-compiler driver is present (``$CC``, else ``cc``), the entry's host object code is linked
-into a shared object and kept in the cache directory as ``<digest>.pwso``, named by the
-BLAKE2b-256 digest of the object code (so entries with the same host code share it). A
-:class:`pywave.api.CompiledModule` asks :func:`load` first: a matching, intact shared object
-is opened with ``dlopen``, which needs neither llvmlite nor LLVM's JIT; on any failure
-(no linker at store time, a missing or corrupt file, ``dlopen`` refusing it) ``load`` returns
-None and the module is loaded with MCJIT as before (:mod:`pywave.jit`).
+When the compile cache stores an entry (:func:`pywave.cache.store`) and a C compiler driver is
+present (``$CC``, else ``cc``), :func:`link` links the entry's host object code into a shared
+object, kept inside the entry (``Program.shared_object``, under the entry's checksum and
+key). A :class:`pywave.api.CompiledModule` whose program carries one opens it with
+:func:`load`, which needs neither llvmlite nor LLVM's JIT; without one (no linker, the
+cache off, ``disk_cache=False``), or when ``load`` fails, the host code is loaded with MCJIT
+(:mod:`pywave.jit`). Nothing here reads a file: ``load`` opens the bytes it is given.
 
-File: ``MAGIC`` + BLAKE2b-256 of the shared object + the shared object (an ELF ``cc -shared``
-output). Each load copies it into a memfd of its own and opens that, so two open modules of
-the same code never share their kernel slots (a ``dlopen`` of one path twice would return
-the first). Linking
-uses ``-Wl,-Bsymbolic``: the code's calls to its own functions (a host function may be called
-``main``) bind inside it, never to a same-named symbol of the process.
+Each load copies the bytes into a memfd of its own, sealed against writes, and opens that,
+so what runs is exactly the bytes the caller checked, and two open modules of the same code
+never share their kernel slots (a ``dlopen`` of one path twice would return the first).
+Linking uses ``-Wl,-Bsymbolic``: the code's calls to its own functions (a host function may
+be called ``main``) bind inside it, never to a same-named symbol of the process.
 """
 
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import logging
 import os
 import threading
 from _ctypes import dlclose
 
-try:   # BLAKE2b is built into CPython; hashlib's import loads OpenSSL (~5 ms per process)
-    from _blake2 import blake2b
-except ImportError:
-    from hashlib import blake2b
-
 from .errors import CompileError
 
 log = logging.getLogger("pywave.sharedobj")
 
-MAGIC = b"PYWAVE-SO-1\n"
-SUFFIX = ".pwso"
 #: Seconds a link may take before it is given up (the entry then has no shared object).
 LINK_TIMEOUT = 60
-
-
-def _name(object_code: bytes) -> str:
-    return blake2b(object_code, digest_size=32).hexdigest() + SUFFIX
 
 
 def link(object_code: bytes) -> bytes | None:
@@ -69,43 +57,6 @@ def link(object_code: bytes) -> bytes | None:
             return fh.read()
 
 
-def store(root: str, object_code: bytes) -> None:
-    """Link ``object_code`` and write ``root/<digest>.pwso`` atomically, unless it is there
-    already. A failed link or write leaves no file (logged): loads then use MCJIT."""
-    path = os.path.join(root, _name(object_code))
-    if os.path.exists(path):
-        return
-    shared = link(object_code)
-    if shared is None:
-        return
-    from .cache import write_atomic
-    write_atomic(root, os.path.basename(path),
-                 MAGIC + blake2b(shared, digest_size=32).digest() + shared)
-
-
-def _read(path: str) -> bytes | None:
-    """The shared object in ``path`` if the file is intact, else None (corrupt: removed)."""
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except OSError:
-        return None
-    head = len(MAGIC) + 32
-    shared = raw[head:]
-    if not raw.startswith(MAGIC) or blake2b(shared, digest_size=32).digest() != raw[len(MAGIC):head]:
-        log.warning("compile cache: ignoring corrupt shared object %s", path)
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
-        return None
-    try:
-        os.utime(path)   # recency for the cache's LRU eviction
-    except OSError:
-        pass
-    return shared
-
-
 _runtime_lock = threading.Lock()
 _runtime_loaded = False
 
@@ -131,7 +82,8 @@ _open_lock = threading.Lock()
 
 
 class SharedObjectModule:
-    """Host code opened with ``dlopen`` from a private memfd copy; the interface of
+    """Host code opened with ``dlopen`` from a private, sealed memfd copy of ``shared`` (an
+    ELF shared object; the caller keeps nothing alive); the interface of
     :class:`pywave.jit.JitModule` (``address``, ``close``). Thread-safe after construction;
     ``close`` unloads the code (callers must make sure no call is running).
 
@@ -141,10 +93,15 @@ class SharedObjectModule:
     of an open module raises OSError (the caller falls back to MCJIT)."""
 
     def __init__(self, shared: bytes) -> None:
-        self._fd = os.memfd_create("pywave-host", os.MFD_CLOEXEC)
+        self._fd = os.memfd_create("pywave-host", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         self._library = None
         try:
-            os.write(self._fd, shared)
+            view = memoryview(shared)
+            while view:
+                view = view[os.write(self._fd, view):]
+            fcntl.fcntl(self._fd, fcntl.F_ADD_SEALS,   # its bytes can no longer change
+                        fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW |
+                        fcntl.F_SEAL_WRITE)
             library = ctypes.CDLL(f"/proc/self/fd/{self._fd}", mode=os.RTLD_NOW | os.RTLD_LOCAL)
             with _open_lock:
                 fresh = library._handle not in _open_handles
@@ -177,13 +134,11 @@ class SharedObjectModule:
             _close(self._fd)
 
 
-def load(root: str | None, object_code: bytes, runtime_library: str) -> SharedObjectModule | None:
-    """The pre-linked shared object of ``object_code`` from cache directory ``root``, opened;
-    None when there is none (or no cache) or it cannot be opened (logged at debug level)."""
-    if root is None or not hasattr(os, "memfd_create"):
-        return None
-    shared = _read(os.path.join(root, _name(object_code)))
-    if shared is None:
+def load(shared: bytes, runtime_library: str) -> SharedObjectModule | None:
+    """Shared object ``shared`` (bytes, e.g. ``Program.shared_object``) opened, with
+    libwavert ``runtime_library`` loaded for it; None when it cannot be opened (no memfd
+    support, ``dlopen`` refusing it: logged at debug level), for the caller to use MCJIT."""
+    if not hasattr(os, "memfd_create"):
         return None
     try:
         _load_runtime(runtime_library)

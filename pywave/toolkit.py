@@ -80,8 +80,14 @@ def _candidates() -> list[tuple[str, str]]:
 
 
 #: File in the compile cache folder remembering each ptxas binary's release, so that a warm
-#: start (which keys its cache lookup on it) runs no subprocess.
-VERSIONS_FILE = "ptxas-versions.json"
+#: start (which keys its cache lookup on it) runs no subprocess: JSON sealed with a checksum
+#: (pywave.cache.sealed), read as every cache file is (pywave.cache.read_file). Versions
+#: before it was sealed kept plain JSON in LEGACY_VERSIONS_FILE, left to them.
+VERSIONS_FILE = "ptxas-versions.pwm"
+LEGACY_VERSIONS_FILE = "ptxas-versions.json"
+_VERSIONS_MAGIC = b"PYWAVE-PTXAS-VERSIONS-1\n"
+#: Largest memo read (bytes); a few hundred bytes per ptxas binary.
+_VERSIONS_MAX_BYTES = 1 << 20
 
 
 def ptxas_version(ptxas: str) -> str:
@@ -103,21 +109,32 @@ def ptxas_version(ptxas: str) -> str:
     if found and root is not None:
         known = _versions(root)     # read again: another process may have added one meanwhile
         known[key] = found
-        cache.write_atomic(root, VERSIONS_FILE, json.dumps(known, sort_keys=True).encode())
+        cache.write_atomic(root, VERSIONS_FILE, cache.sealed(
+            _VERSIONS_MAGIC, json.dumps(known, sort_keys=True).encode()))
     return found
 
 
 def _versions(root: str | None) -> dict[str, str]:
-    """The remembered releases in ``root``'s :data:`VERSIONS_FILE` ({} when none or damaged)."""
+    """The remembered releases in ``root``'s :data:`VERSIONS_FILE` ({} when none, unreadable,
+    or damaged: then logged and removed, and rebuilt by the next ptxas run)."""
     if root is None:
         return {}
+    from . import cache
+    path = os.path.join(root, VERSIONS_FILE)
     try:
-        with open(os.path.join(root, VERSIONS_FILE), encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError):      # none yet, or damaged
+        data = json.loads(cache.unsealed(
+            _VERSIONS_MAGIC, cache.read_file(path, _VERSIONS_MAX_BYTES)))
+        if not isinstance(data, dict):
+            raise cache.CorruptEntry(f"a JSON {type(data).__name__}, not an object")
+    except FileNotFoundError:       # none yet
         return {}
-    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)} \
-        if isinstance(data, dict) else {}
+    except (cache.CorruptEntry, ValueError, RecursionError) as exc:
+        cache.discard_file(path, str(exc))
+        return {}
+    except OSError as exc:
+        log.debug("cannot read %s: %s", path, exc)
+        return {}
+    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
 
 
 def _run_ptxas_version(ptxas: str) -> str:

@@ -1,12 +1,15 @@
-"""pywave.sharedobj: the compile cache's pre-linked host code. A stored entry gets a
-``<digest>.pwso`` when a C compiler driver is present; a fresh process loads it with dlopen
-without importing llvmlite; without a linker, or with a corrupt file, loading falls back to
-MCJIT; two modules of one code keep separate kernel slots; and host code loaded this way runs
-against the recording driver stand-in (libwavert/tests/fake_cuda.c, built here), calls
-between its own functions included (one named ``main``)."""
+"""pywave.sharedobj: the compile cache's pre-linked host code. A stored entry holds its host
+code linked into a shared object when a C compiler driver is present; a fresh process loads
+it with dlopen without importing llvmlite; without a linker it falls back to MCJIT; damaged
+bytes of it make the whole entry corrupt (rebuilt); two modules of one code keep separate
+kernel slots; and host code loaded this way runs against the recording driver stand-in
+(libwavert/tests/fake_cuda.c, built here), calls between its own functions included (one
+named ``main``)."""
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
 import shutil
 import subprocess
@@ -16,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import pywave
-from pywave import api, cache, sharedobj
+from pywave import api, cache, jit, sharedobj, toolkit
 
 pytest.importorskip("pywave._native")
 
@@ -59,7 +62,8 @@ def test_warm_start_loads_the_shared_object_without_llvmlite(tmp_path):
     cache_dir = tmp_path / "cache"
     first = _fresh(LOAD, cache_dir)
     assert first.returncode == 0, first.stderr
-    assert len(list(cache_dir.glob("*.pwso"))) == 1 and len(list(cache_dir.glob("*.pwc"))) == 1
+    assert first.stdout.split() == ["SharedObjectModule", "False"]   # the miss, too
+    assert len(list(cache_dir.glob("*.pwc"))) == 1 and not list(cache_dir.glob("*.pwso"))
     warm = _fresh(LOAD, cache_dir)
     assert warm.returncode == 0, warm.stderr
     assert warm.stdout.split() == ["SharedObjectModule", "False"]
@@ -68,30 +72,32 @@ def test_warm_start_loads_the_shared_object_without_llvmlite(tmp_path):
 def test_without_a_linker_the_warm_start_uses_mcjit(tmp_path):
     cache_dir = tmp_path / "cache"
     assert _fresh(LOAD, cache_dir, CC="/nonexistent/cc").returncode == 0
-    assert not list(cache_dir.glob("*.pwso"))
     warm = _fresh(LOAD, cache_dir)
     assert warm.stdout.split() == ["JitModule", "True"], warm.stderr
 
 
 @needs_cc
-def test_a_corrupt_shared_object_is_removed_and_mcjit_used(tmp_path):
+def test_a_damaged_shared_object_makes_the_entry_corrupt_and_rebuilt(tmp_path):
     cache_dir = tmp_path / "cache"
     assert _fresh(LOAD, cache_dir).returncode == 0
-    (pwso,) = cache_dir.glob("*.pwso")
-    data = bytearray(pwso.read_bytes())
-    data[-100] ^= 0xFF
-    pwso.write_bytes(bytes(data))
-    warm = _fresh(LOAD, cache_dir)
-    assert warm.stdout.split() == ["JitModule", "True"], warm.stderr
-    assert not pwso.exists()
+    (entry,) = cache_dir.glob("*.pwc")
+    good = entry.read_bytes()
+    data = bytearray(good)
+    data[-100] ^= 0xFF          # the shared object is the entry's last part
+    entry.write_bytes(bytes(data))
+    warm = _fresh("import logging; logging.basicConfig(); " + LOAD, cache_dir)
+    assert warm.returncode == 0, warm.stderr
+    assert warm.stdout.split()[0] == "SharedObjectModule"    # rebuilt, linked again
+    assert "checksum mismatch" in warm.stderr and entry.name in warm.stderr
+    assert entry.read_bytes() != bytes(data)
 
 
 @needs_cc
 def test_two_modules_of_one_code_have_their_own_slots(tmp_path, monkeypatch):
     monkeypatch.setenv("PYWAVE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("PYWAVE_CACHE", raising=False)
-    program = api.build(TEXT, target="sm_90").program()
-    cache.store("k" * 64, program)
+    program = cache.store("k" * 64, api.build(TEXT, target="sm_90").program())
+    assert program.shared_object is not None
     one, two = api.CompiledModule(program), api.CompiledModule(program)
     try:
         assert isinstance(one._engine, sharedobj.SharedObjectModule)
@@ -112,8 +118,7 @@ def test_release_imports_nothing(tmp_path, monkeypatch):
     _ctypes halted" printed at exit)."""
     monkeypatch.setenv("PYWAVE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("PYWAVE_CACHE", raising=False)
-    program = api.build(TEXT, target="sm_90").program()
-    cache.store("k" * 64, program)
+    program = cache.store("k" * 64, api.build(TEXT, target="sm_90").program())
     module = api.CompiledModule(program)
     assert isinstance(module._engine, sharedobj.SharedObjectModule)
     monkeypatch.setitem(sys.modules, "_ctypes", None)
@@ -140,13 +145,13 @@ def test_module_alive_at_exit_prints_nothing(tmp_path, holder, cc):
 
 
 @needs_cc
-def test_eviction_counts_shared_objects(tmp_path, monkeypatch):
+def test_eviction_removes_entries_and_shared_objects_of_earlier_versions(tmp_path,
+                                                                         monkeypatch):
     monkeypatch.setenv("PYWAVE_CACHE_DIR", str(tmp_path))
-    program = api.build(TEXT, target="sm_90").program()
-    cache.store("k" * 64, program)
-    assert len(list(tmp_path.glob("*.pwso"))) == 1
+    (tmp_path / ("0" * 64 + ".pwso")).write_bytes(b"PYWAVE-SO-1\n")   # kept by pywave < 6
+    cache.store("k" * 64, api.build(TEXT, target="sm_90").program())
     cache.evict(str(tmp_path), 0)
-    assert not list(tmp_path.iterdir())
+    assert sorted(p.name for p in tmp_path.iterdir()) in ([], [toolkit.VERSIONS_FILE])
 
 
 @needs_cc
@@ -169,3 +174,25 @@ def test_shared_object_host_code_runs_on_the_driver_stand_in(tmp_path):
     warm = _fresh(code, linked, **env)
     assert warm.returncode == 0, warm.stderr
     assert warm.stdout.split() == ["SharedObjectModule", "3"]
+
+
+@needs_cc
+def test_a_shared_object_lacking_the_modules_symbols_falls_back_to_mcjit(tmp_path,
+                                                                          monkeypatch, caplog):
+    """An entry whose (checksummed) shared object is another module's code: the module loads
+    its object code with MCJIT, with a warning, instead of failing every compile."""
+    monkeypatch.setenv("PYWAVE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("PYWAVE_CACHE", raising=False)
+    other = sharedobj.link(api.build(TEXT.replace("@twice", "@thrice").replace(
+        "@main", "@first"), target="sm_90").program().object_code)
+    assert other is not None
+    program = dataclasses.replace(api.build(TEXT, target="sm_90").program(),
+                                  shared_object=other)
+    cache.store("k" * 64, program)
+    with caplog.at_level(logging.WARNING, logger="pywave"):
+        module = api.CompiledModule(cache.load("k" * 64))
+    try:
+        assert isinstance(module._engine, jit.JitModule) and module.functions == ["main", "twice"]
+        assert "has no symbol" in caplog.text and "MCJIT" in caplog.text
+    finally:
+        module.close()
