@@ -156,12 +156,19 @@ def isolate(value: Any) -> None:
 
 
 def timeout(value: Any, parameter: str = "timeout") -> float:
-    """``value`` as seconds: TypeError unless a number, pywave.Error unless finite and > 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    """``value`` as seconds: any real number (int, float, NumPy scalars, Fraction; not bool)
+    that is finite and > 0 as a float. TypeError for a non-number, pywave.Error otherwise."""
+    import numbers
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{parameter} must be a number of seconds, got {value!r}")
-    if not value > 0 or value == float("inf"):
-        raise Error(f"{parameter} must be a finite number of seconds > 0, got {value!r}")
-    return float(value)
+    try:
+        seconds = float(value)
+    except OverflowError:
+        seconds = float("inf")
+    if not seconds > 0 or seconds == float("inf"):
+        raise Error(f"{parameter} must be a finite number of seconds > 0 (at most "
+                    f"{1.7976931348623157e308:g}), got {value!r:.60}")
+    return seconds
 
 
 def source(text: Any) -> None:

@@ -375,12 +375,13 @@ def test_killed_server_is_restarted_and_its_workers_go_on(fresh_pool):
     orphan = fresh_pool._idle[0]
     os.kill(old, signal.SIGKILL)
     assert _wait_gone([old], 5) == []
-    fresh_pool._idle.clear()                       # the next compile needs a new worker
+    fresh_pool._idle.remove(orphan)                # held: the next compile needs a new one
     program(VECTOR_ADD.replace("@add", "@add_new"), target="sm_90", format="ptx")
     server = fresh_pool._server
     assert server.pid != old and _parent_of(fresh_pool._idle[0].pid) == server.pid
-    fresh_pool._idle[:] = [orphan]                 # the old server's worker still compiles
+    fresh_pool._idle.append(orphan)                # the old server's worker still compiles
     program(VECTOR_ADD.replace("@add", "@add_orphan"), target="sm_90", format="ptx")
+    assert fresh_pool._idle[-1] is orphan and fresh_pool.started() == 2
 
 
 def test_direct_start_when_the_server_is_off(fresh_pool, monkeypatch):

@@ -247,16 +247,25 @@ def test_server_killed_idle_or_busy_then_the_next_compile_works(own_server):
     server = isolation.POOL._server.pid
     os.kill(server, signal.SIGKILL)
     assert _gone(server)
-    isolation.POOL._idle.clear()                     # force a fork from the dead server
-    isolation.POOL._count = 0
+    _drop_idle()                                     # force a fork from the dead server
     _build("second")
     busy_server = isolation.POOL._server.pid
     assert busy_server != server
     threading.Timer(0.5, os.kill, (busy_server, signal.SIGKILL)).start()
-    isolation.POOL._idle.clear()
-    isolation.POOL._count = 0
+    _drop_idle()
     _build("third", "// SLOW\n")                     # its worker outlives the server
     _build("fourth")
+    assert isolation.POOL.started() == 1
+
+
+def _drop_idle() -> None:
+    """Close the pool's idle workers, keeping its count right."""
+    pool = isolation.POOL
+    with pool._lock:
+        idle, pool._idle = pool._idle, []
+        pool._count -= len(idle)
+    for worker in idle:
+        worker.close()
 
 
 @pytest.mark.parametrize("value", [1e300, 1e18, 2 ** 70])

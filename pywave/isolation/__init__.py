@@ -65,7 +65,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from . import options
+from . import interrupts, options
 from .client import Pool, stop_server
 from .crash import describe_exit, last_message
 from .options import enabled, server_enabled, time_limit
@@ -78,8 +78,15 @@ __all__ = ["artifacts", "program", "shutdown", "trim", "stop_server", "enabled",
            "server_enabled", "time_limit", "describe_exit", "last_message", "serve"]
 
 POOL = Pool()
+
+
+def _after_fork_in_child() -> None:
+    interrupts.after_fork_in_child()
+    POOL.forget()
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=POOL.forget)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def artifacts(compiler: "Pipeline", *, isolate: bool | None = None,
@@ -124,7 +131,7 @@ def serve() -> None:
     socket path and idle seconds) or ``worker`` (serving its parent on fds 0 and 1)."""
     if sys.argv[2] == "server":
         from . import server
-        server.main(sys.argv[3], float(sys.argv[4]))
+        server.main(sys.argv[3], float(sys.argv[4]), int(sys.argv[5]))
     else:
         from . import worker
         worker.main(None)

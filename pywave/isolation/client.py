@@ -48,6 +48,12 @@ MAX_COMPILES = 500
 MAX_GROWTH = 64 << 20
 #: Seconds a compile server may take to start (its imports) before it counts as broken.
 SERVER_START_SECONDS = 120.0
+#: Seconds a running server may take to answer a fork request before it counts as stuck
+#: (a fork takes milliseconds; a stopped or deaf server is then replaced).
+FORK_REPLY_SECONDS = 10.0
+#: A compile that outlives a limit of at least this many seconds is reported as a hang in
+#: MLIR/LLVM, with a reproducer; a shorter limit is the caller's choice, not a bug.
+HANG_REPORT_SECONDS = 60.0
 _STDERR_TAIL_BYTES = 64 * 1024
 
 
@@ -147,11 +153,8 @@ class Worker:
         self.stderr.seek(0)
         self.stderr.truncate()
         message = {"kind": kind, "pipeline": compiler, "env": dict(os.environ),
-                   "cwd": os.getcwd(), "log_level": log.parent.getEffectiveLevel()}
-        try:
-            _write_all(self._requests, protocol.frame(message))
-        except OSError:
-            raise NotStarted from None
+                   "cwd": _cwd(), "log_level": log.parent.getEffectiveLevel()}
+        self._send(protocol.frame(message), deadline, shield)
         reader = self._reader = self._reader or protocol.FrameReader(self._replies)
         started, finished = False, None
         while True:
@@ -160,10 +163,8 @@ class Worker:
                     got = reader.next(deadline)
             except TimeoutError:
                 self.kill()
-                raise crash.WorkerDied(
-                    f"did not finish within the time limit of {limit:g} s (timeout= or "
-                    f"${options.ENV_TIMEOUT}); the worker was killed",
-                    _next_stage(finished), self.stderr_tail()) from None
+                raise _timed_out(limit, started, _next_stage(finished),
+                                 self.stderr_tail()) from None
             if got is None:
                 if not started:
                     raise NotStarted
@@ -197,10 +198,43 @@ class Worker:
         return _tail(self.stderr)
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+    def _send(self, data: bytes, deadline: protocol.Deadline, shield: Shield) -> None:
+        """Write a request without blocking past ``deadline`` (a stopped worker leaves a
+        full pipe). Raises NotStarted when the worker is gone, WorkerDied at the deadline."""
+        os.set_blocking(self._requests, False)
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self._requests, view):]
+                continue
+            except BlockingIOError:
+                pass
+            except OSError:
+                raise NotStarted from None
+            with shield.waiting():
+                writable = protocol.wait_writable(self._requests, deadline)
+            if not writable:
+                self.kill()
+                raise crash.WorkerDied("did not take the request within the time limit "
+                                       "(the worker was stopped or overloaded); it was killed",
+                                       "sending", self.stderr_tail(), crash=False)
+
+
+def _cwd() -> str | None:
+    """The working folder the worker should use (None: this process's was removed)."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
+
+
+def _timed_out(limit: float, started: bool, stage: str, stderr: str) -> crash.WorkerDied:
+    """The WorkerDied for a compile still running at its limit: a hang worth a reproducer
+    only when the worker had started it and the limit was long (HANG_REPORT_SECONDS)."""
+    reason = (f"did not finish within the time limit of {limit:g} s (timeout= or "
+              f"${options.ENV_TIMEOUT}); the worker was killed")
+    return crash.WorkerDied(reason, stage, stderr,
+                            crash=started and limit >= HANG_REPORT_SECONDS)
 
 
 def _next_stage(finished: str | None) -> str:
@@ -215,7 +249,7 @@ def _next_stage(finished: str | None) -> str:
 class ForkedWorker(Worker):
     """A worker forked by the compile server; its exit status arrives on a status pipe."""
 
-    def __init__(self, server: "ServerConnection") -> None:
+    def __init__(self, server: "ServerConnection", deadline: protocol.Deadline) -> None:
         super().__init__()
         requests_r, self._requests = os.pipe()
         self._replies, replies_w = os.pipe()
@@ -223,7 +257,7 @@ class ForkedWorker(Worker):
         client = os.pidfd_open(os.getpid())
         try:
             self.pid, self._pidfd = server.fork(
-                [requests_r, replies_w, self.stderr.fileno(), status_w, client])
+                [requests_r, replies_w, self.stderr.fileno(), status_w, client], deadline)
         except BaseException:
             for fd in (self._requests, self._replies, self._status):
                 _close(fd)
@@ -237,8 +271,8 @@ class ForkedWorker(Worker):
         log.debug("forked compile worker %d", self.pid)
 
     def alive(self) -> bool:
-        import select
-        ready, _, _ = select.select([self._pidfd, self._status], [], [], 0)
+        import select    # the pidfd turns readable when the worker exits (its status pipe
+        ready, _, _ = select.select([self._pidfd], [], [], 0)   # also ends with its server)
         return not ready
 
     def kill(self) -> None:
@@ -342,27 +376,38 @@ class ServerConnection:
     def __init__(self, sock: socket.socket, path: str) -> None:
         self.sock, self.path = sock, path
         self.pid = _peer_creds(sock)[0]      # the server's pid (SO_PEERCRED)
+        try:
+            self.inode: int | None = os.lstat(path).st_ino
+        except OSError:
+            self.inode = None
         self._seq = 0
         self._lock = threading.Lock()
 
-    def fork(self, fds: list[int]) -> tuple[int, int]:
-        """A worker given ``fds`` (protocol.FORK_FDS); returns (pid, pidfd)."""
+    def fork(self, fds: list[int], deadline: protocol.Deadline) -> tuple[int, int]:
+        """A worker given ``fds`` (protocol.FORK_FDS); returns (pid, pidfd). Raises
+        ServerUnavailable (no answer within FORK_REPLY_SECONDS), WorkerDied (``deadline``
+        passed first)."""
         with self._lock:
             self._seq += 1
             seq = self._seq
             try:
                 socket.send_fds(self.sock, [protocol.FORK.pack(b"F", seq)], fds)
-                return self._reply(seq)
+                return self._reply(seq, deadline)
             except OSError as exc:
                 raise ServerUnavailable(f"compile server at {self.path}: {exc}") from None
 
-    def _reply(self, seq: int) -> tuple[int, int]:
+    def _reply(self, seq: int, deadline: protocol.Deadline) -> tuple[int, int]:
         shield = _current_shield()
-        deadline = protocol.Deadline(SERVER_START_SECONDS)
+        patience = protocol.Deadline(FORK_REPLY_SECONDS)
         while True:
             with shield.waiting():
-                if not protocol.wait_readable(self.sock.fileno(), deadline):
-                    raise ServerUnavailable(f"compile server at {self.path} did not answer")
+                ready = protocol.wait_readable(self.sock.fileno(),
+                                               protocol.earliest(deadline, patience))
+            if not ready:
+                if deadline.passed():
+                    raise _no_worker_in_time()
+                raise ServerUnavailable(f"compile server {self.pid} at {self.path} did not "
+                                        f"answer within {FORK_REPLY_SECONDS:g} s")
             data, fds, _, _ = socket.recv_fds(self.sock, protocol.FORK_REPLY.size, 1)
             if len(data) < protocol.FORK_REPLY.size:
                 data += self._rest(protocol.FORK_REPLY.size - len(data), data)
@@ -389,6 +434,21 @@ class ServerConnection:
     def close(self) -> None:
         self.sock.close()
 
+    def retire(self) -> None:
+        """Close, and unlink the socket path if it still names this server's socket."""
+        try:
+            if os.lstat(self.path).st_ino == self.inode:
+                os.unlink(self.path)
+        except OSError:
+            pass
+        self.close()
+
+
+def _no_worker_in_time() -> crash.WorkerDied:
+    return crash.WorkerDied("found no compile worker within the time limit (the compile "
+                            "server was starting or did not answer)", "waiting", "",
+                            crash=False)
+
 
 def _peer_creds(sock: socket.socket) -> tuple[int, int]:
     """(pid, uid) of the process at the other end of a Unix socket."""
@@ -410,75 +470,108 @@ def _try_connect(path: str) -> ServerConnection | None:
     return ServerConnection(sock, path)
 
 
-def connect_server(shield: Shield) -> ServerConnection:
+def server_path() -> str:
+    """Where this set-up's compile server listens (its private folder is created)."""
+    return os.path.join(files.runtime_dir(), f"srv-{server_key()}.sock")
+
+
+def connect_server(shield: Shield, deadline: protocol.Deadline) -> ServerConnection:
     """A connection to this set-up's compile server, started (detached) when none runs.
-    Raises ServerUnavailable when it cannot be started."""
+    Raises ServerUnavailable when it cannot be started, WorkerDied when ``deadline`` passes
+    first."""
+    idle = options.server_idle()        # validated even when a server already runs
     try:
-        folder = files.runtime_dir()
+        path = server_path()
     except OSError as exc:
         raise ServerUnavailable(f"no private folder for the server's socket: {exc}") from None
-    path = os.path.join(folder, f"srv-{server_key()}.sock")
     connection = _try_connect(path)
     if connection is not None:
         return connection
-    with _locked(path + ".lock", shield):
+    with _Locked(path + ".lock", shield, deadline) as lock_fd:
         connection = _try_connect(path)
         if connection is None:
-            _start_server(path, shield)
+            _start_server(path, idle, lock_fd, shield, deadline)
             connection = _try_connect(path)
     if connection is None:
         raise ServerUnavailable(f"compile server for {path} did not start")
     return connection
 
 
-class _locked:
-    """An exclusive flock on ``path`` (created 0600), waited for interruptibly."""
+class _Locked:
+    """An exclusive flock on ``path`` (created 0600), waited for interruptibly until
+    ``deadline``; the context value is the locked fd."""
 
-    def __init__(self, path: str, shield: Shield) -> None:
-        self.path, self.shield = path, shield
+    def __init__(self, path: str, shield: Shield, deadline: protocol.Deadline) -> None:
+        self.path, self.shield, self.deadline = path, shield, deadline
 
-    def __enter__(self) -> None:
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                          0o600)
+    def __enter__(self) -> int:
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+                          | os.O_CLOEXEC, 0o600)
+        try:
+            self._wait()
+        except BaseException:
+            os.close(self.fd)
+            raise
+        return self.fd
+
+    def _wait(self) -> None:
         pause = 0.001
         while True:
             try:
                 fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 return
             except BlockingIOError:
-                with self.shield.waiting():
-                    time.sleep(pause)
-                pause = min(pause * 2, 0.05)
+                pass
+            if self.deadline.passed():
+                raise _no_worker_in_time()
+            with self.shield.waiting():
+                time.sleep(pause)
+            pause = min(pause * 2, 0.05)
 
     def __exit__(self, *exc) -> None:
         os.close(self.fd)
 
 
-def _start_server(path: str, shield: Shield) -> None:
+def _start_server(path: str, idle: float, lock_fd: int, shield: Shield,
+                  deadline: protocol.Deadline) -> None:
     """Start a server for ``path`` and wait until it listens (its first process exits 0
-    once the server has bound the socket, non-zero when it failed)."""
+    once the server has bound the socket, non-zero when it failed). The server's processes
+    hold ``lock_fd`` (a flock) until it listens: another process that wants a server
+    waits for this one, even when this process stops waiting (Ctrl-C, its deadline)."""
     try:
         os.unlink(path)             # a dead server's socket: nobody answered on it
     except FileNotFoundError:
         pass
     log_path = path[:-len(".sock")] + ".log"
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+    try:
+        os.unlink(log_path)
+    except FileNotFoundError:
+        pass
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
                  | os.O_CLOEXEC, 0o600)
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-c", BOOT, json.dumps(sys.path), "server", path,
-             repr(options.server_idle())],
+            [sys.executable, "-c", BOOT, json.dumps(sys.path), "server", path, repr(idle),
+             str(lock_fd)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fd,
-            env=_process_env(), close_fds=True, start_new_session=True)
+            env=_process_env(), close_fds=True, pass_fds=(lock_fd,), start_new_session=True)
     finally:
         os.close(fd)
     log.debug("starting the compile server for %s", path)
-    deadline = protocol.Deadline(SERVER_START_SECONDS)
-    with shield.waiting():
-        while proc.poll() is None and not deadline.passed():
-            time.sleep(0.002)
+    patience = protocol.earliest(deadline, protocol.Deadline(SERVER_START_SECONDS))
+    try:
+        with shield.waiting():
+            while proc.poll() is None and not patience.passed():
+                time.sleep(0.002)
+    finally:
+        if proc.returncode is None:         # not waited for: reaped in the background
+            threading.Thread(target=proc.wait, daemon=True, name="pywave-server-reaper").start()
+    if proc.returncode is None:
+        if deadline.passed():
+            raise _no_worker_in_time()
+        raise ServerUnavailable(f"compile server did not start within "
+                                f"{SERVER_START_SECONDS:g} s")
     if proc.returncode != 0:
-        proc.kill()
         said = ""
         try:
             with open(log_path, "rb") as fh:
@@ -493,13 +586,13 @@ def _start_server(path: str, shield: Shield) -> None:
 def stop_server() -> bool:
     """Ask this set-up's compile server to exit; whether one was running."""
     try:
-        path = os.path.join(files.runtime_dir(), f"srv-{server_key()}.sock")
-        connection = _try_connect(path)
+        connection = _try_connect(server_path())
     except (OSError, ServerUnavailable):
         return False
     if connection is None:
         return False
     try:
+        connection.sock.settimeout(5.0)    # a stopped server: do not wait for it
         connection.sock.sendall(protocol.FORK.pack(b"Q", 0))
         connection.sock.recv(1)     # EOF once it exited
     except OSError:
@@ -529,15 +622,21 @@ class Pool:
         self._server: ServerConnection | None = None
         self._server_lock = threading.Lock()
         self._server_broken: str | None = None
+        self._bursts = 0            # calls running with workers= above the default bound
 
     # Leases -----------------------------------------------------------------------------
     def run(self, kind: str, compiler: "Pipeline", limit: float, workers: int | None = None):
         """One request on an idle worker, or a new one while fewer than ``workers`` exist;
         else wait for one to become idle. ``limit``: seconds for the whole call."""
-        size = options.pool_size() if workers is None else workers
+        default = options.pool_size()
+        size = default if workers is None else workers
         deadline = protocol.Deadline(limit)
+        burst = size > default
         with Shield() as shield:
             _shields.shield = shield
+            if burst:
+                with self._lock:
+                    self._bursts += 1
             try:
                 for _attempt in range(3):
                     lease: list[Worker] = []
@@ -563,6 +662,9 @@ class Pool:
                             "the compile; see the log (pywave.isolation at DEBUG)")
             finally:
                 _shields.shield = None
+                if burst:
+                    with self._lock:
+                        self._bursts -= 1
 
     def _acquire(self, size: int, deadline: protocol.Deadline, shield: Shield,
                  lease: list[Worker]) -> None:
@@ -589,7 +691,7 @@ class Pool:
                 time.sleep(pause)
             pause = min(pause * 2, 0.02)
         try:
-            lease.append(self._new_worker(shield))
+            lease.append(self._new_worker(shield, deadline))
         except BaseException:
             with self._lock:
                 self._count -= 1
@@ -602,37 +704,42 @@ class Pool:
                 self._count -= 1
 
     def _hand_back(self, worker: Worker) -> None:
-        if worker.worn_out():
-            log.debug("compile worker %d replaced after %d compiles", worker.pid,
-                      worker.compiles)
-            worker.close()
-            with self._lock:
-                self._count -= 1
-            return
+        """Back to the idle list; closed instead when worn out, or when the pool is above
+        its default bound and no ``workers=`` burst still runs."""
         with self._lock:
-            self._idle.append(worker)
+            surplus = self._bursts == 0 and self._count > options.pool_size()
+            keep = not surplus and not worker.worn_out()
+            if keep:
+                self._idle.append(worker)
+            else:
+                self._count -= 1
+        if not keep:
+            log.debug("compile worker %d closed after %d compiles%s", worker.pid,
+                      worker.compiles, " (above the pool's bound)" if surplus else "")
+            worker.close()
 
     # Workers ----------------------------------------------------------------------------
-    def _new_worker(self, shield: Shield) -> Worker:
+    def _new_worker(self, shield: Shield, deadline: protocol.Deadline) -> Worker:
         """A worker forked by the compile server (connected, or started, on first use; once
         more when it stopped answering), else one started directly."""
         for _attempt in range(2):
-            server = self._connection(shield)
+            server = self._connection(shield, deadline)
             if server is None:
                 break
             try:
-                return ForkedWorker(server)
+                return ForkedWorker(server, deadline)
             except ServerUnavailable as exc:
                 self._drop_server(server, exc)
         return SpawnedWorker()
 
-    def _connection(self, shield: Shield) -> ServerConnection | None:
+    def _connection(self, shield: Shield, deadline: protocol.Deadline
+                    ) -> ServerConnection | None:
         if not options.server_enabled():
             return None
         with self._server_lock:
             if self._server is None and self._server_broken is None:
                 try:
-                    self._server = connect_server(shield)
+                    self._server = connect_server(shield, deadline)
                 except (ServerUnavailable, OSError) as exc:
                     self._server_broken = str(exc)
                     log.warning("compile server unavailable (%s); starting each compile "
@@ -640,11 +747,13 @@ class Pool:
             return self._server
 
     def _drop_server(self, server: ServerConnection, exc: Exception) -> None:
+        """``server`` failed a fork: forget it, and take its socket path from it (a stuck
+        server would answer the next connection the same way; it exits once it notices)."""
         with self._server_lock:
             if self._server is server:
                 self._server = None
-        log.debug("compile server connection lost (%s); reconnecting", exc)
-        server.close()
+        log.warning("compile server %d: %s; starting another", server.pid, exc)
+        server.retire()
 
     # Whole pool -------------------------------------------------------------------------
     def shutdown(self) -> None:

@@ -58,7 +58,12 @@ def describe_exit(code: int | None) -> str:
 
 def died(code: int | None, stage: str, stderr: str) -> WorkerDied:
     """The WorkerDied for a worker that ended with ``code`` (None: unknown) mid-request."""
-    if code is not None and code < 0 and -code in EXTERNAL_SIGNALS:
+    if code is None:
+        return WorkerDied("worker ended and its exit status is unknown (the compile server "
+                          "that reaps it is gone too: a logout, the OOM killer or a kill of "
+                          "its process group), which is not counted as a compiler crash; "
+                          "compiling again starts a new worker", stage, stderr, crash=False)
+    if code < 0 and -code in EXTERNAL_SIGNALS:
         name = signal.Signals(-code).name
         return WorkerDied(f"worker was killed by {name} (signal {-code}) from outside "
                           "(the OOM killer or another process), which is not a compiler "
@@ -119,9 +124,8 @@ def save_reproducer(text: str, options: dict[str, Any], dead: WorkerDied) -> str
             "python": sys.executable, "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
     try:
         base = reproducer_dir()
-        path = files.create_exclusive(base, stem + ".mlir", data)
-        files.create_exclusive(base, os.path.basename(path)[:-len(".mlir")] + ".json",
-                               json.dumps(meta, indent=2).encode("utf-8"))
+        path = files.create_pair(base, stem, (".mlir", data),
+                                 (".json", json.dumps(meta, indent=2).encode("utf-8")))
         return path
     except OSError as exc:
         log.warning("cannot save the compile reproducer: %s", exc)

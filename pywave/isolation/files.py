@@ -13,6 +13,11 @@ import stat
 import tempfile
 
 
+#: Longest base folder for the runtime folder: a Unix socket path holds at most 107 bytes,
+#: and ``/pywave-<uid>/srv-<20 hex>.sock`` (or its temporary name) needs up to 49 of them.
+_LONGEST_BASE = 56
+
+
 class UnsafeFolder(OSError):
     """A folder exists but is not this user's private folder."""
 
@@ -45,31 +50,42 @@ def runtime_dir() -> str:
     that is set, else ``<temp dir>/pywave-<uid>`` (``/tmp/pywave-<uid>`` when the temp
     folder's path is too long for a Unix socket's 108 bytes)."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and os.path.isabs(runtime) and len(runtime) < 60:
+    if runtime and os.path.isabs(runtime) and len(runtime) <= _LONGEST_BASE \
+            and os.path.isdir(runtime):
         return private_dir(os.path.join(runtime, "pywave"))
     base = tempfile.gettempdir()
-    if len(base) > 60:
+    if len(base) > _LONGEST_BASE:
         base = "/tmp"
     return private_dir(os.path.join(base, f"pywave-{os.getuid()}"))
 
 
-def create_exclusive(folder: str, name: str, data: bytes) -> str:
-    """Write ``data`` to a new file ``folder/name`` (mode 0600), or, when that name is
-    taken, ``name`` with ``-1``, ``-2``, ... before its extension; returns the path.
-    Never follows a symlink nor overwrites a file."""
-    stem, ext = os.path.splitext(name)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+def create_pair(folder: str, stem: str, first: tuple[str, bytes],
+                second: tuple[str, bytes]) -> str:
+    """Write two new files ``folder/<stem><ext>`` (mode 0600) for ``first`` and ``second``
+    (extension, bytes), under the first stem of ``stem``, ``stem-1``, ``stem-2``, ... for
+    which neither exists; returns the first file's path. Never follows a symlink nor
+    overwrites a file (O_EXCL | O_NOFOLLOW, relative to the folder's fd)."""
     dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
         for n in range(1000):
-            candidate = name if n == 0 else f"{stem}-{n}{ext}"
-            try:
-                fd = os.open(candidate, flags, 0o600, dir_fd=dir_fd)
-            except FileExistsError:
+            name = stem if n == 0 else f"{stem}-{n}"
+            if not _create(dir_fd, name + first[0], first[1]):
                 continue
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            return os.path.join(folder, candidate)
+            if _create(dir_fd, name + second[0], second[1]):
+                return os.path.join(folder, name + first[0])
+            os.unlink(name + first[0], dir_fd=dir_fd)
     finally:
         os.close(dir_fd)
-    raise FileExistsError(f"{folder}: 1000 files named like {name} exist")
+    raise FileExistsError(f"{folder}: 1000 files named like {stem} exist")
+
+
+def _create(dir_fd: int, name: str, data: bytes) -> bool:
+    """Create ``name`` in the folder ``dir_fd`` with ``data``; False when the name is taken."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(name, flags, 0o600, dir_fd=dir_fd)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    return True

@@ -18,6 +18,19 @@ from types import FrameType
 from typing import Any, Callable, Iterator
 
 
+_active: "Shield | None" = None     # the shield whose handler is installed, if any
+
+
+def after_fork_in_child() -> None:
+    """In a child forked while a shield was installed (by another thread): put the
+    original SIGINT handler back, or Ctrl-C would stay swallowed there."""
+    global _active
+    shield, _active = _active, None
+    if shield is not None and shield._original is not None:
+        signal.signal(signal.SIGINT, shield._original)
+        shield._original = None
+
+
 class Shield:
     """Context manager; see the module docstring. Not reentrant across threads: each
     compile makes its own, and only one main-thread compile runs at a time."""
@@ -33,8 +46,10 @@ class Shield:
         original = signal.getsignal(signal.SIGINT)
         if not callable(original) or isinstance(getattr(original, "__self__", None), Shield):
             return self             # SIG_IGN / SIG_DFL, or an outer shield: nothing to do
+        global _active
         self._original = original
         signal.signal(signal.SIGINT, self._handle)
+        _active = self
         return self
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
@@ -57,10 +72,12 @@ class Shield:
             self._open = False
 
     def __exit__(self, kind, value, tb) -> None:
+        global _active
         if self._original is None:
             return
         original, self._original = self._original, None
         signal.signal(signal.SIGINT, original)
+        _active = None
         pending, self._pending = self._pending, None
         if pending is not None and not isinstance(value, KeyboardInterrupt):
             original(*pending)

@@ -57,9 +57,15 @@ def time_limit(timeout: float | None) -> float:
 
 
 def server_idle() -> float:
-    """Seconds the compile server lingers with no client (``$PYWAVE_COMPILE_SERVER_IDLE``)."""
+    """Seconds the compile server lingers with no client (``$PYWAVE_COMPILE_SERVER_IDLE``,
+    at least 1)."""
     raw = os.environ.get(ENV_SERVER_IDLE)
-    return DEFAULT_SERVER_IDLE if raw is None else _seconds(raw, ENV_SERVER_IDLE)
+    if raw is None:
+        return DEFAULT_SERVER_IDLE
+    value = _seconds(raw, ENV_SERVER_IDLE)
+    if value < 1:
+        raise Error(f"{ENV_SERVER_IDLE} must be at least 1 second, got {raw!r}")
+    return value
 
 
 def pool_size() -> int:

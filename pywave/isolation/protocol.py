@@ -52,17 +52,35 @@ class Deadline:
         return self.at is not None and time.monotonic() >= self.at
 
 
-def wait_readable(fd: int, deadline: Deadline) -> bool:
-    """Whether ``fd`` became readable before ``deadline``. Interruptible (KeyboardInterrupt
-    from the main thread), and any deadline works, 1e300 s included."""
+def earliest(*deadlines: Deadline) -> Deadline:
+    """The deadline that comes first."""
+    first = Deadline(None)
+    ats = [d.at for d in deadlines if d.at is not None]
+    first.at = min(ats) if ats else None
+    return first
+
+
+def _wait(fd: int, deadline: Deadline, write: bool) -> bool:
     while True:
         left = deadline.left()
         chunk = _MAX_WAIT if left is None else min(left, _MAX_WAIT)
-        ready, _, _ = select.select([fd], [], [], chunk)
+        ready = select.select([], [fd], [], chunk)[1] if write else \
+            select.select([fd], [], [], chunk)[0]
         if ready:
             return True
         if left is not None and left <= _MAX_WAIT:
             return False
+
+
+def wait_readable(fd: int, deadline: Deadline) -> bool:
+    """Whether ``fd`` became readable before ``deadline``. Interruptible (KeyboardInterrupt
+    from the main thread), and any deadline works, 1e300 s included."""
+    return _wait(fd, deadline, write=False)
+
+
+def wait_writable(fd: int, deadline: Deadline) -> bool:
+    """Whether ``fd`` became writable before ``deadline`` (as :func:`wait_readable`)."""
+    return _wait(fd, deadline, write=True)
 
 
 class FrameReader:

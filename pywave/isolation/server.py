@@ -32,8 +32,10 @@ from . import protocol, worker
 _CHECK_SECONDS = 30.0
 
 
-def main(path: str, idle: float) -> None:
-    """Run the server for socket ``path`` (see the module docstring). Never returns."""
+def main(path: str, idle: float, lock_fd: int) -> None:
+    """Run the server for socket ``path`` (see the module docstring). Never returns.
+    ``lock_fd``: the client's flock on the start lock, held until the socket is bound."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())     # not the client's blocked signals
     ready_r, ready_w = os.pipe()
     if os.fork() > 0:           # detach; this first process exits once the server listens
         os.close(ready_w)
@@ -45,6 +47,7 @@ def main(path: str, idle: float) -> None:
     _check_one_thread()
     gc.freeze()                 # imported objects: not touched (copied) by a worker's gc
     listener, inode = _bind(path)
+    os.close(lock_fd)
     os.write(ready_w, b"R")
     os.close(ready_w)
     _Loop(listener, path, inode, idle).run()
@@ -70,7 +73,7 @@ def _thread_name(tid: str) -> str:
 
 def _bind(path: str) -> tuple[socket.socket, int]:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    temporary = f"{path}.{os.getpid()}.tmp"
+    temporary = os.path.join(os.path.dirname(path), f".{os.getpid()}.tmp")
     listener.bind(temporary)
     listener.listen(64)
     os.rename(temporary, path)

@@ -35,6 +35,7 @@ STACK_BYTES = 1 << 30
 def main(client_pidfd: int | None) -> None:
     """Serve requests on fds 0/1 until EOF; exit when the client is gone (``client_pidfd``:
     a pidfd of the client's process, else the parent is the client)."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())     # not the client's blocked signals
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     watch_client(client_pidfd)
     serve()
