@@ -225,7 +225,8 @@ class CompiledModule:
             kernel = kernel_api.kernel_of(sig.name)
             fn = _native.HostFunction(engine.address(PACKED_PREFIX + sig.name),
                                       kernel or sig.name, sig.params, device_type,
-                                      code=self._code, results=sig.results)
+                                      code=self._code, results=sig.results,
+                                      convention=sig.convention)
             if kernel is None:
                 self._functions[sig.name] = fn
             else:

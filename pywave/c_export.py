@@ -53,7 +53,8 @@ from . import isolation, layout, pipeline, runtime
 from ._version import __version__
 from .errors import CompileError
 from .lowering import LoweringOptions, options_of
-from .program import DYNAMIC, PACKED_PREFIX, RELEASE_KERNELS, HostSignature, Target
+from .program import (DYNAMIC, PACKED_PREFIX, RELEASE_KERNELS, WAVE_CONVENTION,
+                      HostSignature, Target)
 from .source import text_and_name
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -166,6 +167,12 @@ def export(text: str | os.PathLike[str], out_dir: str | os.PathLike, name: str, 
         if not _IDENT.match(fn.name):
             raise CompileError(f"host function @{fn.name} is not a C identifier; rename it "
                                "to export it")
+        if fn.convention == WAVE_CONVENTION:
+            raise CompileError(f"host function @{fn.name} is in Wave's host-wrapper convention "
+                               "(it takes Python objects, read by Wave's helpers); a C program "
+                               "has no Python objects, so it cannot be exported: call it from "
+                               "Python (pywave.compile), or export host code in pywave's "
+                               "convention (memref and scalar arguments)")
         if fn.results:
             raise CompileError(f"host function @{fn.name} returns values; exported C entry "
                                "points return only a status (write results into memref "

@@ -36,7 +36,8 @@ import threading
 import time
 from typing import Any
 
-from .program import BACKENDS, FORMATS, Binary, HostSignature, Param, Program, Target
+from .program import (BACKENDS, FORMATS, PYWAVE_CONVENTION, WAVE_CONVENTION, Binary,
+                      HostSignature, Param, Program, Target)
 
 try:   # BLAKE2b is built into CPython; hashlib's import loads OpenSSL (~5 ms per process)
     from _blake2 import blake2b
@@ -46,8 +47,8 @@ except ImportError:
 log = logging.getLogger("pywave.cache")
 
 # 2: BLAKE2b-256 checksum; 3: signatures by field name; 4: the key inside the payload;
-# 5: function results (HostSignature.results, Param.memory)
-MAGIC = b"PYWAVE-CACHE-5\n"
+# 5: function results (HostSignature.results, Param.memory); 6: HostSignature.convention
+MAGIC = b"PYWAVE-CACHE-6\n"
 DEFAULT_MAX_BYTES = 1 << 30
 #: A temporary file older than this (seconds) belongs to a writer that died: eviction
 #: removes it. A write takes milliseconds; the margin covers slow disks and clock skew.
@@ -276,16 +277,19 @@ def _fields(record: Any, what: str, kinds: dict[str, Any]) -> None:
 
 
 def _signature(record: Any) -> HostSignature:
-    _fields(record, "function", {"name": str, "params": list, "results": list})
+    _fields(record, "function", {"name": str, "params": list, "results": list,
+                                 "convention": str})
+    if record["convention"] not in (PYWAVE_CONVENTION, WAVE_CONVENTION):
+        raise CorruptEntry(f"function record {record!r:.200}")
     return HostSignature(record["name"], _params(record["params"], "parameter"),
-                         _params(record["results"], "result"))
+                         _params(record["results"], "result"), record["convention"])
 
 
 def _params(records: list, what: str) -> tuple[Param, ...]:
     params = []
     for p in records:
         _fields(p, what, _PARAM_FIELDS)
-        if p["kind"] not in ("memref", "scalar") or len(p["dtype"]) != 3 or \
+        if p["kind"] not in ("memref", "scalar", "object") or len(p["dtype"]) != 3 or \
                 (p["strides"] is not None and len(p["strides"]) != len(p["sizes"])) or \
                 p["memory"] not in ("", "device"):
             raise CorruptEntry(f"{what} record {p!r:.200}")

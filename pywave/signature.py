@@ -20,9 +20,15 @@ from mlir import ir
 from .errors import CompileError
 from .kernels import check_element_width
 from .mlirutil import file_location, sym_name
-from .program import SIGNLESS, STRIDED, HostSignature, Param
+from .program import SIGNLESS, STRIDED, WAVE_CONVENTION, HostSignature, Param
 
 log = logging.getLogger("pywave.signature")
+
+#: Wave's runtime functions: a host function calling one of them directly is in Wave's
+#: convention (:func:`is_wave_function`). The helpers read Python objects; the last two are
+#: what Wave's gpu-to-gpu-runtime pass lowers launches to.
+WAVE_RUNTIME = ("wave_get_buffer", "wave_get_dim", "wave_get_int64", "wave_get_float64",
+                "wave_load_kernel", "wave_launch_kernel")
 
 #: Scalar MLIR types accepted as host arguments.
 SCALAR_KINDS = {"i1", "i8", "i16", "i32", "i64", "index", "f16", "bf16", "f32", "f64"}
@@ -61,7 +67,12 @@ def read_signatures(module: ir.Module, text: str | None,
     out = []
     for op in module.body.operations:
         op = op.operation
-        if op.name != "func.func" or not op.regions[0].blocks:
+        if op.name not in ("func.func", "llvm.func") or not op.regions[0].blocks:
+            continue
+        if is_wave_function(op):
+            out.append(_wave_signature(op, text))
+            continue
+        if op.name != "func.func":
             continue
         if "sym_visibility" in op.attributes and \
                 ir.StringAttr(op.attributes["sym_visibility"]).value != "public":
@@ -74,6 +85,52 @@ def read_signatures(module: ir.Module, text: str | None,
                 raise
             log.debug("@%s is not an entry point: %s", name, exc)
     return out
+
+
+def is_wave_function(op: ir.Operation) -> bool:
+    """Whether host function ``op`` (a ``func.func``, or an ``llvm.func`` Wave's own lowering
+    left) is in Wave's host-wrapper convention: public, with a body, no results, at least one
+    argument and every argument ``!llvm.ptr`` (the stream, then one per Python object), and a
+    direct call of one of :data:`WAVE_RUNTIME`. Such functions are refused otherwise (pywave's
+    own host arguments are memrefs and scalars), so recognising them changes no other
+    function."""
+    if not op.regions[0].blocks or (
+            "sym_visibility" in op.attributes
+            and ir.StringAttr(op.attributes["sym_visibility"]).value != "public"):
+        return False
+    linkage = str(op.attributes["linkage"]) if "linkage" in op.attributes else ""
+    if "internal" in linkage or "private" in linkage:
+        return False
+    args = op.regions[0].blocks[0].arguments
+    if not len(args) or any(str(a.type) != "!llvm.ptr" for a in args):
+        return False
+    if op.name == "func.func":
+        if ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value).results:
+            return False
+    elif not str(ir.TypeAttr(op.attributes["function_type"]).value).startswith(
+            "!llvm.func<void "):
+        return False
+    found = False
+
+    def visit(o: ir.Operation) -> ir.WalkResult:
+        nonlocal found
+        if o.name in ("func.call", "llvm.call") and "callee" in o.attributes and \
+                ir.FlatSymbolRefAttr(o.attributes["callee"]).value in WAVE_RUNTIME:
+            found = True
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit)
+    return found
+
+
+def _wave_signature(op: ir.Operation, text: str | None) -> HostSignature:
+    """The signature of a host function in Wave's convention: one ``object`` parameter per
+    argument after the stream."""
+    args = list(op.regions[0].blocks[0].arguments)[1:]
+    params = tuple(Param(_arg_name(a, text) or f"arg{i + 1}", "object", "!llvm.ptr")
+                   for i, a in enumerate(args))
+    return HostSignature(sym_name(op), params, (), WAVE_CONVENTION)
 
 
 def _signature(op: ir.Operation, name: str, text: str | None,

@@ -5,7 +5,7 @@
  * A parameter object is read by attribute name (pywave's Param record; any object with these
  * attributes will do):
  *   name     str      the argument's name, used in messages
- *   kind     str      "memref" or "scalar"
+ *   kind     str      "memref", "scalar" or "object" (Wave's convention: any Python object)
  *   scalar   str      scalars: the MLIR type, one of scalar_kind_names
  *   dtype    (code, bits, lanes) ints: memrefs: the DLPack dtype of an element
  *   flags    int      memrefs: WAVERT_MEMREF_SIGNLESS | WAVERT_MEMREF_STRIDED
@@ -300,14 +300,21 @@ static int parse_param(PyObject *obj, Py_ssize_t index, param_t *p) {
     return -1;
   int memref = PyUnicode_Check(kind) && PyUnicode_CompareWithASCIIString(kind, "memref") == 0;
   int scalar = PyUnicode_Check(kind) && PyUnicode_CompareWithASCIIString(kind, "scalar") == 0;
-  if (!memref && !scalar)
+  int object = PyUnicode_Check(kind) && PyUnicode_CompareWithASCIIString(kind, "object") == 0;
+  if (!memref && !scalar && !object)
     PyErr_Format(PyExc_ValueError,
-                 "HostFunction: parameter '%U': field 'kind' must be \"memref\" or \"scalar\", "
-                 "got %R",
+                 "HostFunction: parameter '%U': field 'kind' must be \"memref\", \"scalar\" or "
+                 "\"object\", got %R",
                  p->name, kind);
   Py_DECREF(kind);
   if (memref)
     return parse_memref(obj, index, p);
+  if (object) {
+    p->is_object = 1;
+    p->written = 1; /* Wave's host code may write any tensor it is given */
+    p->type_str = PyUnicode_FromString("object");
+    return p->type_str ? 0 : -1;
+  }
   return scalar ? parse_scalar(obj, index, p) : -1;
 }
 
