@@ -139,7 +139,6 @@ static int32_t jit_launch(const char *caller, wavert_kernel **slot, const void *
     return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
                          "%s of kernel '%s': no host call in progress (wavert_call_begin)", caller,
                          name != NULL ? name : "?");
-  if (current.status != WAVERT_OK) return current.status; /* nothing more after an error */
   if (slot == NULL || image_size < 0)
     return record(wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
                                 "%s: slot is NULL or image_size is negative", caller));
