@@ -307,6 +307,7 @@ class LaunchRewriter:
             self._declare("llvm.func @wavert_jit_failed() -> i32")
             launches: list[ir.Operation] = []
             calls: list[ir.Operation] = []
+            loads: list[ir.Operation] = []
             wrappers = _runtime_callers(self.module)
 
             def collect(op: ir.Operation) -> ir.WalkResult:
@@ -317,10 +318,12 @@ class LaunchRewriter:
                     if callee in RUNTIME_FUNCTIONS or callee in wrappers:
                         calls.append(op)
                     if callee == "wave_load_kernel":
-                        self._note_handle(op)
+                        loads.append(op)
                 return ir.WalkResult.ADVANCE
 
             self.module.operation.walk(collect)
+            for op in loads:
+                self._note_handle(op)
             for op in launches:
                 self._rewrite_launch(op)
             for op in calls:
@@ -479,7 +482,8 @@ class LaunchRewriter:
                                "(stream, handle, image, image size, kernel name)")
         owner = op.operands[1].owner
         if isinstance(owner, ir.Block) or owner.name != "llvm.mlir.addressof":
-            raise CompileError(f"{where} takes its kernel handle from {owner}; pywave needs "
+            source = "a block argument" if isinstance(owner, ir.Block) else owner.name
+            raise CompileError(f"{where} takes its kernel handle from {source}; pywave needs "
                                "the address of a module global (llvm.mlir.addressof) to "
                                "release the kernel when the module closes")
         name = ir.FlatSymbolRefAttr(owner.attributes["global_name"]).value

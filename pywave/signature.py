@@ -254,8 +254,11 @@ def _param(fname: str, index: int, name: str, t: ir.Type, written: bool,
         raise CompileError(f"{where} has the unranked type {text}; pass a ranked memref")
     if text in SCALAR_KINDS:
         return Param(name, "scalar", text, scalar=text)
+    hint = ("; a host function in Wave's convention takes only !llvm.ptr arguments (the "
+            "stream, then one per Python object), returns nothing and calls one of "
+            + ", ".join(WAVE_RUNTIME)) if text == "!llvm.ptr" else ""
     raise CompileError(f"{where} has the type {text}; host {what}s may be ranked memrefs or "
-                       "scalars (" + ", ".join(sorted(SCALAR_KINDS)) + ")")
+                       "scalars (" + ", ".join(sorted(SCALAR_KINDS)) + ")" + hint)
 
 
 #: An SSA value name at the start of a block argument: ``%a``.

@@ -857,7 +857,9 @@ static int take_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject
   tensor_state *t = &c->ts[p->tensor_index];
   int64_t strides[CUPY_MAX_RANK];
   if (t->route == ROUTE_CUPY) {
-    const int r = c->cupy_stream ? cupy_take(self, c, i, v, t, strides) : 0;
+    /* An object of Wave's convention keeps its DLTensor past this function, whose `strides`
+     * a CuPy array read in place would borrow: it takes the protocol route. */
+    const int r = c->cupy_stream && !p->is_object ? cupy_take(self, c, i, v, t, strides) : 0;
     if (r < 0)
       return -1;
     if (r == 0) { /* the protocol route: CuPy orders its current stream before ours */
