@@ -190,7 +190,9 @@ class CompiledModule:
     (torch, cupy, jax, any ``__dlpack__`` producer) whose dtype, rank, static sizes and layout
     match; a scalar takes a Python or NumPy number in range for its type. Launches go to the
     tensors' device on the producer's current stream (or ``stream=``) without host
-    synchronisation.
+    synchronisation. A host function in Wave's host-wrapper convention (README: Running
+    Wave's host wrappers) takes Python objects instead: tensors, ints and floats, read by
+    Wave's helpers.
 
     Thread-safe: any thread may call the functions concurrently.
 

@@ -6,6 +6,16 @@ failure), embed each ``gpu.binary`` as one internal constant global, add a packe
 host function and the release entry, and translate to LLVM IR. (The signatures were read
 earlier, by :mod:`pywave.signature`.)
 
+Host code in Wave's convention calls Wave's runtime: its helpers (through their
+``_mlir_ciface_`` C interface) and, once Wave's own pass lowered its launches,
+``wave_load_kernel`` / ``wave_launch_kernel``. Their declarations are checked against the
+ABI libwavert implements (:data:`WAVE_HELPER_TYPES`, :data:`WAVE_LLVM_TYPES`), the calls
+renamed to libwavert's (:data:`WAVE_FUNCTIONS`) and each followed by the same early return,
+as is each call of a function that makes such a call (the helpers' C-interface wrappers).
+The globals ``wave_load_kernel`` fills are released with the kernel slots. In the packed
+entry of such a function, slot 0 is the stream and each object one slot (the address of
+its ``wavert_object``).
+
 The packed entry of host function ``f`` is ``void _pywave_packed_f(uint64_t *slots)``: the
 flattened LLVM arguments of ``f`` (a rank-r memref is 3 + 2r words: allocated, aligned,
 offset, sizes, strides; a scalar is one word holding its value in the low bytes) in order,

@@ -124,8 +124,9 @@ def _describe(param: Any) -> str:
         return (f"{param.name} : {t!r}\n    {t.mlir_type}: a GPU tensor (DLPack) of {dtype}, "
                 f"rank {t.rank}, sizes ({sizes}){layout}; {access}.")
     if param.kind == "object":
+        of = f" of {tensor_type(param).dtype}" if tuple(param.dtype) != (0, 0, 0) else ""
         return (f"{param.name} : Any\n    !llvm.ptr (Wave's convention): what the host code "
-                "reads with Wave's helpers: a GPU tensor (DLPack; compact row-major for "
+                f"reads with Wave's helpers: a GPU tensor{of} (DLPack; compact row-major for "
                 "wave_get_buffer; may be written, so read-only tensors are refused), an int "
                 "(wave_get_int64) or a float (wave_get_float64).")
     _type, accepted = _SCALARS.get(param.scalar, (Any, "a number"))

@@ -126,11 +126,36 @@ def is_wave_function(op: ir.Operation) -> bool:
 
 def _wave_signature(op: ir.Operation, text: str | None) -> HostSignature:
     """The signature of a host function in Wave's convention: one ``object`` parameter per
-    argument after the stream."""
+    argument after the stream, with the element type the host code views its buffer as
+    (:func:`_viewed_dtype`) when it states one."""
     args = list(op.regions[0].blocks[0].arguments)[1:]
-    params = tuple(Param(_arg_name(a, text) or f"arg{i + 1}", "object", "!llvm.ptr")
-                   for i, a in enumerate(args))
-    return HostSignature(sym_name(op), params, (), WAVE_CONVENTION)
+    params = []
+    for i, arg in enumerate(args):
+        dtype, flags = _viewed_dtype(arg)
+        params.append(Param(_arg_name(arg, text) or f"arg{i + 1}", "object", "!llvm.ptr",
+                            dtype=dtype, flags=flags))
+    return HostSignature(sym_name(op), tuple(params), (), WAVE_CONVENTION)
+
+
+def _viewed_dtype(arg: ir.Value) -> tuple[tuple[int, int, int], int]:
+    """The DLPack dtype (and SIGNLESS flag) that every ``memref.view`` of
+    ``wave_get_buffer(arg)`` gives its elements, as Wave's host code states it; ``(0, 0, 0)``
+    (not checked) when there is no such view, the views disagree, or the element type is not
+    one pywave passes."""
+    elements: set[str] = set()
+    for use in arg.uses:
+        call = use.owner
+        if call.name != "func.call" or \
+                ir.FlatSymbolRefAttr(call.attributes["callee"]).value != "wave_get_buffer":
+            continue
+        for view in call.results[0].uses:
+            if view.owner.name != "memref.view":
+                return (0, 0, 0), 0
+            elements.add(str(ir.MemRefType(view.owner.results[0].type).element_type))
+    if len(elements) != 1 or next(iter(elements)) not in ELEMENT_DTYPES:
+        return (0, 0, 0), 0
+    code, bits, signless = ELEMENT_DTYPES[elements.pop()]
+    return (code, bits, 1), SIGNLESS if signless else 0
 
 
 def _signature(op: ir.Operation, name: str, text: str | None,

@@ -29,6 +29,7 @@ from pywave import api, cache, program
 HERE = Path(__file__).resolve().parent
 WAVE = DATA / "wave"
 SHAPES = {"read_write": 2, "scalars": 3, "dynamic_dims": 2, "cluster": 2, "prelowered": 2}
+F16, NONE = (2, 16, 1), (0, 0, 0)
 
 
 def wave_text(name: str) -> str:
@@ -46,6 +47,10 @@ def test_wave_shapes_compile_as_wave_functions(name):
     assert [p.kind for p in fn.params] == ["object"] * SHAPES[name]
     assert [p.name for p in fn.params] == [f"arg{i + 1}" for i in range(SHAPES[name])]
     assert fn.words == SHAPES[name] + 1 and fn.results == ()
+    # the element type the host code views each buffer as (memref.view), where it states one
+    viewed = {"read_write": [F16, F16], "scalars": [NONE, NONE, F16],
+              "dynamic_dims": [F16, F16], "cluster": [F16, F16], "prelowered": [NONE, NONE]}
+    assert [p.dtype for p in fn.params] == viewed[name]
     ir = art.host.llvm_ir
     for wave_name in ("@_mlir_ciface_wave_", "@wave_load_kernel", "@wave_launch_kernel"):
         assert wave_name not in ir
@@ -261,6 +266,11 @@ def test_read_write_passes_buffers_and_streams(cache_dir):
     refused("argument 'arg2' .#1. is on the CPU", f, a, f16((16, 16), 0x20000, device=(1, 0)))
     refused("different devices", f, a, f16((16, 16), 0x20000, device=(2, 1)))
     refused(r"wave_get_buffer: argument 'arg2' \\(#1, int 7\\) is not a tensor", f, a, 7)
+    refused("argument 'arg1' .#0.: the host code views it as f16 elements .memref.view of "
+            "wave_get_buffer., got a tensor of f32", f,
+            t.Producer(t.FakeTensor(shape=(16, 16), data=0x10000)), b)
+    refused("views it as f16 elements .*got a tensor of ui16", f, a,
+            t.Producer(t.FakeTensor(shape=(16, 16), dtype=(1, 16, 1), data=0x20000)))
     f(a, b)                                         # the call path keeps working
     assert len(launches()) == 4
     """, cache_dir)
@@ -466,6 +476,8 @@ def test_gpu_streams_and_errors(torch_cuda, wave_mod):
         f(a.t(), b)
     with pytest.raises(pywave.ArgumentError, match="is not a tensor"):
         f(a, 1)
+    with pytest.raises(pywave.ArgumentError, match="views it as f16 elements"):
+        f(a.float(), b)
     d = torch.zeros_like(a)
     f(a, d)
     torch.cuda.synchronize()

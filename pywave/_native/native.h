@@ -189,6 +189,8 @@ static void release_tensors(tensor_state *ts, Py_ssize_t n);
 
 /* objects.c */
 static int classify_object(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v);
+static int object_dtype_fits(const param_t *p, DLDataType dtype);
+static int object_dtype_error(const param_t *p, Py_ssize_t i, DLDataType dtype);
 
 /* launcher.c */
 static int launcher_add_type(PyObject *module);

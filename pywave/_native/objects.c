@@ -7,8 +7,8 @@
  * generated code without the GIL, so each object is read here first, in phase 1, into a
  * wavert_object (libwavert's wavert_jit.h): an int (PyLong, or __index__), a float (PyFloat,
  * or __float__), a tensor (a DLPack producer or capsule: taken in phase 3 like a memref
- * argument, its device checked, read-only ones refused), or anything else, kept as its type
- * and repr. The slot of each object holds the address of its record, which
+ * argument, its device checked, read-only ones refused, its dtype checked when the host code
+ * states one by viewing the buffer), or anything else, kept as its type and repr. The slot of each object holds the address of its record, which
  * wavert_call_set_objects registers for the call; the helpers check what the host code asks
  * for against the record and record a typed error in the call instead of raising.
  */
@@ -123,4 +123,28 @@ static int classify_object(HostFunction *self, call_state *c, Py_ssize_t i, PyOb
   o->kind = WAVERT_OBJECT_OTHER; /* an error only if a helper asks for it */
   object_text(o, v);
   return 0;
+}
+
+/* Whether a tensor of `dtype` fits the element type the host code views object `p` as: the
+ * same code, bits and lanes; a signless integer type takes signed and unsigned. */
+static int object_dtype_fits(const param_t *p, DLDataType dtype) {
+  const DLDataType want = p->mtype.dtype;
+  if (dtype.bits != want.bits || dtype.lanes != want.lanes)
+    return 0;
+  if (dtype.code == want.code)
+    return 1;
+  return (p->mtype.flags & WAVERT_MEMREF_SIGNLESS) &&
+         (dtype.code == kDLInt || dtype.code == kDLUInt);
+}
+
+static int object_dtype_error(const param_t *p, Py_ssize_t i, DLDataType dtype) {
+  PyObject *want = element_str(p->mtype.dtype.code, p->mtype.dtype.bits, p->mtype.dtype.lanes,
+                               p->mtype.flags);
+  PyObject *got = element_str(dtype.code, dtype.bits, dtype.lanes, 0);
+  if (want && got)
+    raise_arg(p->name, i, "the host code views it as %U elements (memref.view of "
+              "wave_get_buffer), got a tensor of %U", want, got);
+  Py_XDECREF(want);
+  Py_XDECREF(got);
+  return -1;
 }

@@ -284,6 +284,34 @@ static int parse_memref(PyObject *obj, Py_ssize_t index, param_t *p) {
   return p->type_str ? 0 : -1;
 }
 
+/* An object of Wave's convention: `dtype` (0, 0, 0) leaves a tensor's dtype unchecked, else
+ * it is the element type the host code views the buffer as (`flags`: SIGNLESS). */
+static int parse_object(PyObject *obj, Py_ssize_t index, param_t *p) {
+  p->is_object = 1;
+  p->written = 1; /* Wave's host code may write any tensor it is given */
+  PyObject *d = field(obj, index, "dtype");
+  if (!d)
+    return -1;
+  PyObject *none = Py_BuildValue("(iii)", 0, 0, 0);
+  int unchecked = none ? PyObject_RichCompareBool(d, none, Py_EQ) : -1;
+  Py_XDECREF(none);
+  Py_DECREF(d);
+  int64_t flags = 0;
+  if (unchecked < 0 || (!unchecked && (parse_dtype(obj, index, p) < 0 ||
+                                       int_field(obj, index, p->name, "flags", &flags) < 0)))
+    return -1;
+  p->mtype.flags = (uint32_t)(flags & WAVERT_MEMREF_SIGNLESS);
+  if (unchecked) {
+    p->type_str = PyUnicode_FromString("object");
+  } else {
+    PyObject *e = element_str(p->mtype.dtype.code, p->mtype.dtype.bits, p->mtype.dtype.lanes,
+                              p->mtype.flags);
+    p->type_str = e ? PyUnicode_FromFormat("object (%U tensor)", e) : NULL;
+    Py_XDECREF(e);
+  }
+  return p->type_str ? 0 : -1;
+}
+
 /* Read parameter object `obj` (params[index]) into *p (zeroed by the caller; free_params
  * frees a partly filled one). */
 static int parse_param(PyObject *obj, Py_ssize_t index, param_t *p) {
@@ -309,12 +337,8 @@ static int parse_param(PyObject *obj, Py_ssize_t index, param_t *p) {
   Py_DECREF(kind);
   if (memref)
     return parse_memref(obj, index, p);
-  if (object) {
-    p->is_object = 1;
-    p->written = 1; /* Wave's host code may write any tensor it is given */
-    p->type_str = PyUnicode_FromString("object");
-    return p->type_str ? 0 : -1;
-  }
+  if (object)
+    return parse_object(obj, index, p);
   return scalar ? parse_scalar(obj, index, p) : -1;
 }
 

@@ -879,6 +879,8 @@ static int take_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject
       repair_cupy_strides((DLTensor *)t->t);
   }
   if (p->is_object) { /* Wave's convention: the record points at the tensor (objects.c) */
+    if (p->mtype.dtype.bits && !object_dtype_fits(p, t->t->dtype))
+      return object_dtype_error(p, i, t->t->dtype);
     c->objects[p->tensor_index].tensor = t->t;
     return 0;
   }
