@@ -162,6 +162,15 @@ def test_signature_and_cache_round_trip(tmp_path, monkeypatch):
     mod.close()
 
 
+def test_command_line_summary_names_the_convention():
+    proc = subprocess.run([sys.executable, "-m", "pywave", "compile",
+                           str(WAVE / "scalars.mlir"), "--target", "sm_90"],
+                          capture_output=True, text=True, timeout=300, cwd=HERE)
+    assert proc.returncode == 0, proc.stderr
+    assert "host function @isolated_benchmark(stream: !llvm.ptr, arg1: !llvm.ptr, arg2: " \
+           "!llvm.ptr, arg3: !llvm.ptr; Wave's convention)" in proc.stdout
+
+
 def test_gfx942_compiles_wave_kernels():
     from pywave import amdgpu
     if amdgpu.linker() is None:
@@ -262,7 +271,9 @@ def test_read_write_passes_buffers_and_streams(cache_dir):
     odd = t.FakeTensor(shape=(16, 16), dtype=(2, 16, 1), data=0x30000)
     odd.mt.dl_tensor.byte_offset = 1
     refused("argument 'arg1' .#0, .* not aligned", f, odd.capsule(), b)
-    refused("argument 'arg2' .#1.* is read-only", f, a, f16((16, 16), 0x20000, read_only=True))
+    refused("argument 'arg2' .#1. is read-only .its DLPack producer marks it READ_ONLY. but "
+            "Wave's host code may write any tensor it is given", f, a,
+            f16((16, 16), 0x20000, read_only=True))
     refused("argument 'arg2' .#1. is on the CPU", f, a, f16((16, 16), 0x20000, device=(1, 0)))
     refused("different devices", f, a, f16((16, 16), 0x20000, device=(2, 1)))
     refused(r"wave_get_buffer: argument 'arg2' \\(#1, int 7\\) is not a tensor", f, a, 7)
@@ -482,6 +493,14 @@ def test_gpu_streams_and_errors(torch_cuda, wave_mod):
     f(a, d)
     torch.cuda.synchronize()
     assert torch.equal(d, a)
+
+
+@pytest.mark.gpu
+def test_gpu_jax_arrays_are_refused_as_read_only(torch_cuda, jax_gpu, wave_mod):
+    a = jax_gpu.numpy.zeros((16, 16), jax_gpu.numpy.float16)
+    b = torch_cuda.zeros(16, 16, dtype=torch_cuda.float16, device="cuda")
+    with pytest.raises(pywave.ArgumentError, match="argument 'arg1' .#0. is read-only .JAX"):
+        wave_mod("read_write")(a, b)
 
 
 @pytest.mark.gpu

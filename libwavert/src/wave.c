@@ -49,6 +49,10 @@ static const DLTensor *tensor_of(const char *helper, const void *object) {
     refuse(helper, o, "is not a tensor (an object with __dlpack__)");
     return NULL;
   }
+  if (o->tensor->ndim < 0 || (o->tensor->ndim > 0 && o->tensor->shape == NULL)) {
+    refuse(helper, o, "is a DLTensor with a negative rank or without a shape");
+    return NULL;
+  }
   return o->tensor;
 }
 

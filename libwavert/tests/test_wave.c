@@ -19,16 +19,16 @@ static wavert_object tensor(const DLTensor *t, const char *name, int32_t positio
 }
 
 static void test_helpers(void) {
-  int64_t shape[2] = {16, 8}, transposed[2] = {1, 16}, one_row[2] = {1, 8}, odd_stride[2] = {8, 1};
+  int64_t shape[2] = {16, 8}, transposed[2] = {1, 16}, one_row[2] = {1, 8};
   DLTensor t = {(void *)0x10000, {kDLCUDA, 0}, 2, {kDLFloat, 16, 1}, shape, NULL, 64};
-  DLTensor strided = t, row = t, misaligned = t, other = t, subbyte = t;
+  DLTensor strided = t, row = t, misaligned = t, other = t, subbyte = t, shapeless = t;
+  shapeless.shape = NULL;
   strided.strides = transposed;
   row.shape = one_row; /* a stride on a size-1 dimension is ignored */
   row.strides = (int64_t[2]){999, 1};
   misaligned.byte_offset = 1;
   other.device.device_id = 1;
   subbyte.dtype.bits = 4;
-  (void)odd_stride;
   wavert_object objects[] = {
       tensor(&t, "a", 0),
       {.kind = WAVERT_OBJECT_INT, .position = 1, .name = "n", .type_name = "int",
@@ -46,6 +46,7 @@ static void test_helpers(void) {
       tensor(&subbyte, "nib", 9),
       {.kind = WAVERT_OBJECT_INT, .position = 10, .name = "huge53", .type_name = "int",
        .int_value = (INT64_C(1) << 53) + 1, .int_fits = 1},
+      tensor(&shapeless, "noshape", 11),
   };
   wavert_call_state state;
   CHECK_OK(wavert_call_begin(device, NULL, &state));
@@ -79,6 +80,7 @@ static void test_helpers(void) {
       {0, 7, "wave_get_buffer: argument 'mis' (#7, Tensor of rank 2) has a first element that is not aligned"},
       {0, 8, "wave_get_buffer: argument 'dev1' (#8, Tensor of rank 2) is on device (2, 1), but the call runs on (2, 0)"},
       {0, 9, "wave_get_buffer: argument 'nib' (#9, Tensor of rank 2) has sub-byte elements"},
+      {1, 11, "wave_get_dim: argument 'noshape' (#11, Tensor of rank 2) is a DLTensor with a negative rank or without a shape"},
   };
   for (size_t i = 0; i < sizeof refusals / sizeof *refusals; ++i) {
     CHECK_OK(wavert_call_begin(device, NULL, &state));
