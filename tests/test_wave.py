@@ -141,9 +141,69 @@ def test_lowered_declarations_and_handles_are_checked():
         api.build(stray, target="sm_90")
 
 
-def test_export_refuses_wave_functions(tmp_path):
-    with pytest.raises(pywave.CompileError, match="Wave's host-wrapper convention"):
-        pywave.export(wave_text("read_write"), tmp_path, "wave_rw", target="sm_90")
+EXPORT_C = r"""
+#include <stdio.h>
+#include "fake_cuda.h"
+#include "wave_rw.h"
+int main(void) {
+  int64_t shape[2] = {16, 16};
+  DLTensor a = {(void *)0x10000, {kDLCUDA, 0}, 2, {kDLFloat, 16, 1}, shape, NULL, 0};
+  DLTensor b = a, wide = a;
+  b.data = (void *)0x20000;
+  wide.dtype.bits = 32;
+  wavert_object oa = {.kind = WAVERT_OBJECT_TENSOR, .tensor = &a};
+  wavert_object ob = {.kind = WAVERT_OBJECT_TENSOR, .tensor = &b};
+  wavert_object seven = {.kind = WAVERT_OBJECT_INT, .int_value = 7, .int_fits = 1};
+  wavert_object owide = {.kind = WAVERT_OBJECT_TENSOR, .tensor = &wide};
+  size_t sizes[6] = {8, 8, 8, 8, 8, 8};
+  fake_cuda_set_param_sizes(6, sizes);
+  int s = wave_rw_isolated_benchmark(&oa, &ob, (void *)2);
+  const fake_cuda_launch *l = fake_cuda_launch_at(0);
+  printf("%d %d %llx %llx %d|", s, fake_cuda_launch_count(), (unsigned long long)l->params[1],
+         (unsigned long long)l->params[4], l->stream == (void *)2);
+  s = wave_rw_isolated_benchmark(&oa, &seven, NULL);
+  printf("%d %d %s|", s, fake_cuda_launch_count(), wave_rw_last_error());
+  s = wave_rw_isolated_benchmark(&owide, &ob, NULL);
+  printf("%d %d %s|", s, fake_cuda_launch_count(), wave_rw_last_error());
+  s = wave_rw_isolated_benchmark(&oa, NULL, NULL);
+  printf("%d %s\n", s, wave_rw_last_error());
+  return 0;
+}
+"""
+
+
+def test_export_runs_wave_functions_from_c(tmp_path):
+    import shutil
+    cc = os.environ.get("CC", "cc")
+    if shutil.which(cc.split()[0]) is None:
+        pytest.skip("needs a C compiler (cc)")
+    fake = need_fake_driver()
+    out = tmp_path / "out"
+    pywave.export(wave_text("read_write"), out, "wave_rw", target="sm_90")
+    header = (out / "wave_rw.h").read_text()
+    assert "int32_t wave_rw_isolated_benchmark(const wavert_object *arg1, " \
+           "const wavert_object *arg2, void *stream);" in header
+    src = tmp_path / "prog.c"
+    src.write_text(EXPORT_C)
+    libs = next(line for line in (out / "wave_rw.pc").read_text().splitlines()
+                if line.startswith("Libs:"))[5:].replace("${libdir}", str(out)).split()
+    proc = subprocess.run(cc.split() + ["-std=c11", "-Wall", "-Wextra", "-Werror", "-o",
+                                        str(tmp_path / "prog"), str(src), f"-I{out}",
+                                        f"-I{HERE.parent / 'libwavert' / 'tests'}", *libs,
+                                        str(fake), f"-Wl,-rpath,{fake.parent}"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    env = dict(os.environ, WAVERT_CUDA_LIBRARY=str(fake), WAVERT_HIP_LIBRARY="/nonexistent")
+    run_ = subprocess.run([str(tmp_path / "prog")], capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert run_.returncode == 0, run_.stderr
+    ok, int_error, dtype_error, null = run_.stdout.strip().split("|")
+    assert ok == "0 1 10000 20000 1"
+    assert int_error == "1 1 wave_get_buffer: argument 'arg2' (#1, int 7) is not a tensor " \
+                        "(an object with __dlpack__)"
+    assert dtype_error == "1 1 wave_rw_isolated_benchmark: argument 'arg1': the host code " \
+                          "views it as elements of DLPack dtype (2, 16, 1), got (2, 32, 1)"
+    assert null == "1 wave_rw_isolated_benchmark: argument 'arg2' is NULL"
 
 
 def test_signature_and_cache_round_trip(tmp_path, monkeypatch):
