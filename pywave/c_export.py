@@ -327,7 +327,8 @@ def header(name: str, functions: tuple[HostSignature, ...], target: Target) -> s
             if p.kind == "object":
                 of = (f" (DLPack dtype {tuple(p.dtype)}: the host code views it so)"
                       if tuple(p.dtype) != (0, 0, 0) else "")
-                lines.append(f" *   {n}: a tensor{of}, an int or a float, as the host code reads it")
+                lines.append(f" *   {n}: a tensor{of}, an int or a float, as the host code "
+                             "reads it")
                 continue
             extra = " (written)" if p.written else ""
             mlir_name = "" if n == p.name else f" (%{p.name.replace('*/', '* /')})"

@@ -171,12 +171,12 @@ def _check_wave_helpers(module: ir.Module) -> None:
             raise CompileError(f"the module defines @{name}, one of Wave's helpers, which "
                                "pywave's runtime provides; declare it without a body")
         ftype = str(ir.TypeAttr(op.attributes["function_type"]).value)
-        if ftype != WAVE_HELPER_TYPES[name] or "llvm.emit_c_interface" not in op.attributes:
+        c_interface = "llvm.emit_c_interface" in op.attributes
+        if ftype != WAVE_HELPER_TYPES[name] or not c_interface:
+            missing = "" if c_interface else " without llvm.emit_c_interface"
             raise CompileError(
-                f"@{name} is declared as {ftype}"
-                f"{'' if 'llvm.emit_c_interface' in op.attributes else ' without llvm.emit_c_interface'}"
-                f"; Wave's helper is func.func private @{name}{WAVE_HELPER_TYPES[name][0:]} "
-                "attributes {llvm.emit_c_interface}")
+                f"@{name} is declared as {ftype}{missing}; Wave's helper is func.func private "
+                f"@{name}{WAVE_HELPER_TYPES[name]} attributes {{llvm.emit_c_interface}}")
 
 
 def _check_wave_declarations(module: ir.Module) -> None:

@@ -89,7 +89,8 @@ def test_functions_outside_the_convention_are_refused_as_before():
         .replace("return", "return %d : i64")
     with pytest.raises(pywave.CompileError, match="has the type !llvm.ptr"):
         api.build(result, target="sm_90")
-    private = mixed.replace("%a: memref<?xf32>, ", "").replace("func.func @f", "func.func private @f")
+    private = mixed.replace("%a: memref<?xf32>, ", "").replace("func.func @f",
+                                                               "func.func private @f")
     assert api.build(private, target="sm_90").host.functions == ()
 
 
@@ -370,7 +371,8 @@ def test_scalars_are_range_checked_by_the_helpers(cache_dir):
     refused(r"wave_get_float64: argument 'arg1' \\(#0, str 'x'\\) is not a float or an int",
             f, "x", 1, d)
     refused(r"wave_get_float64: argument 'arg1' \\(#0, list \\[1, 2\\]\\)", f, [1, 2], 1, d)
-    refused(r"wave_get_buffer: argument 'arg3' \\(#2, float 1\\.5\\) is not a tensor", f, 1.0, 1, 1.5)
+    refused(r"wave_get_buffer: argument 'arg3' \\(#2, float 1\\.5\\) is not a tensor",
+            f, 1.0, 1, 1.5)
     class Bad:
         def __index__(self): raise RuntimeError("no index")
     refused("argument 'arg2' .#1.: __index__.. failed: no index", f, 1.0, Bad(), d)
@@ -389,7 +391,8 @@ def test_dimensions_set_the_grid(cache_dir):
     assert list(l.params) == [0x10000, 0x10000, 0, 0x20000, 0x20000, 0, 40, 20]
     refused(r"wave_get_dim: argument 'arg1' \\(#0, Producer of rank 1\\) has no dimension 1 "
             r"\\(0 <= index < 1\\)", f, f16((40,), 0x10000), f16((40, 20), 0x20000))
-    refused(r"wave_get_dim: argument 'arg1' \\(#0, int 3\\) is not a tensor", f, 3, f16((4, 4), 0x2000))
+    refused(r"wave_get_dim: argument 'arg1' \\(#0, int 3\\) is not a tensor",
+            f, 3, f16((4, 4), 0x2000))
     """, cache_dir)
 
 

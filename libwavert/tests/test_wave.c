@@ -55,7 +55,8 @@ static void test_helpers(void) {
   wavert_jit_wave_get_buffer(&m, &objects[0]);
   CHECK(m.allocated == (void *)0x10040 && m.aligned == (void *)0x10040 && m.offset == 0 &&
         m.size == 16 * 8 * 2 && m.stride == 1);
-  CHECK(wavert_jit_wave_get_dim(&objects[0], 0) == 16 && wavert_jit_wave_get_dim(&objects[0], 1) == 8);
+  CHECK(wavert_jit_wave_get_dim(&objects[0], 0) == 16);
+  CHECK(wavert_jit_wave_get_dim(&objects[0], 1) == 8);
   CHECK(wavert_jit_wave_get_int64(&objects[1]) == 7);
   CHECK(wavert_jit_wave_get_float64(&objects[1]) == 7.0);
   CHECK(wavert_jit_wave_get_float64(&objects[2]) == 2.5);
@@ -70,17 +71,23 @@ static void test_helpers(void) {
     int object;
     const char *message;
   } refusals[] = {
-      {1, 0, "wave_get_dim: argument 'a' (#0, Tensor of rank 2) has no dimension 2 (0 <= index < 2)"},
+      {1, 0, "wave_get_dim: argument 'a' (#0, Tensor of rank 2) has no "
+              "dimension 2 (0 <= index < 2)"},
       {2, 2, "wave_get_int64: argument 'x' (#2, float 2.5) is not an int"},
-      {2, 3, "wave_get_int64: argument 'big' (#3, int 1180591620717411303424) does not fit in int64"},
+      {2, 3, "wave_get_int64: argument 'big' (#3, int "
+              "1180591620717411303424) does not fit in int64"},
       {3, 4, "wave_get_float64: argument 's' (#4, str 'abc') is not a float or an int"},
-      {3, 10, "wave_get_float64: argument 'huge53' (#10, int 9007199254740993) is not exactly representable"},
+      {3, 10, "wave_get_float64: argument 'huge53' (#10, int "
+              "9007199254740993) is not exactly representable"},
       {0, 1, "wave_get_buffer: argument 'n' (#1, int 7) is not a tensor"},
       {0, 5, "wave_get_buffer: argument 't' (#5, Tensor of rank 2) is not compact row-major"},
-      {0, 7, "wave_get_buffer: argument 'mis' (#7, Tensor of rank 2) has a first element that is not aligned"},
-      {0, 8, "wave_get_buffer: argument 'dev1' (#8, Tensor of rank 2) is on device (2, 1), but the call runs on (2, 0)"},
+      {0, 7, "wave_get_buffer: argument 'mis' (#7, Tensor of rank 2) has "
+              "a first element that is not aligned"},
+      {0, 8, "wave_get_buffer: argument 'dev1' (#8, Tensor of rank 2) is "
+              "on device (2, 1), but the call runs on (2, 0)"},
       {0, 9, "wave_get_buffer: argument 'nib' (#9, Tensor of rank 2) has sub-byte elements"},
-      {1, 11, "wave_get_dim: argument 'noshape' (#11, Tensor of rank 2) is a DLTensor with a negative rank or without a shape"},
+      {1, 11, "wave_get_dim: argument 'noshape' (#11, Tensor of rank 2) is "
+              "a DLTensor with a negative rank or without a shape"},
   };
   for (size_t i = 0; i < sizeof refusals / sizeof *refusals; ++i) {
     CHECK_OK(wavert_call_begin(device, NULL, &state));

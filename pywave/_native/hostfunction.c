@@ -342,11 +342,13 @@ static PyObject *hf_vectorcall(PyObject *self_, PyObject *const *args, size_t na
   /* 2. the stream; 3. the tensors taken and their descriptors filled; 4. the call */
   if (choose_stream(self, &c) < 0)
     goto done;
-  for (Py_ssize_t i = 0; i < nargs; i++)
-    if ((self->p[i].is_memref ||
-         (self->p[i].is_object && c.objects[self->p[i].tensor_index].kind == WAVERT_OBJECT_TENSOR)) &&
-        take_tensor(self, &c, i, args[i]) < 0)
+  for (Py_ssize_t i = 0; i < nargs; i++) {
+    const param_t *p = &self->p[i];
+    const int tensor = p->is_memref ||
+                       (p->is_object && c.objects[p->tensor_index].kind == WAVERT_OBJECT_TENSOR);
+    if (tensor && take_tensor(self, &c, i, args[i]) < 0)
       goto done;
+  }
   if (run_entry(self, &c) < 0)
     goto done;
   result = build_results(self, &c, args);

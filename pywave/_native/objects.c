@@ -8,8 +8,9 @@
  * wavert_object (libwavert's wavert_jit.h): an int (PyLong, or __index__), a float (PyFloat,
  * or __float__), a tensor (a DLPack producer or capsule: taken in phase 3 like a memref
  * argument, its device checked, read-only ones refused, its dtype checked when the host code
- * states one by viewing the buffer), or anything else, kept as its type and repr. The slot of each object holds the address of its record, which
- * wavert_call_set_objects registers for the call; the helpers check what the host code asks
+ * states one by viewing the buffer), or anything else, kept as its type and repr. The slot of
+ * each object holds the address of its record, which wavert_call_set_objects registers for
+ * the call; the helpers check what the host code asks
  * for against the record and record a typed error in the call instead of raising.
  */
 #include "native.h"
