@@ -125,10 +125,12 @@ def _describe(param: Any) -> str:
                 f"rank {t.rank}, sizes ({sizes}){layout}; {access}.")
     if param.kind == "object":
         of = f" of {tensor_type(param).dtype}" if tuple(param.dtype) != (0, 0, 0) else ""
+        access = "may be written: read-only tensors are refused" if param.written \
+            else "read only: read-only tensors accepted"
         return (f"{param.name} : Any\n    !llvm.ptr (Wave's convention): what the host code "
                 f"reads with Wave's helpers: a GPU tensor{of} (DLPack; compact row-major for "
-                "wave_get_buffer; may be written, so read-only tensors are refused), an int "
-                "(wave_get_int64) or a float (wave_get_float64).")
+                f"wave_get_buffer; {access}), an int (wave_get_int64) or a float "
+                "(wave_get_float64).")
     _type, accepted = _SCALARS.get(param.scalar, (Any, "a number"))
     return f"{param.name} : {_type.__name__}\n    {param.scalar}: {accepted}."
 

@@ -70,7 +70,7 @@ def read_signatures(module: ir.Module, text: str | None,
         if op.name not in ("func.func", "llvm.func") or not op.regions[0].blocks:
             continue
         if is_wave_function(op):
-            out.append(_wave_signature(op, text))
+            out.append(_wave_signature(op, text, written))
             continue
         if op.name != "func.func":
             continue
@@ -124,17 +124,38 @@ def is_wave_function(op: ir.Operation) -> bool:
     return found
 
 
-def _wave_signature(op: ir.Operation, text: str | None) -> HostSignature:
+def _wave_signature(op: ir.Operation, text: str | None,
+                    written: dict[str, set[int]]) -> HostSignature:
     """The signature of a host function in Wave's convention: one ``object`` parameter per
     argument after the stream, with the element type the host code views its buffer as
-    (:func:`_viewed_dtype`) when it states one."""
+    (:func:`_viewed_dtype`) when it states one, and whether its buffer may be written
+    (:func:`_object_written`)."""
     args = list(op.regions[0].blocks[0].arguments)[1:]
     params = []
     for i, arg in enumerate(args):
         dtype, flags = _viewed_dtype(arg)
         params.append(Param(_arg_name(arg, text) or f"arg{i + 1}", "object", "!llvm.ptr",
-                            dtype=dtype, flags=flags))
+                            dtype=dtype, flags=flags, written=_object_written(arg, written)))
     return HostSignature(sym_name(op), tuple(params), (), WAVE_CONVENTION)
+
+
+def _object_written(arg: ir.Value, kernels: dict[str, set[int]]) -> bool:
+    """Whether the tensor passed as Wave object ``arg`` may be written: through the buffer of
+    a ``wave_get_buffer(arg)`` call, followed as a host memref argument is (views, kernels'
+    own verdicts); any other use that is not one of Wave's reading helpers counts as a write
+    (the pre-lowered form, whose launches take plain pointers, always does)."""
+    for use in arg.uses:
+        owner = use.owner
+        callee = ir.FlatSymbolRefAttr(owner.attributes["callee"]).value \
+            if owner.name in ("func.call", "llvm.call") and "callee" in owner.attributes else ""
+        if callee in ("wave_get_dim", "wave_get_int64", "wave_get_float64"):
+            continue
+        if callee == "wave_get_buffer" and owner.name == "func.call":
+            if _memref_written(owner.results[0], kernels):
+                return True
+            continue
+        return True
+    return False
 
 
 def _viewed_dtype(arg: ir.Value) -> tuple[tuple[int, int, int], int]:
@@ -346,6 +367,11 @@ def _host_arg_written(arg: ir.Value, kernels: dict[str, set[int]]) -> bool:
     known to only read it."""
     if not isinstance(arg.type, ir.MemRefType):
         return False
+    return _memref_written(arg, kernels)
+
+
+def _memref_written(value: ir.Value, kernels: dict[str, set[int]]) -> bool:
+    """:func:`_host_arg_written` for any memref value of host code."""
 
     def writes(use: ir.OpOperand) -> bool:
         owner = use.owner
@@ -360,7 +386,7 @@ def _host_arg_written(arg: ir.Value, kernels: dict[str, set[int]]) -> bool:
             return use.operand_number == _first_memref_operand(owner)
         return True
 
-    return _may_write(arg, writes)
+    return _may_write(value, writes)
 
 
 def _first_memref_operand(op: ir.Operation) -> int:

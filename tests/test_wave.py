@@ -51,6 +51,11 @@ def test_wave_shapes_compile_as_wave_functions(name):
     viewed = {"read_write": [F16, F16], "scalars": [NONE, NONE, F16],
               "dynamic_dims": [F16, F16], "cluster": [F16, F16], "prelowered": [NONE, NONE]}
     assert [p.dtype for p in fn.params] == viewed[name]
+    # written: a kernel stores through the buffer; pre-lowered launches are not followed
+    written = {"read_write": [False, True], "scalars": [False, False, True],
+               "dynamic_dims": [False, True], "cluster": [False, True],
+               "prelowered": [True, True]}
+    assert [p.written for p in fn.params] == written[name]
     ir = art.host.llvm_ir
     for wave_name in ("@_mlir_ciface_wave_", "@wave_load_kernel", "@wave_launch_kernel"):
         assert wave_name not in ir
@@ -333,8 +338,8 @@ def test_read_write_passes_buffers_and_streams(cache_dir):
     odd.mt.dl_tensor.byte_offset = 1
     refused("argument 'arg1' .#0, .* not aligned", f, odd.capsule(), b)
     refused("argument 'arg2' .#1. is read-only .its DLPack producer marks it READ_ONLY. but "
-            "Wave's host code may write any tensor it is given", f, a,
-            f16((16, 16), 0x20000, read_only=True))
+            "Wave's host code may write it", f, a, f16((16, 16), 0x20000, read_only=True))
+    f(f16((16, 16), 0x10000, read_only=True), b)  # the kernel only reads arg1
     refused("argument 'arg2' .#1. is on the CPU", f, a, f16((16, 16), 0x20000, device=(1, 0)))
     refused("different devices", f, a, f16((16, 16), 0x20000, device=(2, 1)))
     refused(r"wave_get_buffer: argument 'arg2' \\(#1, int 7\\) is not a tensor", f, a, 7)
@@ -344,7 +349,7 @@ def test_read_write_passes_buffers_and_streams(cache_dir):
     refused("views it as f16 elements .*got a tensor of ui16", f, a,
             t.Producer(t.FakeTensor(shape=(16, 16), dtype=(1, 16, 1), data=0x20000)))
     f(a, b)                                         # the call path keeps working
-    assert len(launches()) == 4
+    assert len(launches()) == 5
     """, cache_dir)
 
 
@@ -559,11 +564,16 @@ def test_gpu_streams_and_errors(torch_cuda, wave_mod):
 
 
 @pytest.mark.gpu
-def test_gpu_jax_arrays_are_refused_as_read_only(torch_cuda, jax_gpu, wave_mod):
-    a = jax_gpu.numpy.zeros((16, 16), jax_gpu.numpy.float16)
-    b = torch_cuda.zeros(16, 16, dtype=torch_cuda.float16, device="cuda")
-    with pytest.raises(pywave.ArgumentError, match="argument 'arg1' .#0. is read-only .JAX"):
-        wave_mod("read_write")(a, b)
+def test_gpu_jax_inputs_and_read_only_outputs(torch_cuda, jax_gpu, wave_mod):
+    torch, jnp = torch_cuda, jax_gpu.numpy
+    a = jnp.arange(256, dtype=jnp.float16).reshape(16, 16)      # read by the kernel: accepted
+    b = torch.zeros(16, 16, dtype=torch.float16, device="cuda")
+    f = wave_mod("read_write")
+    f(a, b)
+    torch.cuda.synchronize()
+    assert torch.equal(b.cpu(), torch.arange(256, dtype=torch.float16).reshape(16, 16))
+    with pytest.raises(pywave.ArgumentError, match="argument 'arg2' .#1. is read-only .JAX"):
+        f(b, a)                                                 # written by the kernel
 
 
 @pytest.mark.gpu

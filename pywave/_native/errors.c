@@ -166,8 +166,8 @@ static int wrong_device(HostFunction *self, param_t *p, Py_ssize_t index, PyObje
 static int read_only_error(param_t *p, Py_ssize_t index, const char *why) {
   if (p->is_object) /* Wave's convention: what the host code does with it is not known */
     PyErr_Format(ArgumentError,
-                 "argument '%U' (#%zd) is read-only (%s) but Wave's host code may write any "
-                 "tensor it is given; pass a writable tensor",
+                 "argument '%U' (#%zd) is read-only (%s) but Wave's host code may write it; "
+                 "pass a writable tensor",
                  p->name, index, why);
   else
     PyErr_Format(ArgumentError,

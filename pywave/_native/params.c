@@ -285,10 +285,16 @@ static int parse_memref(PyObject *obj, Py_ssize_t index, param_t *p) {
 }
 
 /* An object of Wave's convention: `dtype` (0, 0, 0) leaves a tensor's dtype unchecked, else
- * it is the element type the host code views the buffer as (`flags`: SIGNLESS). */
+ * it is the element type the host code views the buffer as (`flags`: SIGNLESS); `written`:
+ * the host code may write the tensor (read-only ones are refused). */
 static int parse_object(PyObject *obj, Py_ssize_t index, param_t *p) {
   p->is_object = 1;
-  p->written = 1; /* Wave's host code may write any tensor it is given */
+  PyObject *w = field(obj, index, "written"); /* the host code may write the tensor */
+  int written = w ? PyObject_IsTrue(w) : -1;
+  Py_XDECREF(w);
+  if (written < 0)
+    return -1;
+  p->written = (uint8_t)written;
   PyObject *d = field(obj, index, "dtype");
   if (!d)
     return -1;
