@@ -550,12 +550,13 @@ def test_gpu_streams_and_errors(torch_cuda, wave_mod):
     side = torch.cuda.Stream()
     a = torch.randn(16, 16, dtype=torch.float16, device="cuda")
     b = torch.zeros_like(a)
+    c = torch.zeros_like(a)
+    side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):           # torch's current stream is the call's
         a2 = a * 2
         f(a2, b)
     side.synchronize()
     assert torch.equal(b, a * 2)
-    c = torch.zeros_like(a)
     f(a, c, stream=side)                   # stream= wins
     side.synchronize()
     assert torch.equal(c, a)
