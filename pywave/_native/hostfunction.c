@@ -251,7 +251,8 @@ static void call_state_release(call_state *c) {
     PyMem_Free(c->slots);
   if (c->ts && c->ts != c->ts_buf)
     PyMem_Free(c->ts);
-  PyMem_Free(c->objects);
+  if (c->objects)
+    PyMem_Free(c->objects);
 }
 
 /* Phase 4: the call itself on the tensors' device and the chosen stream. */
