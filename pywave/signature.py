@@ -29,6 +29,8 @@ log = logging.getLogger("pywave.signature")
 #: what Wave's gpu-to-gpu-runtime pass lowers launches to.
 WAVE_RUNTIME = ("wave_get_buffer", "wave_get_dim", "wave_get_int64", "wave_get_float64",
                 "wave_load_kernel", "wave_launch_kernel")
+#: The names a host function may call them by: lowered code calls the helpers' C interface.
+_WAVE_CALLEES = frozenset(WAVE_RUNTIME + tuple(f"_mlir_ciface_{n}" for n in WAVE_RUNTIME[:4]))
 
 #: Scalar MLIR types accepted as host arguments.
 SCALAR_KINDS = {"i1", "i8", "i16", "i32", "i64", "index", "f16", "bf16", "f32", "f64"}
@@ -91,7 +93,8 @@ def is_wave_function(op: ir.Operation) -> bool:
     """Whether host function ``op`` (a ``func.func``, or an ``llvm.func`` Wave's own lowering
     left) is in Wave's host-wrapper convention: public, with a body, no results, at least one
     argument and every argument ``!llvm.ptr`` (the stream, then one per Python object), and a
-    direct call of one of :data:`WAVE_RUNTIME`. Such functions are refused otherwise (pywave's
+    direct call of one of :data:`WAVE_RUNTIME` (a helper also by its C interface,
+    ``_mlir_ciface_wave_get_buffer``...). Such functions are refused otherwise (pywave's
     own host arguments are memrefs and scalars), so recognising them changes no other
     function."""
     if not op.regions[0].blocks or (
@@ -115,7 +118,7 @@ def is_wave_function(op: ir.Operation) -> bool:
     def visit(o: ir.Operation) -> ir.WalkResult:
         nonlocal found
         if o.name in ("func.call", "llvm.call") and "callee" in o.attributes and \
-                ir.FlatSymbolRefAttr(o.attributes["callee"]).value in WAVE_RUNTIME:
+                ir.FlatSymbolRefAttr(o.attributes["callee"]).value in _WAVE_CALLEES:
             found = True
             return ir.WalkResult.INTERRUPT
         return ir.WalkResult.ADVANCE

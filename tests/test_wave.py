@@ -141,6 +141,18 @@ def test_a_module_defining_a_helper_is_refused():
         api.build(text, target="sm_90")
 
 
+def test_lowered_helpers_alone_are_recognised():
+    """LLVM-dialect host code calling only a helper's C interface is in the convention."""
+    text = """
+    llvm.func @_mlir_ciface_wave_get_int64(!llvm.ptr) -> i64
+    llvm.func @f(%s: !llvm.ptr, %n: !llvm.ptr) {
+      %v = llvm.call @_mlir_ciface_wave_get_int64(%n) : (!llvm.ptr) -> i64
+      llvm.return
+    }"""
+    (fn,) = api.build(text, target="sm_90").host.functions
+    assert fn.convention == "wave" and [p.name for p in fn.params] == ["n"]
+
+
 def test_lowered_declarations_and_handles_are_checked():
     text = wave_text("prelowered")
     # nargs as i64, in the declaration and the call alike
