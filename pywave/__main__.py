@@ -54,6 +54,9 @@ def _summary(artifacts, show_ir: bool) -> str:
     for f in artifacts.host.functions:
         sig = ", ".join(f"{p.name}: {p.type}{' (written)' if p.written else ''}"
                         for p in f.params)
+        if f.convention == "wave":   # the stream first, the objects may be any tensor
+            sig = ", ".join(["stream: !llvm.ptr"] + [f"{p.name}: !llvm.ptr" for p in f.params])
+            sig += "; Wave's convention"
         lines.append(f"host function @{f.name}({sig})")
     lines.append(f"host object code: {len(artifacts.object_code)} bytes")
     if artifacts.dump_path:

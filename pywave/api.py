@@ -192,7 +192,9 @@ class CompiledModule:
     (torch, cupy, jax, any ``__dlpack__`` producer) whose dtype, rank, static sizes and layout
     match; a scalar takes a Python or NumPy number in range for its type. Launches go to the
     tensors' device on the producer's current stream (or ``stream=``) without host
-    synchronisation.
+    synchronisation. A host function in Wave's host-wrapper convention (README: Running
+    Wave's host wrappers) takes Python objects instead: tensors, ints and floats, read by
+    Wave's helpers.
 
     Thread-safe: any thread may call the functions concurrently.
 
@@ -227,7 +229,8 @@ class CompiledModule:
             kernel = kernel_api.kernel_of(sig.name)
             fn = _native.HostFunction(engine.address(PACKED_PREFIX + sig.name),
                                       kernel or sig.name, sig.params, device_type,
-                                      code=self._code, results=sig.results)
+                                      code=self._code, results=sig.results,
+                                      convention=sig.convention)
             if kernel is None:
                 self._functions[sig.name] = fn
             else:

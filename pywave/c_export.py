@@ -53,7 +53,8 @@ from . import isolation, layout, pipeline, runtime
 from ._version import __version__
 from .errors import CompileError
 from .lowering import LoweringOptions, options_of
-from .program import DYNAMIC, PACKED_PREFIX, RELEASE_KERNELS, HostSignature, Target
+from .program import (DYNAMIC, PACKED_PREFIX, RELEASE_KERNELS, SIGNLESS, WAVE_CONVENTION,
+                      HostSignature, Target)
 from .source import text_and_name
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -236,6 +237,12 @@ def _c_names(fn: HostSignature) -> list[str]:
     identifier (:func:`_safe`), else ``arg<i>``. (The wrapper's definitions use ``pw_arg<i>``
     whatever the name: a prototype's parameter names need not match.)"""
     names, seen = [], set()
+    if fn.convention == WAVE_CONVENTION:   # Wave's names are arg1, arg2...: kept when safe
+        for i, p in enumerate(fn.params):
+            n = p.name if _safe(p.name) and p.name not in seen else f"object{i}"
+            seen.add(n)
+            names.append(n)
+        return names
     for i, p in enumerate(fn.params):
         n = p.name if _safe(p.name) and not re.fullmatch(r"arg[0-9]+", p.name) else f"arg{i}"
         if n in seen:
@@ -281,8 +288,11 @@ def _prototype(name: str, fn: HostSignature, names: list[str], stream: str) -> s
     """The entry point's prototype with parameter ``names`` and ``stream`` last."""
     args = []
     for p, n in zip(fn.params, names):
-        args.append(f"const DLTensor *{n}" if p.kind == "memref"
-                    else f"{SCALAR_C[p.scalar][0]} {n}")
+        if p.kind == "object":
+            args.append(f"const wavert_object *{n}")
+        else:
+            args.append(f"const DLTensor *{n}" if p.kind == "memref"
+                        else f"{SCALAR_C[p.scalar][0]} {n}")
     return f"int32_t {name}_{fn.name}({', '.join(args + [f'void *{stream}'])})"
 
 
@@ -301,12 +311,25 @@ def header(name: str, functions: tuple[HostSignature, ...], target: Target) -> s
         " * stream); kernels run asynchronously on it. On failure <name>_last_error() says why.",
         " * Thread-safe. Link: pkg-config --cflags --libs " + name + " */",
         f"#ifndef {guard}", f"#define {guard}", "",
-        "#include <stdbool.h>", "#include <stdint.h>", "", '#include "wavert.h"', "",
+        "#include <stdbool.h>", "#include <stdint.h>", "",
+        '#include "wavert_jit.h"' if any(f.convention == WAVE_CONVENTION for f in functions)
+        else '#include "wavert.h"', "",
         "#ifdef __cplusplus", 'extern "C" {', "#endif", "",
         f'#define {name.upper()}_TARGET "{chip}"', ""]
     for fn in functions:
         lines.append(f"/* @{fn.name}:")
+        if fn.convention == WAVE_CONVENTION:
+            lines += [" *   In Wave's host-wrapper convention: each argument is a wavert_object",
+                      " *   (wavert_jit.h) the caller fills: kind and a DLTensor (on the one",
+                      " *   device of the call), an int64 (int_fits = 1) or a double; the",
+                      " *   wrapper sets position and name. The records are copied."]
         for p, n in zip(fn.params, _c_names(fn)):
+            if p.kind == "object":
+                of = (f" (DLPack dtype {tuple(p.dtype)}: the host code views it so)"
+                      if tuple(p.dtype) != (0, 0, 0) else "")
+                lines.append(f" *   {n}: a tensor{of}, an int or a float, as the host code "
+                             "reads it")
+                continue
             extra = " (written)" if p.written else ""
             mlir_name = "" if n == p.name else f" (%{p.name.replace('*/', '* /')})"
             lines.append(f" *   {n}{mlir_name}: {p.type}{extra}")
@@ -380,7 +403,12 @@ const char *{name}_last_error(void) {{ return pw_own ? pw_message : wavert_last_
 
 void {name}_unload(void) {{ {RELEASE_KERNELS}(); }}
 """]
+    if any(f.convention == WAVE_CONVENTION for f in functions):
+        out.append(_WAVE_HELPERS)
     for fn in functions:
+        if fn.convention == WAVE_CONVENTION:
+            out += _wave_entry(name, fn)
+            continue
         args = [f"pw_arg{i}" for i in range(len(fn.params))]
         qual = f"{name}_{fn.name}"
         words = fn.words
@@ -428,6 +456,80 @@ void {name}_unload(void) {{ {RELEASE_KERNELS}(); }}
                  "  return wavert_call_end(&pw_state);", "}", ""]
         out += body
     return "\n".join(out)
+
+
+#: C helpers of the entry points of functions in Wave's convention.
+_WAVE_HELPERS = r"""static int pw_dtype_fits(DLDataType got, DLDataType want, int signless) {
+  if (got.bits != want.bits || got.lanes != want.lanes) return 0;
+  return got.code == want.code || (signless && (got.code == kDLInt || got.code == kDLUInt));
+}
+
+/* Copy the caller's object into the call's record `o` (position, name and a type name set
+ * here); a tensor also joins `tensors` for the device check and, where the host code views
+ * its buffer as one element type (`want.bits` != 0), must have that dtype. */
+static int32_t pw_object(const char *fn, const char *arg, int32_t position,
+                         const wavert_object *given, DLDataType want, int signless,
+                         wavert_object *o, const DLTensor **tensors, const char **names,
+                         int *ntensors) {
+  static const char *const kinds[] = {"object", "tensor", "int", "float", "object"};
+  if (given == NULL)
+    return pw_fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: argument '%s' is NULL", fn, arg);
+  if (given->kind < WAVERT_OBJECT_TENSOR || given->kind > WAVERT_OBJECT_OTHER)
+    return pw_fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: argument '%s' has the kind %d, not a "
+                   "wavert_object_kind", fn, arg, (int)given->kind);
+  *o = *given;
+  o->position = position;
+  o->name = arg;
+  if (o->type_name == NULL) o->type_name = kinds[o->kind];
+  o->text[sizeof o->text - 1] = 0;
+  if (o->kind != WAVERT_OBJECT_TENSOR) return WAVERT_OK;
+  if (o->tensor == NULL)
+    return pw_fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: argument '%s' is a tensor without a "
+                   "DLTensor", fn, arg);
+  if (want.bits && !pw_dtype_fits(o->tensor->dtype, want, signless))
+    return pw_fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: argument '%s': the host code views it "
+                   "as elements of DLPack dtype (%d, %d, %d), got (%d, %d, %d)", fn, arg,
+                   (int)want.code, (int)want.bits, (int)want.lanes,
+                   (int)o->tensor->dtype.code, (int)o->tensor->dtype.bits,
+                   (int)o->tensor->dtype.lanes);
+  tensors[*ntensors] = o->tensor;
+  names[*ntensors] = arg;
+  *ntensors += 1;
+  return WAVERT_OK;
+}
+"""
+
+
+def _wave_entry(name: str, fn: HostSignature) -> list[str]:
+    """The C entry point of a function in Wave's convention: the objects copied into one
+    array of records (registered for the call), the device from their tensors, slot 0 the
+    stream."""
+    args = [f"pw_arg{i}" for i in range(len(fn.params))]
+    n = max(len(fn.params), 1)
+    body = [f"{_prototype(name, fn, args, 'pw_stream')} {{",
+            f'  static const char pw_fn[] = "{name}_{fn.name}";',
+            f"  uint64_t pw_slots[{fn.words}];", f"  wavert_object pw_objects[{n}];",
+            f"  const DLTensor *pw_tensors[{n}];", f"  const char *pw_names[{n}];",
+            "  int pw_ntensors = 0;", "  int32_t pw_status;", "  pw_own = 0;"]
+    for i, p in enumerate(fn.params):
+        code, bits, lanes = p.dtype
+        body += [f"  pw_status = pw_object(pw_fn, {_c_string(p.name)}, {i}, {args[i]}, "
+                 f"(DLDataType){{{code}, {bits}, {lanes}}}, {int(bool(p.flags & SIGNLESS))}, "
+                 f"&pw_objects[{i}], pw_tensors, pw_names, &pw_ntensors);",
+                 "  if (pw_status != WAVERT_OK) return pw_status;",
+                 f"  pw_slots[{i + 1}] = (uint64_t)(uintptr_t)&pw_objects[{i}];"]
+    body += ["  wavert_device *pw_dev;",
+             "  pw_status = pw_device(pw_fn, pw_tensors, pw_names, pw_ntensors, &pw_dev);",
+             "  if (pw_status != WAVERT_OK) return pw_status;",
+             "  pw_slots[0] = (uint64_t)(uintptr_t)pw_stream;",
+             "  wavert_call_state pw_state;",
+             "  pw_status = wavert_call_begin(pw_dev, pw_stream, &pw_state);",
+             "  if (pw_status != WAVERT_OK) return pw_status;",
+             f"  pw_status = wavert_call_set_objects(pw_objects, {len(fn.params)});",
+             f"  if (pw_status == WAVERT_OK) {PACKED_PREFIX}{fn.name}(pw_slots);",
+             "  int32_t pw_end = wavert_call_end(&pw_state);",
+             "  return pw_status != WAVERT_OK ? pw_status : pw_end;", "}", ""]
+    return body
 
 
 def pkgconfig(name: str, out_dir: str, chip: str, source: str, pywave_dir: str | None) -> str:

@@ -50,8 +50,8 @@ import threading
 import time
 from typing import Any
 
-from .program import (BACKENDS, FORMATS, Binary, HostSignature, KernelInfo, Param,
-                      Program, Target)
+from .program import (BACKENDS, FORMATS, PYWAVE_CONVENTION, WAVE_CONVENTION, Binary,
+                      HostSignature, KernelInfo, Param, Program, Target)
 
 try:   # BLAKE2b is built into CPython; hashlib's import loads OpenSSL (~5 ms per process)
     from _blake2 import blake2b
@@ -63,8 +63,8 @@ log = logging.getLogger("pywave.cache")
 # 2: BLAKE2b-256 checksum; 3: signatures by field name; 4: the key inside the payload;
 # 5: function results (HostSignature.results, Param.memory); 6: the pre-linked shared object
 # inside the entry (it was a separate .pwso file, bound to neither key nor entry); 7: each
-# binary's per-kernel figures from ptxas (Binary.kernels)
-MAGIC = b"PYWAVE-CACHE-7\n"
+# binary's per-kernel figures from ptxas (Binary.kernels); 8: HostSignature.convention
+MAGIC = b"PYWAVE-CACHE-8\n"
 DEFAULT_MAX_BYTES = 1 << 30
 #: A temporary file older than this (seconds) belongs to a writer that died: eviction
 #: removes it. A write takes milliseconds; the margin covers slow disks and clock skew.
@@ -327,16 +327,19 @@ def _kernel_info(record: Any) -> KernelInfo:
 
 
 def _signature(record: Any) -> HostSignature:
-    _fields(record, "function", {"name": str, "params": list, "results": list})
+    _fields(record, "function", {"name": str, "params": list, "results": list,
+                                 "convention": str})
+    if record["convention"] not in (PYWAVE_CONVENTION, WAVE_CONVENTION):
+        raise CorruptEntry(f"function record {record!r:.200}")
     return HostSignature(record["name"], _params(record["params"], "parameter"),
-                         _params(record["results"], "result"))
+                         _params(record["results"], "result"), record["convention"])
 
 
 def _params(records: list, what: str) -> tuple[Param, ...]:
     params = []
     for p in records:
         _fields(p, what, _PARAM_FIELDS)
-        if p["kind"] not in ("memref", "scalar") or len(p["dtype"]) != 3 or \
+        if p["kind"] not in ("memref", "scalar", "object") or len(p["dtype"]) != 3 or \
                 (p["strides"] is not None and len(p["strides"]) != len(p["sizes"])) or \
                 p["memory"] not in ("", "device"):
             raise CorruptEntry(f"{what} record {p!r:.200}")

@@ -6,6 +6,16 @@ failure), embed each ``gpu.binary`` as one internal constant global, add a packe
 host function and the release entry, and translate to LLVM IR. (The signatures were read
 earlier, by :mod:`pywave.signature`.)
 
+Host code in Wave's convention calls Wave's runtime: its helpers (through their
+``_mlir_ciface_`` C interface) and, once Wave's own pass lowered its launches,
+``wave_load_kernel`` / ``wave_launch_kernel``. Their declarations are checked against the
+ABI libwavert implements (:data:`WAVE_HELPER_TYPES`, :data:`WAVE_LLVM_TYPES`), the calls
+renamed to libwavert's (:data:`WAVE_FUNCTIONS`) and each followed by the same early return,
+as is each call of a function that makes such a call (the helpers' C-interface wrappers).
+The globals ``wave_load_kernel`` fills are released with the kernel slots. In the packed
+entry of such a function, slot 0 is the stream and each object one slot (the address of
+its ``wavert_object``).
+
 The packed entry of host function ``f`` is ``void _pywave_packed_f(uint64_t *slots)``: the
 flattened LLVM arguments of ``f`` (a rank-r memref is 3 + 2r words: allocated, aligned,
 offset, sizes, strides; a scalar is one word holding its value in the low bytes) in order,
@@ -68,6 +78,41 @@ MGPU_FUNCTIONS = {
     "mgpuMemset16": "wavert_jit_memset16",
 }
 
+#: Wave's runtime functions, as host code calls them after lowering -> libwavert's
+#: implementations (wavert_jit.h). The helpers are declared with ``llvm.emit_c_interface``, so
+#: the calls go to their ``_mlir_ciface_`` symbols; the launch pair is what Wave's own
+#: gpu-to-gpu-runtime pass emits.
+WAVE_FUNCTIONS = {
+    "_mlir_ciface_wave_get_buffer": "wavert_jit_wave_get_buffer",
+    "_mlir_ciface_wave_get_dim": "wavert_jit_wave_get_dim",
+    "_mlir_ciface_wave_get_int64": "wavert_jit_wave_get_int64",
+    "_mlir_ciface_wave_get_float64": "wavert_jit_wave_get_float64",
+    "wave_load_kernel": "wavert_jit_wave_load_kernel",
+    "wave_launch_kernel": "wavert_jit_wave_launch_kernel",
+}
+
+#: The LLVM type each of :data:`WAVE_FUNCTIONS` must be declared with (its C ABI in libwavert).
+WAVE_LLVM_TYPES = {
+    "_mlir_ciface_wave_get_buffer": "!llvm.func<void (ptr, ptr)>",
+    "_mlir_ciface_wave_get_dim": "!llvm.func<i64 (ptr, i32)>",
+    "_mlir_ciface_wave_get_int64": "!llvm.func<i64 (ptr)>",
+    "_mlir_ciface_wave_get_float64": "!llvm.func<f64 (ptr)>",
+    "wave_load_kernel": "!llvm.func<ptr (ptr, ptr, ptr, i64, ptr)>",
+    "wave_launch_kernel": "!llvm.func<void (ptr, ptr, i32, " + "i64, " * 9 + "ptr, i32)>",
+}
+
+#: Wave's helpers as host code declares them before lowering (``func.func`` declarations with
+#: ``llvm.emit_c_interface``).
+WAVE_HELPER_TYPES = {
+    "wave_get_buffer": "(!llvm.ptr) -> memref<?xi8>",
+    "wave_get_dim": "(!llvm.ptr, i32) -> i64",
+    "wave_get_int64": "(!llvm.ptr) -> i64",
+    "wave_get_float64": "(!llvm.ptr) -> f64",
+}
+
+#: Runtime calls rewritten into libwavert calls, each followed by an early return on failure.
+RUNTIME_FUNCTIONS = {**MGPU_FUNCTIONS, **WAVE_FUNCTIONS}
+
 # --------------------------------------------------------------------------------------------
 # Lowering and launch rewrite
 # --------------------------------------------------------------------------------------------
@@ -81,7 +126,9 @@ def lower(module: ir.Module, binaries: list[Binary], functions: list[HostSignatu
     _join_async_dependencies(module)
     _synchronous_ops_on_streams(module)
     validate.host_spaces(module)
+    _check_wave_helpers(module)
     run_pipeline(module, host_pipeline(kernel_bare_ptr), "lowering host code to LLVM", text)
+    _check_wave_declarations(module)
     rewriter = LaunchRewriter(module, binaries, synchronous=run_entry is not None)
     rewriter.run()
     _add_packed_entries(module, functions)
@@ -109,6 +156,44 @@ def lower(module: ir.Module, binaries: list[Binary], functions: list[HostSignatu
     except ir.MLIRError as exc:
         raise diagnostic_error("translating host code to LLVM IR", exc, None) from None
     return HostModule(ir_text, tuple(functions), run_result)
+
+
+def _check_wave_helpers(module: ir.Module) -> None:
+    """CompileError for a declaration of one of Wave's helpers that does not have Wave's type
+    and ``llvm.emit_c_interface`` (libwavert implements exactly that ABI), or a module that
+    defines one itself."""
+    for op in module.body.operations:
+        op = op.operation
+        if op.name != "func.func" or sym_name(op) not in WAVE_HELPER_TYPES:
+            continue
+        name = sym_name(op)
+        if op.regions[0].blocks:
+            raise CompileError(f"the module defines @{name}, one of Wave's helpers, which "
+                               "pywave's runtime provides; declare it without a body")
+        ftype = str(ir.TypeAttr(op.attributes["function_type"]).value)
+        c_interface = "llvm.emit_c_interface" in op.attributes
+        if ftype != WAVE_HELPER_TYPES[name] or not c_interface:
+            missing = "" if c_interface else " without llvm.emit_c_interface"
+            raise CompileError(
+                f"@{name} is declared as {ftype}{missing}; Wave's helper is func.func private "
+                f"@{name}{WAVE_HELPER_TYPES[name]} attributes {{llvm.emit_c_interface}}")
+
+
+def _check_wave_declarations(module: ir.Module) -> None:
+    """CompileError for a lowered declaration of one of :data:`WAVE_FUNCTIONS` whose LLVM type
+    is not the one libwavert implements, or a module that defines one."""
+    for op in module.body.operations:
+        op = op.operation
+        if op.name != "llvm.func" or sym_name(op) not in WAVE_FUNCTIONS:
+            continue
+        name = sym_name(op)
+        if op.regions[0].blocks:
+            raise CompileError(f"the module defines @{name}, a function of Wave's runtime "
+                               "that pywave's runtime provides; declare it without a body")
+        ftype = str(ir.TypeAttr(op.attributes["function_type"]).value)
+        if ftype != WAVE_LLVM_TYPES[name]:
+            raise CompileError(f"@{name} is declared as {ftype}; Wave's runtime function has "
+                               f"the type {WAVE_LLVM_TYPES[name]}")
 
 
 def _check_all_llvm(module: ir.Module) -> None:
@@ -222,6 +307,7 @@ class LaunchRewriter:
         self.names: dict[tuple[str, str], str] = {}
         self.helpers: list[str] = []
         self.fail_blocks: list[tuple[ir.Operation, ir.Block]] = []
+        self.handles: list[str] = []   # globals wave_load_kernel fills (released like slots)
         self.declared: set[str] = set()
         self.counter = 0
         self.synchronous = synchronous
@@ -231,21 +317,28 @@ class LaunchRewriter:
             self._declare("llvm.func @wavert_jit_failed() -> i32")
             launches: list[ir.Operation] = []
             calls: list[ir.Operation] = []
+            loads: list[ir.Operation] = []
+            wrappers = _runtime_callers(self.module)
 
             def collect(op: ir.Operation) -> ir.WalkResult:
                 if op.name == "gpu.launch_func":
                     launches.append(op)
-                elif op.name == "llvm.call" and "callee" in op.attributes and \
-                        ir.FlatSymbolRefAttr(op.attributes["callee"]).value in MGPU_FUNCTIONS:
-                    calls.append(op)
+                elif op.name == "llvm.call" and "callee" in op.attributes:
+                    callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+                    if callee in RUNTIME_FUNCTIONS or callee in wrappers:
+                        calls.append(op)
+                    if callee == "wave_load_kernel":
+                        loads.append(op)
                 return ir.WalkResult.ADVANCE
 
             self.module.operation.walk(collect)
+            for op in loads:
+                self._note_handle(op)
             for op in launches:
                 self._rewrite_launch(op)
             for op in calls:
-                self._rewrite_mgpu_call(op)
-            self._rename_mgpu_declarations()
+                self._rewrite_runtime_call(op)
+            self._rename_runtime_declarations()
             self.helpers.append(self._release_entry())
             self._emit_helpers()
 
@@ -286,10 +379,11 @@ class LaunchRewriter:
         """``void _pywave_release_kernels(void)``: release each slot's kernel (NULL when it
         was never launched; wavert_kernel_release accepts it) and clear the slot."""
         body = []
-        if self.slots:
+        slots = list(self.slots.values()) + self.handles
+        if slots:
             self._declare("llvm.func @wavert_kernel_release(!llvm.ptr)")
             body.append("  %null = llvm.mlir.zero : !llvm.ptr")
-        for i, slot in enumerate(self.slots.values()):
+        for i, slot in enumerate(slots):
             body += [f"  %s{i} = llvm.mlir.addressof @{slot} : !llvm.ptr",
                      f"  %k{i} = llvm.load %s{i} : !llvm.ptr -> !llvm.ptr",
                      f"  llvm.call @wavert_kernel_release(%k{i}) : (!llvm.ptr) -> ()",
@@ -389,10 +483,38 @@ class LaunchRewriter:
         return (f"llvm.func internal @{name}({', '.join(params)}) -> i32 "
                 "attributes {always_inline} {\n" + "\n".join(body) + "\n}")
 
+    def _note_handle(self, op: ir.Operation) -> None:
+        """Keep the global that a ``wave_load_kernel`` call fills (its second operand, a
+        ``wavert_kernel*`` once loaded) for the release entry."""
+        where = "a call of @wave_load_kernel"
+        if len(op.operands) != 5:
+            raise CompileError(f"{where} has {len(op.operands)} operands; Wave's has 5 "
+                               "(stream, handle, image, image size, kernel name)")
+        owner = op.operands[1].owner
+        if isinstance(owner, ir.Block) or owner.name != "llvm.mlir.addressof":
+            source = "a block argument" if isinstance(owner, ir.Block) else owner.name
+            raise CompileError(f"{where} takes its kernel handle from {source}; pywave needs "
+                               "the address of a module global (llvm.mlir.addressof) to "
+                               "release the kernel when the module closes")
+        name = ir.FlatSymbolRefAttr(owner.attributes["global_name"]).value
+        handle = next((g.operation for g in self.module.body.operations
+                       if g.operation.name == "llvm.mlir.global"
+                       and sym_name(g.operation) == name), None)
+        if handle is None or str(ir.TypeAttr(handle.attributes["global_type"]).value) \
+                != "!llvm.ptr" or "constant" in handle.attributes:
+            raise CompileError(f"{where} takes the handle @{name}, which is not a mutable "
+                               "!llvm.ptr global of the module")
+        if name not in self.handles:
+            self.handles.append(name)
+
     # -- runtime calls -----------------------------------------------------------------------
-    def _rewrite_mgpu_call(self, op: ir.Operation) -> None:
+    def _rewrite_runtime_call(self, op: ir.Operation) -> None:
+        """Rename a runtime call to libwavert's function (a call of a function that makes
+        one, such as the C-interface wrapper of a Wave helper, keeps its callee) and return
+        early after it when the call has failed."""
         callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
-        op.attributes["callee"] = ir.FlatSymbolRefAttr.get(MGPU_FUNCTIONS[callee])
+        if callee in RUNTIME_FUNCTIONS:
+            op.attributes["callee"] = ir.FlatSymbolRefAttr.get(RUNTIME_FUNCTIONS[callee])
         after = _next_op(op)
         with ir.InsertionPoint(after) if after is not None else ir.InsertionPoint(op.block):
             failed = _call("wavert_jit_failed", [])
@@ -400,13 +522,13 @@ class LaunchRewriter:
             ok = llvm.icmp(llvm.ICmpPredicate.eq, failed, zero)
         self._branch_on(ok, None, after_op=ok.owner)
 
-    def _rename_mgpu_declarations(self) -> None:
+    def _rename_runtime_declarations(self) -> None:
         for op in self.module.body.operations:
             op = op.operation
             if op.name == "llvm.func" and "sym_name" in op.attributes:
                 name = sym_name(op)
-                if name in MGPU_FUNCTIONS:
-                    op.attributes["sym_name"] = ir.StringAttr.get(MGPU_FUNCTIONS[name])
+                if name in RUNTIME_FUNCTIONS:
+                    op.attributes["sym_name"] = ir.StringAttr.get(RUNTIME_FUNCTIONS[name])
 
     # -- control flow ------------------------------------------------------------------------
     def _branch_on(self, ok: ir.Value, launch: ir.Operation | None, *,
@@ -453,6 +575,8 @@ class LaunchRewriter:
         stubs = [f"llvm.mlir.global external constant @{g}() {{addr_space = 0 : i32}} "
                  f": !llvm.array<{len(self.binaries[b].data)} x i8>"
                  for b, g in self.images.items()]
+        stubs += [f"llvm.mlir.global external @{h}() {{addr_space = 0 : i32}} : !llvm.ptr"
+                  for h in self.handles]
         # A declaration the module already has (an mgpu* one renamed to wavert_jit_*) is kept
         # as it is: the helper text refers to it through a stub.
         defined = {sym_name(op.operation) for op in self.module.body.operations
@@ -460,6 +584,33 @@ class LaunchRewriter:
         redeclared = [d for d in self.declared if d.split("@")[1].split("(")[0] in defined]
         helpers = [h for h in self.helpers if h not in redeclared]
         _append_parsed(self.module, stubs + redeclared, helpers)
+
+
+def _runtime_callers(module: ir.Module) -> set[str]:
+    """Names of the module's functions that call a runtime function (:data:`RUNTIME_FUNCTIONS`),
+    directly or through another such function: a call of one of them may record an error too
+    (the C-interface wrapper ``wave_get_buffer`` of ``_mlir_ciface_wave_get_buffer``)."""
+    calls: dict[str, set[str]] = {}
+    for op in module.body.operations:
+        op = op.operation
+        if op.name != "llvm.func" or not op.regions[0].blocks:
+            continue
+        callees: set[str] = set()
+
+        def visit(o: ir.Operation) -> ir.WalkResult:
+            if o.name == "llvm.call" and "callee" in o.attributes:
+                callees.add(ir.FlatSymbolRefAttr(o.attributes["callee"]).value)
+            return ir.WalkResult.ADVANCE
+
+        op.walk(visit)
+        calls[sym_name(op)] = callees
+    found = {name for name, callees in calls.items() if callees & RUNTIME_FUNCTIONS.keys()}
+    grown = True
+    while grown:
+        more = {name for name, callees in calls.items() if callees & found} - found
+        grown = bool(more)
+        found |= more
+    return found
 
 
 def _result_type(func: ir.Operation) -> ir.Type | None:

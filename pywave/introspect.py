@@ -77,6 +77,8 @@ def tensor_type(param: Any) -> TensorType:
 def _annotation(param: Any) -> Any:
     if param.kind == "memref":
         return tensor_type(param)
+    if param.kind == "object":
+        return Any
     return _SCALARS.get(param.scalar, (Any, ""))[0]
 
 
@@ -121,6 +123,14 @@ def _describe(param: Any) -> str:
         access = "written" if t.writable else "read only (read-only tensors accepted)"
         return (f"{param.name} : {t!r}\n    {t.mlir_type}: a GPU tensor (DLPack) of {dtype}, "
                 f"rank {t.rank}, sizes ({sizes}){layout}; {access}.")
+    if param.kind == "object":
+        of = f" of {tensor_type(param).dtype}" if tuple(param.dtype) != (0, 0, 0) else ""
+        access = "may be written: read-only tensors are refused" if param.written \
+            else "read only: read-only tensors accepted"
+        return (f"{param.name} : Any\n    !llvm.ptr (Wave's convention): what the host code "
+                f"reads with Wave's helpers: a GPU tensor{of} (DLPack; compact row-major for "
+                f"wave_get_buffer; {access}), an int (wave_get_int64) or a float "
+                "(wave_get_float64).")
     _type, accepted = _SCALARS.get(param.scalar, (Any, "a number"))
     return f"{param.name} : {_type.__name__}\n    {param.scalar}: {accepted}."
 
@@ -137,6 +147,10 @@ def doc(fn: Any) -> str:
         lines += [f"Kernel @{fn.name.replace('::', '::@')} ({platform}) compiled by pywave: "
                   "one launch with the grid, block and dynamic shared memory given, "
                   "asynchronous on the stream; returns None.", ""]
+    elif getattr(host, "convention", "pywave") == "wave":
+        lines += [f"Host function @{fn.name} ({platform}) in Wave's host-wrapper convention, "
+                  "compiled by pywave: runs the host code with the call's stream as its first "
+                  "argument, its kernel launches asynchronous on the stream; returns None.", ""]
     else:
         lines += [f"Host function @{fn.name} ({platform}) compiled by pywave: runs the host "
                   "code, whose kernel launches are asynchronous on the stream; returns None.",

@@ -182,13 +182,17 @@ class Param:
     ``flags`` :data:`SIGNLESS` | :data:`STRIDED`, ``written`` whether the host code or a kernel
     may write it. A scalar: ``scalar`` is its MLIR type (``"f32"``, ``"index"``, ...).
 
+    An object (``kind == "object"``, a host function in Wave's convention,
+    :data:`WAVE_CONVENTION`): any Python object, passed as a pointer only Wave's helpers
+    read; ``type`` is ``"!llvm.ptr"``.
+
     A result (``HostSignature.results``, named ``result0``, ``result1``...) uses the same
     fields; ``memory`` is ``"device"`` when its memref type's memory space says GPU memory
     (``#gpu.address_space<global>`` or ``1``), else ``""``: the driver is asked at run time.
     """
 
     name: str
-    kind: str                     # "memref" or "scalar"
+    kind: str                     # "memref", "scalar" or "object"
     type: str                     # MLIR type text
     scalar: str = ""
     dtype: tuple[int, int, int] = (0, 0, 0)
@@ -213,20 +217,31 @@ class Param:
                       "strides": tuple(strides) if strides is not None else None})
 
 
+#: Host functions written in pywave's own convention: memref and scalar arguments.
+PYWAVE_CONVENTION = "pywave"
+#: Host functions in Wave's convention (``f(!llvm.ptr stream, !llvm.ptr object, ...)``, no
+#: results; :func:`pywave.signature.is_wave_function` says which): ``params`` are the objects,
+#: the stream is the packed entry's first slot.
+WAVE_CONVENTION = "wave"
+
+
 @dataclasses.dataclass(frozen=True)
 class HostSignature:
     """A public host ``func.func``: its name, arguments and results (scalars and memrefs, in
-    order; a call returns None, the one value, or a tuple). (The callable built from it is
+    order; a call returns None, the one value, or a tuple), and its ``convention``
+    (:data:`PYWAVE_CONVENTION` or :data:`WAVE_CONVENTION`). (The callable built from it is
     ``pywave._native.HostFunction``.)"""
 
     name: str
     params: tuple[Param, ...]
     results: tuple[Param, ...] = ()
+    convention: str = PYWAVE_CONVENTION
 
     @property
     def words(self) -> int:
-        """Argument slots of its packed entry ``_pywave_packed_<name>(uint64_t *slots)``."""
-        return sum(p.words for p in self.params)
+        """Argument slots of its packed entry ``_pywave_packed_<name>(uint64_t *slots)`` (in
+        Wave's convention the stream's slot comes first)."""
+        return sum(p.words for p in self.params) + (self.convention == WAVE_CONVENTION)
 
     @property
     def result_words(self) -> int:

@@ -20,9 +20,17 @@ from mlir import ir
 from .errors import CompileError
 from .kernels import check_element_width
 from .mlirutil import file_location, sym_name
-from .program import SIGNLESS, STRIDED, HostSignature, Param
+from .program import SIGNLESS, STRIDED, WAVE_CONVENTION, HostSignature, Param
 
 log = logging.getLogger("pywave.signature")
+
+#: Wave's runtime functions: a host function calling one of them directly is in Wave's
+#: convention (:func:`is_wave_function`). The helpers read Python objects; the last two are
+#: what Wave's gpu-to-gpu-runtime pass lowers launches to.
+WAVE_RUNTIME = ("wave_get_buffer", "wave_get_dim", "wave_get_int64", "wave_get_float64",
+                "wave_load_kernel", "wave_launch_kernel")
+#: The names a host function may call them by: lowered code calls the helpers' C interface.
+_WAVE_CALLEES = frozenset(WAVE_RUNTIME + tuple(f"_mlir_ciface_{n}" for n in WAVE_RUNTIME[:4]))
 
 #: Scalar MLIR types accepted as host arguments.
 SCALAR_KINDS = {"i1", "i8", "i16", "i32", "i64", "index", "f16", "bf16", "f32", "f64"}
@@ -61,7 +69,12 @@ def read_signatures(module: ir.Module, text: str | None,
     out = []
     for op in module.body.operations:
         op = op.operation
-        if op.name != "func.func" or not op.regions[0].blocks:
+        if op.name not in ("func.func", "llvm.func") or not op.regions[0].blocks:
+            continue
+        if is_wave_function(op):
+            out.append(_wave_signature(op, text, written))
+            continue
+        if op.name != "func.func":
             continue
         if "sym_visibility" in op.attributes and \
                 ir.StringAttr(op.attributes["sym_visibility"]).value != "public":
@@ -74,6 +87,99 @@ def read_signatures(module: ir.Module, text: str | None,
                 raise
             log.debug("@%s is not an entry point: %s", name, exc)
     return out
+
+
+def is_wave_function(op: ir.Operation) -> bool:
+    """Whether host function ``op`` (a ``func.func``, or an ``llvm.func`` Wave's own lowering
+    left) is in Wave's host-wrapper convention: public, with a body, no results, at least one
+    argument and every argument ``!llvm.ptr`` (the stream, then one per Python object), and a
+    direct call of one of :data:`WAVE_RUNTIME` (a helper also by its C interface,
+    ``_mlir_ciface_wave_get_buffer``...). Such functions are refused otherwise (pywave's
+    own host arguments are memrefs and scalars), so recognising them changes no other
+    function."""
+    if not op.regions[0].blocks or (
+            "sym_visibility" in op.attributes
+            and ir.StringAttr(op.attributes["sym_visibility"]).value != "public"):
+        return False
+    linkage = str(op.attributes["linkage"]) if "linkage" in op.attributes else ""
+    if "internal" in linkage or "private" in linkage:
+        return False
+    args = op.regions[0].blocks[0].arguments
+    if not len(args) or any(str(a.type) != "!llvm.ptr" for a in args):
+        return False
+    if op.name == "func.func":
+        if ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value).results:
+            return False
+    elif not str(ir.TypeAttr(op.attributes["function_type"]).value).startswith(
+            "!llvm.func<void "):
+        return False
+    found = False
+
+    def visit(o: ir.Operation) -> ir.WalkResult:
+        nonlocal found
+        if o.name in ("func.call", "llvm.call") and "callee" in o.attributes and \
+                ir.FlatSymbolRefAttr(o.attributes["callee"]).value in _WAVE_CALLEES:
+            found = True
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit)
+    return found
+
+
+def _wave_signature(op: ir.Operation, text: str | None,
+                    written: dict[str, set[int]]) -> HostSignature:
+    """The signature of a host function in Wave's convention: one ``object`` parameter per
+    argument after the stream, with the element type the host code views its buffer as
+    (:func:`_viewed_dtype`) when it states one, and whether its buffer may be written
+    (:func:`_object_written`)."""
+    args = list(op.regions[0].blocks[0].arguments)[1:]
+    params = []
+    for i, arg in enumerate(args):
+        dtype, flags = _viewed_dtype(arg)
+        params.append(Param(_arg_name(arg, text) or f"arg{i + 1}", "object", "!llvm.ptr",
+                            dtype=dtype, flags=flags, written=_object_written(arg, written)))
+    return HostSignature(sym_name(op), tuple(params), (), WAVE_CONVENTION)
+
+
+def _object_written(arg: ir.Value, kernels: dict[str, set[int]]) -> bool:
+    """Whether the tensor passed as Wave object ``arg`` may be written: through the buffer of
+    a ``wave_get_buffer(arg)`` call, followed as a host memref argument is (views, kernels'
+    own verdicts); any other use that is not one of Wave's reading helpers counts as a write
+    (the pre-lowered form, whose launches take plain pointers, always does)."""
+    for use in arg.uses:
+        owner = use.owner
+        callee = ir.FlatSymbolRefAttr(owner.attributes["callee"]).value \
+            if owner.name in ("func.call", "llvm.call") and "callee" in owner.attributes else ""
+        if callee in ("wave_get_dim", "wave_get_int64", "wave_get_float64"):
+            continue
+        if callee == "wave_get_buffer" and owner.name == "func.call":
+            if _memref_written(owner.results[0], kernels):
+                return True
+            continue
+        return True
+    return False
+
+
+def _viewed_dtype(arg: ir.Value) -> tuple[tuple[int, int, int], int]:
+    """The DLPack dtype (and SIGNLESS flag) that every ``memref.view`` of
+    ``wave_get_buffer(arg)`` gives its elements, as Wave's host code states it; ``(0, 0, 0)``
+    (not checked) when there is no such view, the views disagree, or the element type is not
+    one pywave passes."""
+    elements: set[str] = set()
+    for use in arg.uses:
+        call = use.owner
+        if call.name != "func.call" or \
+                ir.FlatSymbolRefAttr(call.attributes["callee"]).value != "wave_get_buffer":
+            continue
+        for view in call.results[0].uses:
+            if view.owner.name != "memref.view":
+                return (0, 0, 0), 0
+            elements.add(str(ir.MemRefType(view.owner.results[0].type).element_type))
+    if len(elements) != 1 or next(iter(elements)) not in ELEMENT_DTYPES:
+        return (0, 0, 0), 0
+    code, bits, signless = ELEMENT_DTYPES[elements.pop()]
+    return (code, bits, 1), SIGNLESS if signless else 0
 
 
 def _signature(op: ir.Operation, name: str, text: str | None,
@@ -197,8 +303,11 @@ def _param(fname: str, index: int, name: str, t: ir.Type, written: bool,
         raise CompileError(f"{where} has the unranked type {text}; pass a ranked memref")
     if text in SCALAR_KINDS:
         return Param(name, "scalar", text, scalar=text)
+    hint = ("; a host function in Wave's convention takes only !llvm.ptr arguments (the "
+            "stream, then one per Python object), returns nothing and calls one of "
+            + ", ".join(WAVE_RUNTIME)) if text == "!llvm.ptr" else ""
     raise CompileError(f"{where} has the type {text}; host {what}s may be ranked memrefs or "
-                       "scalars (" + ", ".join(sorted(SCALAR_KINDS)) + ")")
+                       "scalars (" + ", ".join(sorted(SCALAR_KINDS)) + ")" + hint)
 
 
 #: An SSA value name at the start of a block argument: ``%a``.
@@ -261,6 +370,11 @@ def _host_arg_written(arg: ir.Value, kernels: dict[str, set[int]]) -> bool:
     known to only read it."""
     if not isinstance(arg.type, ir.MemRefType):
         return False
+    return _memref_written(arg, kernels)
+
+
+def _memref_written(value: ir.Value, kernels: dict[str, set[int]]) -> bool:
+    """:func:`_host_arg_written` for any memref value of host code."""
 
     def writes(use: ir.OpOperand) -> bool:
         owner = use.owner
@@ -275,7 +389,7 @@ def _host_arg_written(arg: ir.Value, kernels: dict[str, set[int]]) -> bool:
             return use.operand_number == _first_memref_operand(owner)
         return True
 
-    return _may_write(arg, writes)
+    return _may_write(value, writes)
 
 
 def _first_memref_operand(op: ir.Operation) -> int:

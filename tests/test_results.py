@@ -117,7 +117,7 @@ def test_cache_round_trip_keeps_results_and_old_entries_are_corrupt():
     program = Program(Target("nvvm", "sm_90"), (), (fn,), b"object")
     raw = cache._encode(program, "k" * 64)
     assert cache._decode(raw, "k" * 64) == program
-    assert cache.MAGIC == b"PYWAVE-CACHE-7\n"
+    assert cache.MAGIC == b"PYWAVE-CACHE-8\n"
     # a record without the results field (format 4) does not decode
     import json
     import struct

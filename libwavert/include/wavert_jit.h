@@ -75,6 +75,83 @@ WAVERT_EXPORT int32_t wavert_jit_launch_cluster(wavert_kernel **slot, const void
                                                 int64_t bz, int32_t dynamic_shared_bytes,
                                                 void *stream, void **params);
 
+/* ---- Wave's host-wrapper convention ---------------------------------------------------
+ * Host functions in Wave's convention take (stream, object 1, ..., object n), each object a
+ * pointer that only the wave_get_* helpers below read. pywave passes, for each Python object,
+ * a wavert_object it filled while holding the GIL (the tensor taken through DLPack and its
+ * device checked, or the number read), and registers the array with wavert_call_set_objects:
+ * the helpers never touch Python objects, so they run without the GIL and nothing can throw
+ * through generated code. A pointer that is not one of the call's registered objects is an
+ * error, never dereferenced. */
+typedef enum wavert_object_kind {
+  WAVERT_OBJECT_TENSOR = 1, /* `tensor` is set */
+  WAVERT_OBJECT_INT = 2,    /* `int_value` holds it when `int_fits`; else `text` shows it */
+  WAVERT_OBJECT_FLOAT = 3,  /* `float_value` holds it */
+  WAVERT_OBJECT_OTHER = 4   /* anything else: `text` shows it */
+} wavert_object_kind;
+
+typedef struct wavert_object {
+  int32_t kind;           /* a wavert_object_kind */
+  int32_t position;       /* the object's index among the call's objects (the stream is not
+                             one), for messages */
+  const char *name;       /* the argument's name, or NULL: borrowed, for messages */
+  const char *type_name;  /* the object's type ("Tensor", "int"): borrowed, for messages */
+  const DLTensor *tensor; /* TENSOR: borrowed; valid until wavert_call_end */
+  int64_t int_value;      /* INT */
+  double float_value;     /* FLOAT */
+  int32_t int_fits;       /* INT: the value is in int64's range */
+  char text[68];          /* INT that does not fit, OTHER: the value as text (truncated) */
+} wavert_object;
+
+/* Register `objects[0..count)` (borrowed: they must outlive the call) as the Wave objects of
+ * the current call on this thread; wavert_call_end forgets them (an enclosing call's are
+ * restored). Errors: INVALID_ARGUMENT outside a call, for count < 0 or objects NULL with
+ * count > 0. */
+WAVERT_EXPORT wavert_status wavert_call_set_objects(const wavert_object *objects, int32_t count);
+
+/* The memref<?xi8> descriptor wave_get_buffer returns (MLIR's C interface). */
+typedef struct wavert_byte_memref {
+  void *allocated;
+  void *aligned;
+  int64_t offset;
+  int64_t size;
+  int64_t stride;
+} wavert_byte_memref;
+
+/* Wave's helpers (`_mlir_ciface_wave_get_*`; pywave's host stage renames the calls). Each
+ * takes one of the call's registered objects; on an error it records it for wavert_call_end
+ * (INVALID_ARGUMENT, naming the helper, the argument, its position and value) and returns a
+ * harmless value (a NULL buffer of size 0, 0, 0.0); generated code checks wavert_jit_failed
+ * after each call.
+ * - get_buffer: a tensor's first element (data + byte_offset) as base and aligned pointer,
+ *   offset 0, size = the tensor's bytes, stride 1. The tensor must be compact row-major (the
+ *   host views it as a flat array; strides of size-1 dimensions are ignored), of whole-byte
+ *   elements, its first element aligned to the element size, on the call's device.
+ * - get_dim: size `index` (0 <= index < rank) of a tensor.
+ * - get_int64: an int in int64's range.
+ * - get_float64: a float, or an int of magnitude <= 2^53 (exactly representable). */
+WAVERT_EXPORT void wavert_jit_wave_get_buffer(wavert_byte_memref *out, const void *object);
+WAVERT_EXPORT int64_t wavert_jit_wave_get_dim(const void *object, int32_t index);
+WAVERT_EXPORT int64_t wavert_jit_wave_get_int64(const void *object);
+WAVERT_EXPORT double wavert_jit_wave_get_float64(const void *object);
+
+/* Wave's gpu-to-gpu-runtime lowering (`wave_load_kernel` / `wave_launch_kernel`; pywave
+ * renames the calls). load_kernel: `*handle` is a wavert_kernel* slot owned by the generated
+ * module (created from image, image_size, name on first use, thread-safe; released with
+ * wavert_kernel_release(*handle) by the module's owner); returns the kernel's function on the
+ * call's device (a wavert_function*, valid while *handle lives), NULL after an error.
+ * launch_kernel: launch `function` (from load_kernel) on `stream` (NULL: the call's stream)
+ * with grid, block and cluster extents (a 1x1x1 cluster is a plain launch) and `args`, the
+ * array of `nargs` pointers to each kernel argument. Nothing is launched once the call has
+ * recorded an error. Errors are recorded as wavert_jit_launch's. */
+WAVERT_EXPORT void *wavert_jit_wave_load_kernel(void *stream, void **handle, const void *image,
+                                                int64_t image_size, const char *name);
+WAVERT_EXPORT void wavert_jit_wave_launch_kernel(void *stream, void *function,
+                                                 int32_t dynamic_shared_bytes, int64_t gx,
+                                                 int64_t gy, int64_t gz, int64_t bx, int64_t by,
+                                                 int64_t bz, int64_t cx, int64_t cy, int64_t cz,
+                                                 void **args, int32_t nargs);
+
 /* Non-zero if generated code has recorded an error during the current call. */
 WAVERT_EXPORT int32_t wavert_jit_failed(void);
 

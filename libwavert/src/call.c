@@ -2,7 +2,8 @@
  * call.c — the host-call context (per thread: device, stream, first error, depth, context
  * lease) and the wavert_jit_* entry points that JIT-compiled host code calls:
  * wavert_jit_launch and MLIR's mgpu* runtime wrappers on the call's device, recording errors
- * instead of printing them.
+ * instead of printing them. The call also carries the Wave objects registered for it
+ * (wavert_call_set_objects), which wave.c's helpers look up here.
  *
  * Beginning and ending a call make no driver call: launches enter the device's context only
  * when it is not current (launch.c), keep it entered in the call's lease for the rest of the
@@ -24,6 +25,8 @@ typedef struct {
   wavert_status status; /* first error recorded during the call */
   intptr_t depth;
   wavert__context_lease lease; /* the context launches of this call entered, if any */
+  const wavert_object *objects; /* Wave objects of the call (borrowed), or NULL */
+  int32_t nobjects;
   char message[1024];
 } call_context;
 
@@ -37,6 +40,8 @@ enum {
   STATE_PREVIOUS_DEVICE,
   STATE_PREVIOUS_STREAM,
   STATE_PREVIOUS_STATUS,
+  STATE_PREVIOUS_OBJECTS,
+  STATE_PREVIOUS_NOBJECTS,
   STATE_WORDS_USED
 };
 _Static_assert(STATE_WORDS_USED <= WAVERT_CALL_STATE_WORDS, "wavert_call_state too small");
@@ -51,6 +56,10 @@ wavert_status wavert_call_begin(wavert_device *device, void *stream, wavert_call
   state->words[STATE_PREVIOUS_DEVICE] = current.device;
   state->words[STATE_PREVIOUS_STREAM] = current.stream;
   state->words[STATE_PREVIOUS_STATUS] = (void *)(intptr_t)current.status;
+  state->words[STATE_PREVIOUS_OBJECTS] = (void *)current.objects;
+  state->words[STATE_PREVIOUS_NOBJECTS] = (void *)(intptr_t)current.nobjects;
+  current.objects = NULL;
+  current.nobjects = 0;
   current.device = device;
   current.stream = stream;
   current.status = WAVERT_OK;
@@ -72,6 +81,8 @@ wavert_status wavert_call_end(wavert_call_state *state) {
   current.device = state->words[STATE_PREVIOUS_DEVICE];
   current.stream = state->words[STATE_PREVIOUS_STREAM];
   current.status = (wavert_status)(intptr_t)state->words[STATE_PREVIOUS_STATUS];
+  current.objects = state->words[STATE_PREVIOUS_OBJECTS];
+  current.nobjects = (int32_t)(intptr_t)state->words[STATE_PREVIOUS_NOBJECTS];
   current.depth -= 1;
   if (status != WAVERT_OK) return wavert__error(status, "%s", current.message);
   return WAVERT_OK;
@@ -102,6 +113,23 @@ static wavert_device *enter_call(const char *function, void **out_saved) {
 
 static void *call_stream(void *stream) { return stream != NULL ? stream : current.stream; }
 
+wavert_status wavert__call_function(wavert_kernel **slot, const void *image, int64_t image_size,
+                                    const char *name, wavert_function **out_function) {
+  wavert_kernel *kernel = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+  if (kernel == NULL) {
+    wavert_kernel *fresh = NULL;
+    wavert_status status = wavert_kernel_create(image, (size_t)image_size, name, &fresh);
+    if (status != WAVERT_OK) return status;
+    if (__atomic_compare_exchange_n(slot, &kernel, fresh, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+      kernel = fresh;
+    } else {
+      wavert_kernel_release(fresh); /* another thread's kernel won; `kernel` holds it */
+    }
+  }
+  return wavert_kernel_get_function(kernel, current.device, out_function);
+}
+
 /* wavert_jit_launch and wavert_jit_launch_cluster (`cluster` NULL: a plain launch). */
 static int32_t jit_launch(const char *caller, wavert_kernel **slot, const void *image,
                           int64_t image_size, const char *name, const int64_t *cluster,
@@ -122,20 +150,8 @@ static int32_t jit_launch(const char *caller, wavert_kernel **slot, const void *
                                                     cluster32);
     if (checked != WAVERT_OK) return record(checked);
   }
-  wavert_kernel *kernel = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-  if (kernel == NULL) {
-    wavert_kernel *fresh = NULL;
-    wavert_status status = wavert_kernel_create(image, (size_t)image_size, name, &fresh);
-    if (status != WAVERT_OK) return record(status);
-    if (__atomic_compare_exchange_n(slot, &kernel, fresh, false, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_ACQUIRE)) {
-      kernel = fresh;
-    } else {
-      wavert_kernel_release(fresh); /* another thread's kernel won; `kernel` holds it */
-    }
-  }
   wavert_function *function = NULL;
-  wavert_status status = wavert_kernel_get_function(kernel, current.device, &function);
+  wavert_status status = wavert__call_function(slot, image, image_size, name, &function);
   if (status == WAVERT_OK)
     status = wavert__function_launch_leased(function, cluster != NULL ? cluster32 : NULL, gx, gy,
                                             gz, bx, by, bz, dynamic_shared_bytes,
@@ -319,3 +335,34 @@ wavert_device *wavert__call_current(void **out_stream) {
 wavert_status wavert__call_record(wavert_status status) { return record(status); }
 
 wavert__context_lease *wavert__call_lease(void) { return current.depth > 0 ? &current.lease : NULL; }
+
+wavert_status wavert_call_set_objects(const wavert_object *objects, int32_t count) {
+  if (current.depth == 0)
+    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                         "wavert_call_set_objects: no host call in progress (wavert_call_begin)");
+  if (count < 0 || (objects == NULL && count > 0))
+    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                         "wavert_call_set_objects: %d objects at %p", (int)count,
+                         (const void *)objects);
+  current.objects = count > 0 ? objects : NULL;
+  current.nobjects = count;
+  return WAVERT_OK;
+}
+
+const wavert_object *wavert__call_object(const char *helper, const void *object) {
+  if (current.depth == 0) {
+    wavert__error(WAVERT_ERROR_INVALID_ARGUMENT, "%s: no host call in progress (wavert_call_begin)",
+                  helper);
+    return NULL;
+  }
+  const uintptr_t at = (uintptr_t)object, first = (uintptr_t)current.objects;
+  const uintptr_t end = first + (uintptr_t)current.nobjects * sizeof(wavert_object);
+  if (current.objects == NULL || at < first || at >= end || (at - first) % sizeof(wavert_object)) {
+    record(wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                         "%s: %p is not one of the call's %d object arguments (the host code "
+                         "passed it something else, such as the stream)",
+                         helper, object, (int)current.nobjects));
+    return NULL;
+  }
+  return (const wavert_object *)object;
+}

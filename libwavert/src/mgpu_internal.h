@@ -1,12 +1,14 @@
 /*
- * mgpu_internal.h — what mgpu.c (MLIR's mgpu* runtime ABI) needs from the other libwavert
- * units: the current host call (call.c), a module load with a JIT optimisation level
- * (module.c) and a launch with thread-block clusters (launch.c). Internal; not installed.
+ * mgpu_internal.h — what mgpu.c (MLIR's mgpu* runtime ABI) and wave.c (Wave's helpers) need
+ * from the other libwavert units: the current host call (call.c), a module load with a JIT
+ * optimisation level (module.c) and a launch with thread-block clusters (launch.c). Internal;
+ * not installed.
  */
 #ifndef WAVERT_MGPU_INTERNAL_H
 #define WAVERT_MGPU_INTERNAL_H
 
 #include "internal.h"
+#include "wavert_jit.h"
 
 /* The calling thread's host call (wavert_call_begin): its device, and its stream in
  * *out_stream (may be NULL). NULL outside a call (out_stream untouched). */
@@ -15,6 +17,17 @@ wavert_device *wavert__call_current(void **out_stream);
 /* Record `status` (with this thread's last error message) as the current call's error if it
  * is the first; a no-op outside a call or for WAVERT_OK. Returns `status`. */
 wavert_status wavert__call_record(wavert_status status);
+
+/* `object` as one of the current call's Wave objects (wavert_call_set_objects), or NULL with
+ * the error recorded (outside a call: set, not recorded): a pointer outside the registered
+ * array, or not at one of its elements, is never dereferenced. `helper` names the caller. */
+const wavert_object *wavert__call_object(const char *helper, const void *object);
+
+/* The function of kernel slot `*slot` on the call's device, creating the slot's kernel from
+ * (image, image_size, name) on first use (thread-safe: one thread's kernel wins, the others'
+ * are released). Inside a host call only; errors are returned, not recorded. */
+wavert_status wavert__call_function(wavert_kernel **slot, const void *image, int64_t image_size,
+                                    const char *name, wavert_function **out_function);
 
 /* wavert_module_load, with the driver JIT's optimisation level `jit_opt_level` (0-4) for PTX;
  * -1 = the driver's default (wavert_module_load itself). WAVERT_ERROR_UNSUPPORTED when the

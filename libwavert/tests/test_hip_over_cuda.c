@@ -2,8 +2,8 @@
  * $WAVERT_HIP_LIBRARY is hip_over_cuda.c, a libamdhip64 stand-in over the CUDA driver, so the
  * HIP code path (chip query, hipModuleLoadData, argument packing through
  * hipModuleLaunchKernel, dynamic shared memory with the > 48 KiB opt-in, streams, memory,
- * error messages, release) runs on an NVIDIA GPU. Exits 77 (skipped) without libcuda.so.1
- * or a CUDA device. */
+ * error messages, release, Wave's lowered launches) runs on an NVIDIA GPU. Exits 77
+ * (skipped) without libcuda.so.1 or a CUDA device. */
 #include <dlfcn.h>
 #include <stdlib.h>
 
@@ -60,6 +60,42 @@ static void test_vector_add(wavert_module *module) {
   for (int i = 0; i < N; ++i) CHECK(c[i] == 3.0f * (float)i);
   wavert_kernel_release(slot);
 
+  CHECK_OK(wavert_stream_release(device, stream));
+  CHECK_OK(wavert_memory_free(device, da));
+  CHECK_OK(wavert_memory_free(device, db));
+  CHECK_OK(wavert_memory_free(device, dc));
+}
+
+/* Wave's lowered launch ABI on the HIP backend: one load per handle, a launch on the call's
+ * stream, clusters refused (HIP has none) without touching the driver. */
+static void test_wave_launches(void) {
+  static float a[N], b[N], c[N];
+  for (int i = 0; i < N; ++i) a[i] = (float)i, b[i] = 2.0f * (float)i, c[i] = -1.0f;
+  void *da = NULL, *db = NULL, *dc = NULL, *stream = NULL, *handle = NULL;
+  CHECK_OK(wavert_memory_alloc(device, sizeof(a), &da));
+  CHECK_OK(wavert_memory_alloc(device, sizeof(b), &db));
+  CHECK_OK(wavert_memory_alloc(device, sizeof(c), &dc));
+  CHECK_OK(wavert_memory_copy(device, da, a, sizeof(a), NULL));
+  CHECK_OK(wavert_memory_copy(device, db, b, sizeof(b), NULL));
+  CHECK_OK(wavert_memory_set(device, dc, 0, 4, N, NULL));
+  CHECK_OK(wavert_stream_create(device, &stream));
+  int32_t n = N;
+  void *params[] = {&da, &db, &dc, &n};
+  wavert_call_state state;
+  CHECK_OK(wavert_call_begin(device, stream, &state));
+  void *fn = wavert_jit_wave_load_kernel(stream, &handle, ptx, sizeof(ptx), "vadd");
+  CHECK(fn != NULL && handle != NULL);
+  CHECK(wavert_jit_wave_load_kernel(stream, &handle, ptx, sizeof(ptx), "vadd") == fn);
+  wavert_jit_wave_launch_kernel(NULL, fn, 0, (N + 255) / 256, 1, 1, 256, 1, 1, 1, 1, 1, params,
+                                4);
+  CHECK(!wavert_jit_failed());
+  wavert_jit_wave_launch_kernel(NULL, fn, 0, 2, 2, 1, 256, 1, 1, 2, 2, 1, params, 4);
+  CHECK_STATUS(wavert_call_end(&state), WAVERT_ERROR_UNSUPPORTED);
+  CHECK_MESSAGE("has no thread-block clusters");
+  CHECK_OK(wavert_memory_copy(device, c, dc, sizeof(c), stream));
+  CHECK_OK(wavert_stream_synchronize(device, stream));
+  for (int i = 0; i < N; ++i) CHECK(c[i] == 3.0f * (float)i);
+  wavert_kernel_release(handle);
   CHECK_OK(wavert_stream_release(device, stream));
   CHECK_OK(wavert_memory_free(device, da));
   CHECK_OK(wavert_memory_free(device, db));
@@ -145,6 +181,7 @@ int main(void) {
 
   CHECK_OK(wavert_module_load(device, ptx, sizeof(ptx), &module));
   test_vector_add(module);
+  test_wave_launches();
   test_dynamic_shared(module);
   wavert_module_release(module);
   test_release_while_enqueued();

@@ -164,8 +164,14 @@ static int wrong_device(HostFunction *self, param_t *p, Py_ssize_t index, PyObje
 }
 
 static int read_only_error(param_t *p, Py_ssize_t index, const char *why) {
-  PyErr_Format(ArgumentError,
-               "argument '%U' (#%zd) is read-only (%s) but %U writes it; pass a writable tensor",
-               p->name, index, why, p->type_str);
+  if (p->is_object) /* Wave's convention: what the host code does with it is not known */
+    PyErr_Format(ArgumentError,
+                 "argument '%U' (#%zd) is read-only (%s) but Wave's host code may write it; "
+                 "pass a writable tensor",
+                 p->name, index, why);
+  else
+    PyErr_Format(ArgumentError,
+                 "argument '%U' (#%zd) is read-only (%s) but %U writes it; pass a writable tensor",
+                 p->name, index, why, p->type_str);
   return -1;
 }

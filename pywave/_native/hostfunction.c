@@ -224,6 +224,7 @@ static int call_state_init(HostFunction *self, call_state *c) {
   c->dev_arg = -1;
   c->stream_api = NULL;
   c->any_cupy = 0;
+  c->objects = NULL;
   const Py_ssize_t words = self->nslots + self->nresult_slots;
   if (words > STACK_SLOTS && !(c->slots = PyMem_Malloc((size_t)words * sizeof *c->slots))) {
     PyErr_NoMemory();
@@ -231,6 +232,11 @@ static int call_state_init(HostFunction *self, call_state *c) {
   }
   if (self->ntensors > STACK_TENSORS &&
       !(c->ts = PyMem_Malloc((size_t)self->ntensors * sizeof *c->ts))) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  if (self->wave && self->ntensors &&
+      !(c->objects = PyMem_Malloc((size_t)self->ntensors * sizeof *c->objects))) {
     PyErr_NoMemory();
     return -1;
   }
@@ -245,6 +251,8 @@ static void call_state_release(call_state *c) {
     PyMem_Free(c->slots);
   if (c->ts && c->ts != c->ts_buf)
     PyMem_Free(c->ts);
+  if (c->objects)
+    PyMem_Free(c->objects);
 }
 
 /* Phase 4: the call itself on the tensors' device and the chosen stream. */
@@ -268,6 +276,15 @@ static int run_entry(HostFunction *self, call_state *c) {
   if (st != WAVERT_OK) { /* a bad stream handle is the driver's finding, not the caller's */
     raise_status(st == WAVERT_ERROR_INVALID_ARGUMENT ? WAVERT_ERROR_DRIVER : st);
     return -1;
+  }
+  if (self->wave) { /* slot 0: the stream; the objects' records for the helpers */
+    c->slots[0] = (uint64_t)(uintptr_t)c->stream;
+    st = wavert_call_set_objects(c->objects, (int32_t)self->ntensors);
+    if (st != WAVERT_OK) {
+      wavert_call_end(&state);
+      raise_status(st);
+      return -1;
+    }
   }
   /* The GIL is released around the entry although the handoff costs about 415 instructions a
    * call uncontended (bench/launch_instructions.py: 1250 -> 838 for the empty kernel when
@@ -312,7 +329,10 @@ static PyObject *hf_vectorcall(PyObject *self_, PyObject *const *args, size_t na
   /* 1. scalars packed; each tensor's route and device */
   for (Py_ssize_t i = 0; i < nargs; i++) {
     param_t *p = &self->p[i];
-    if (!p->is_memref) {
+    if (p->is_object) {
+      if (classify_object(self, &c, i, args[i]) < 0)
+        goto done;
+    } else if (!p->is_memref) {
       c.slots[p->slot] = 0;
       if (pack_scalar((scalar_kind)p->kind, args[i], &c.slots[p->slot], p->name, i) < 0)
         goto done;
@@ -323,9 +343,13 @@ static PyObject *hf_vectorcall(PyObject *self_, PyObject *const *args, size_t na
   /* 2. the stream; 3. the tensors taken and their descriptors filled; 4. the call */
   if (choose_stream(self, &c) < 0)
     goto done;
-  for (Py_ssize_t i = 0; i < nargs; i++)
-    if (self->p[i].is_memref && take_tensor(self, &c, i, args[i]) < 0)
+  for (Py_ssize_t i = 0; i < nargs; i++) {
+    const param_t *p = &self->p[i];
+    const int tensor = p->is_memref ||
+                       (p->is_object && c.objects[p->tensor_index].kind == WAVERT_OBJECT_TENSOR);
+    if (tensor && take_tensor(self, &c, i, args[i]) < 0)
       goto done;
+  }
   if (run_entry(self, &c) < 0)
     goto done;
   result = build_results(self, &c, args);
@@ -342,12 +366,22 @@ done:
 /* Construction                                                                             */
 /* ---------------------------------------------------------------------------------------- */
 static PyObject *hf_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-  static char *kwlist[] = {"entry", "name", "params", "device_type", "code", "results", NULL};
+  static char *kwlist[] = {"entry", "name",    "params",     "device_type",
+                           "code",  "results", "convention", NULL};
   PyObject *entry_obj, *name, *params_arg, *code = NULL, *results_arg = NULL;
+  const char *convention = "pywave";
   int device_type;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OUOi|$OO:HostFunction", kwlist, &entry_obj,
-                                   &name, &params_arg, &device_type, &code, &results_arg))
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OUOi|$OOs:HostFunction", kwlist, &entry_obj,
+                                   &name, &params_arg, &device_type, &code, &results_arg,
+                                   &convention))
     return NULL;
+  const int wave = strcmp(convention, "wave") == 0;
+  if (!wave && strcmp(convention, "pywave") != 0) {
+    PyErr_Format(PyExc_ValueError,
+                 "HostFunction: convention must be \"pywave\" or \"wave\", got '%s'",
+                 convention);
+    return NULL;
+  }
   if (results_arg == Py_None)
     results_arg = NULL;
   if (results_arg && (PyUnicode_Check(results_arg) || !PySequence_Check(results_arg))) {
@@ -395,7 +429,7 @@ static PyObject *hf_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     Py_DECREF(params);
     return PyErr_NoMemory();
   }
-  Py_ssize_t nslots = 0, ntensors = 0, nresults = 0, nresult_slots = 0;
+  Py_ssize_t nslots = wave, ntensors = 0, nresults = 0, nresult_slots = 0; /* 0: the stream */
   PyObject *results = NULL;
   param_t *r = NULL;
   PyObject *names = PyList_New(0);
@@ -412,10 +446,17 @@ static PyObject *hf_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     }
     if (PyList_Append(names, p[i].name) < 0)
       goto fail;
+    if (p[i].is_object != wave) {
+      PyErr_Format(PyExc_ValueError,
+                   "HostFunction: parameter '%U' is %s object, and the convention is '%s' "
+                   "(Wave's takes objects only, pywave's memrefs and scalars)",
+                   p[i].name, p[i].is_object ? "an" : "not an", convention);
+      goto fail;
+    }
     p[i].slot = nslots;
-    if (p[i].is_memref) {
+    if (p[i].is_memref || p[i].is_object) {
       p[i].tensor_index = ntensors++;
-      nslots += WAVERT_MEMREF_WORDS(p[i].mtype.rank);
+      nslots += p[i].is_object ? 1 : WAVERT_MEMREF_WORDS(p[i].mtype.rank);
     } else {
       nslots += 1;
     }
@@ -424,6 +465,10 @@ static PyObject *hf_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   if (!results)
     goto fail;
   nresults = PyTuple_GET_SIZE(results);
+  if (wave && nresults) {
+    PyErr_SetString(PyExc_ValueError, "HostFunction: Wave's convention has no results");
+    goto fail;
+  }
   if (!(r = PyMem_Calloc((size_t)(nresults ? nresults : 1), sizeof *r))) {
     PyErr_NoMemory();
     goto fail;
@@ -459,6 +504,7 @@ static PyObject *hf_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   self->nparams = n;
   self->ntensors = ntensors;
   self->nslots = nslots;
+  self->wave = wave;
   self->p = p;
   self->results = results;
   self->nresults = nresults;
@@ -542,6 +588,11 @@ static PyObject *hf_get_device_type(HostFunction *self, void *closure) {
   return PyLong_FromLong(self->device_type);
 }
 
+static PyObject *hf_get_convention(HostFunction *self, void *closure) {
+  (void)closure;
+  return PyUnicode_FromString(self->wave ? "wave" : "pywave");
+}
+
 static PyObject *hf_get_code(HostFunction *self, void *closure) {
   (void)closure;
   PyObject *code = self->code ? (PyObject *)self->code : Py_None;
@@ -579,6 +630,10 @@ static PyGetSetDef hf_getset[] = {
      NULL},
     {"code", (getter)hf_get_code, NULL, "The HostCode holding the entry (kept alive), or None.",
      NULL},
+    {"convention", (getter)hf_get_convention, NULL,
+     "\"pywave\" (memref and scalar parameters) or \"wave\" (Wave's host wrappers: the stream, "
+     "then any Python objects).",
+     NULL},
     {"__signature__", (getter)hf_get_signature, NULL,
      "inspect.Signature: the parameters (names, tensor dtypes and shapes), then stream=.", NULL},
     {"__doc__", (getter)hf_get_doc, NULL, "What help() shows: this function's parameters.",
@@ -587,7 +642,8 @@ static PyGetSetDef hf_getset[] = {
 };
 
 PyDoc_STRVAR(hf_doc,
-             "HostFunction(entry, name, params, device_type, *, code=None, results=None)\n"
+             "HostFunction(entry, name, params, device_type, *, code=None, results=None,\n"
+             "             convention='pywave')\n"
              "--\n\n"
              "A compiled host function: call it with DLPack tensors and scalars, and\n"
              "optionally stream=. `entry` is the address of `void entry(uint64_t *slots)`;\n"
@@ -599,7 +655,10 @@ PyDoc_STRVAR(hf_doc,
              "release waits for the calls in flight; see HostCode). `results`: parameter\n"
              "objects of the results (plus `memory`: \"device\" or \"\"); a call returns\n"
              "None, the one result or a tuple: scalars as bool/int/float, memrefs as Memref\n"
-             "objects (DLPack, __cuda_array_interface__) owning their memory.\n\n"
+             "objects (DLPack, __cuda_array_interface__) owning their memory.\n"
+             "convention='wave': Wave's host wrappers; `params` are objects (kind \"object\")\n"
+             "and the entry's slot 0 is the call's stream, each object's slot the address of\n"
+             "its wavert_object record, read by Wave's helpers in libwavert (objects.c).\n\n"
              "A call raises ArgumentError for an argument that does not fit (count, keyword,\n"
              "dtype, shape, layout, device, read-only, scalar range, launch limits) and\n"
              "DeviceError for a driver failure; see set_exceptions.");

@@ -13,5 +13,6 @@
 #include "tensors.c"
 #include "params.c"
 #include "results.c"
+#include "objects.c"
 #include "hostfunction.c"
 #include "launcher.c"

@@ -11,6 +11,7 @@
  *                   capsules, release
  *   params.c        parameter objects -> the compact param_t, their type text
  *   results.c       results: scalars to numbers, memrefs to Memref objects (DLPack export)
+ *   objects.c       Wave's convention: Python objects read into wavert_objects for its helpers
  *   hostfunction.c  the HostFunction type, its call in named phases, the module
  *   launcher.c      the KernelLauncher type: a kernel launched with grid=, block=
  * Module state is only touched with the GIL held.
@@ -79,11 +80,12 @@ static const char *const scalar_kind_names[SK_COUNT] = {"i1",    "i8",  "i16",  
 
 typedef struct {
   uint8_t is_memref;
+  uint8_t is_object; /* Wave's convention: any object, read into a wavert_object */
   uint8_t kind;    /* scalar_kind for scalars */
   uint8_t written; /* memref written by the function */
   uint8_t memory_device; /* results: the memory space says device memory (Param.memory) */
   Py_ssize_t slot; /* first slot */
-  Py_ssize_t tensor_index; /* index among the memref parameters */
+  Py_ssize_t tensor_index; /* index among the memref (or object) parameters */
   wavert_memref_type mtype;
   int64_t *layout;    /* owned: sizes[rank] then strides[rank] */
   PyObject *name;     /* str */
@@ -110,6 +112,7 @@ typedef struct {
   PyObject *signature; /* "(a, s)" for messages */
   int32_t device_type;
   Py_ssize_t nparams, ntensors, nslots;
+  int wave;            /* Wave's convention: slot 0 is the stream, every param an object */
   param_t *p;
   PyObject *results;   /* the result objects given to the constructor (a tuple) */
   Py_ssize_t nresults, nresult_slots; /* result slots follow the nslots argument slots */
@@ -149,6 +152,7 @@ typedef struct {
   const DLPackExchangeAPI *stream_api; /* exchange API of the first such tensor, or NULL */
   int any_cupy;             /* a CuPy array is among the arguments */
   int cupy_stream;          /* the stream is CuPy's current one on dev_id (choose_stream) */
+  wavert_object *objects;   /* Wave's convention: one per parameter (NULL otherwise) */
   uint64_t slots_buf[STACK_SLOTS];
   tensor_state ts_buf[STACK_TENSORS];
 } call_state;
@@ -182,6 +186,11 @@ static int cupy_api_stream(int32_t device_id, void **out);
 static int classify_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v);
 static int take_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v);
 static void release_tensors(tensor_state *ts, Py_ssize_t n);
+
+/* objects.c */
+static int classify_object(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v);
+static int object_dtype_fits(const param_t *p, DLDataType dtype);
+static int object_dtype_error(const param_t *p, Py_ssize_t i, DLDataType dtype);
 
 /* launcher.c */
 static int launcher_add_type(PyObject *module);

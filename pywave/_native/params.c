@@ -5,7 +5,7 @@
  * A parameter object is read by attribute name (pywave's Param record; any object with these
  * attributes will do):
  *   name     str      the argument's name, used in messages
- *   kind     str      "memref" or "scalar"
+ *   kind     str      "memref", "scalar" or "object" (Wave's convention: any Python object)
  *   scalar   str      scalars: the MLIR type, one of scalar_kind_names
  *   dtype    (code, bits, lanes) ints: memrefs: the DLPack dtype of an element
  *   flags    int      memrefs: WAVERT_MEMREF_SIGNLESS | WAVERT_MEMREF_STRIDED
@@ -284,6 +284,40 @@ static int parse_memref(PyObject *obj, Py_ssize_t index, param_t *p) {
   return p->type_str ? 0 : -1;
 }
 
+/* An object of Wave's convention: `dtype` (0, 0, 0) leaves a tensor's dtype unchecked, else
+ * it is the element type the host code views the buffer as (`flags`: SIGNLESS); `written`:
+ * the host code may write the tensor (read-only ones are refused). */
+static int parse_object(PyObject *obj, Py_ssize_t index, param_t *p) {
+  p->is_object = 1;
+  PyObject *w = field(obj, index, "written"); /* the host code may write the tensor */
+  int written = w ? PyObject_IsTrue(w) : -1;
+  Py_XDECREF(w);
+  if (written < 0)
+    return -1;
+  p->written = (uint8_t)written;
+  PyObject *d = field(obj, index, "dtype");
+  if (!d)
+    return -1;
+  PyObject *none = Py_BuildValue("(iii)", 0, 0, 0);
+  int unchecked = none ? PyObject_RichCompareBool(d, none, Py_EQ) : -1;
+  Py_XDECREF(none);
+  Py_DECREF(d);
+  int64_t flags = 0;
+  if (unchecked < 0 || (!unchecked && (parse_dtype(obj, index, p) < 0 ||
+                                       int_field(obj, index, p->name, "flags", &flags) < 0)))
+    return -1;
+  p->mtype.flags = (uint32_t)(flags & WAVERT_MEMREF_SIGNLESS);
+  if (unchecked) {
+    p->type_str = PyUnicode_FromString("object");
+  } else {
+    PyObject *e = element_str(p->mtype.dtype.code, p->mtype.dtype.bits, p->mtype.dtype.lanes,
+                              p->mtype.flags);
+    p->type_str = e ? PyUnicode_FromFormat("object (%U tensor)", e) : NULL;
+    Py_XDECREF(e);
+  }
+  return p->type_str ? 0 : -1;
+}
+
 /* Read parameter object `obj` (params[index]) into *p (zeroed by the caller; free_params
  * frees a partly filled one). */
 static int parse_param(PyObject *obj, Py_ssize_t index, param_t *p) {
@@ -300,14 +334,17 @@ static int parse_param(PyObject *obj, Py_ssize_t index, param_t *p) {
     return -1;
   int memref = PyUnicode_Check(kind) && PyUnicode_CompareWithASCIIString(kind, "memref") == 0;
   int scalar = PyUnicode_Check(kind) && PyUnicode_CompareWithASCIIString(kind, "scalar") == 0;
-  if (!memref && !scalar)
+  int object = PyUnicode_Check(kind) && PyUnicode_CompareWithASCIIString(kind, "object") == 0;
+  if (!memref && !scalar && !object)
     PyErr_Format(PyExc_ValueError,
-                 "HostFunction: parameter '%U': field 'kind' must be \"memref\" or \"scalar\", "
-                 "got %R",
+                 "HostFunction: parameter '%U': field 'kind' must be \"memref\", \"scalar\" or "
+                 "\"object\", got %R",
                  p->name, kind);
   Py_DECREF(kind);
   if (memref)
     return parse_memref(obj, index, p);
+  if (object)
+    return parse_object(obj, index, p);
   return scalar ? parse_scalar(obj, index, p) : -1;
 }
 

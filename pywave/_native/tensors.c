@@ -850,13 +850,16 @@ static void repair_cupy_strides(DLTensor *t) {
 }
 
 /* Phase 3 for tensor argument `i`: take capsule and protocol tensors (their deleters are now
- * ours), check device and writability, and fill the memref descriptor in the slots. */
+ * ours), check device and writability, and fill the memref descriptor in the slots (for an
+ * object argument of Wave's convention, point its record at the tensor). */
 static int take_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v) {
   param_t *p = &self->p[i];
   tensor_state *t = &c->ts[p->tensor_index];
   int64_t strides[CUPY_MAX_RANK];
   if (t->route == ROUTE_CUPY) {
-    const int r = c->cupy_stream ? cupy_take(self, c, i, v, t, strides) : 0;
+    /* An object of Wave's convention keeps its DLTensor past this function, whose `strides`
+     * a CuPy array read in place would borrow: it takes the protocol route. */
+    const int r = c->cupy_stream && !p->is_object ? cupy_take(self, c, i, v, t, strides) : 0;
     if (r < 0)
       return -1;
     if (r == 0) { /* the protocol route: CuPy orders its current stream before ours */
@@ -874,6 +877,12 @@ static int take_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject
       return read_only_error(p, i, "its DLPack producer marks it READ_ONLY");
     if (t->cupy)
       repair_cupy_strides((DLTensor *)t->t);
+  }
+  if (p->is_object) { /* Wave's convention: the record points at the tensor (objects.c) */
+    if (p->mtype.dtype.bits && !object_dtype_fits(p, t->t->dtype))
+      return object_dtype_error(p, i, t->t->dtype);
+    c->objects[p->tensor_index].tensor = t->t;
+    return 0;
   }
   if (wavert_memref_from_dltensor(t->t, &p->mtype, (int64_t *)&c->slots[p->slot]) != WAVERT_OK) {
     PyErr_Format(ArgumentError, "argument '%U' (#%zd): %s", p->name, i, wavert_last_error());
