@@ -95,7 +95,11 @@ void wavert_jit_wave_get_buffer(wavert_byte_memref *out, const void *object) {
   if (t == NULL) return;
   const wavert_object *o = object;
   wavert_device *device = wavert__call_current(NULL);
-  DLDevice call = wavert_device_dl(device);
+  DLDevice call = {kDLCPU, 0};
+  if (wavert_device_dl(device, &call) != WAVERT_OK) {
+    refuse(helper, o, "is read outside a call of a compiled function (no call device)");
+    return;
+  }
   if (!same_device(t->device, call)) {
     char what[96];
     snprintf(what, sizeof what, "is on device (%d, %d), but the call runs on (%d, %d)",
