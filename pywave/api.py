@@ -214,10 +214,15 @@ class CompiledModule:
             jit.initialise(runtime.LIBRARY)
             engine = jit.JitModule(program.object_code)
         self._engine = engine   # MCJIT or pre-linked: which one served is visible for tests
-        release_kernels = ctypes.CFUNCTYPE(None)(engine.address(RELEASE_KERNELS))
-        # The release holds the engine, never the module: a function outliving its module
-        # keeps the code, and the module's death alone releases nothing.
-        self._code = _native.HostCode(functools.partial(_release, engine, release_kernels))
+        try:
+            release_kernels = ctypes.CFUNCTYPE(None)(engine.address(RELEASE_KERNELS))
+            # The release holds the engine, never the module: a function outliving its
+            # module keeps the code, and the module's death alone releases nothing.
+            self._code = _native.HostCode(functools.partial(_release, engine,
+                                                            release_kernels))
+        except BaseException:
+            engine.close()          # nothing owns it yet (engines live until closed)
+            raise
         device_type = program.target.device_type
         self._functions = {}
         launchers = {}
