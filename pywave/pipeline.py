@@ -192,6 +192,12 @@ class Pipeline:
     passes_only : bool
         Stop after ``passes`` (``pywave opt``): :attr:`Artifacts.text` is the module's text;
         no target is looked up and nothing is compiled.
+    packed_interface : bool
+        Host code for :class:`pywave.engine.ExecutionEngine`: MLIR ExecutionEngine's packed
+        wrapper ``_mlir_<f>`` of every externally visible host function
+        (:func:`pywave.host.add_packed_interface`); like ``run_entry``, other public functions
+        Python cannot call are kept, not refused, and synchronous launches return when their
+        kernel has finished (upstream's meaning).
 
     Raises
     ------
@@ -209,7 +215,8 @@ class Pipeline:
                  dump_dir: str | None = None, library: bool = False,
                  lowering: "lowering.LoweringOptions | None" = None,
                  run_entry: str | None = None, launchers: bool = False,
-                 passes: str | None = None, passes_only: bool = False) -> None:
+                 passes: str | None = None, passes_only: bool = False,
+                 packed_interface: bool = False) -> None:
         validate.options(text, target=target, opt_level=opt_level, format=format,
                          filename=filename, dump_dir=dump_dir, replacements=replacements,
                          keep_stages=keep_stages, library=library, run_entry=run_entry)
@@ -217,6 +224,9 @@ class Pipeline:
         if not isinstance(passes_only, bool):
             raise TypeError(f"passes_only must be a bool, got {passes_only!r}")
         self.passes_only = passes_only
+        if not isinstance(packed_interface, bool):
+            raise TypeError(f"packed_interface must be a bool, got {packed_interface!r}")
+        self.packed_interface = packed_interface
         self.text = text
         self.target = TargetChoice(target, probe=not passes_only)
         self.opt_level = opt_level
@@ -249,6 +259,8 @@ class Pipeline:
             out["kernel_launchers"] = 1
         if self.passes is not None:
             out["passes"] = self.passes
+        if self.packed_interface:
+            out["packed_interface"] = 1
         return out
 
     def describe(self) -> dict:
@@ -258,7 +270,7 @@ class Pipeline:
                 "filename": self.filename, "binaries": self._described,
                 "library": self.library, "lowering": self.lowering.key(),
                 "run_entry": self.run_entry, "passes": self.passes,
-                "passes_only": self.passes_only}
+                "passes_only": self.passes_only, "packed_interface": self.packed_interface}
 
     def run(self) -> Artifacts:
         """Run every stage once, in this process (no GPU needed when a target was given);
@@ -284,10 +296,10 @@ class Pipeline:
             bool_args = kernels.widen_bool_memrefs(module)
             run_pipeline(module, kernels.PREPARE_PIPELINE, "preparing the module", self.text)
             kernels.check_kernels(module)
-            validate.prepared(module, device_arguments=self.run_entry is None)
+            validate.prepared(module, device_arguments=not self._runner)
             rec.done("prepare", module)
             functions = signature.read_signatures(module, self.text, bool_args,
-                                                  strict=self.run_entry is None)
+                                                  strict=not self._runner)
             if self.launchers:
                 from . import launchers
                 functions += launchers.add_launchers(module, self.text, bool_args)
@@ -298,7 +310,8 @@ class Pipeline:
                 rec.dump.binaries(binaries)
             lowered = host.lower(module, binaries, functions, text=self.text,
                                  kernel_bare_ptr=self.lowering.kernel_bare_ptr,
-                                 run_entry=self.run_entry)
+                                 run_entry=self.run_entry,
+                                 packed_interface=self.packed_interface)
             rec.done("host", module)
             rec.keep("llvm", lowered.llvm_ir)
         obj, asm = jit.compile_object(lowered.llvm_ir, opt_level=self.opt_level,
@@ -310,6 +323,12 @@ class Pipeline:
             rec.dump.update(complete=True)
         return Artifacts(target, binaries, lowered, obj, asm, rec.stages, rec.seconds,
                          rec.dump.path if rec.dump else None)
+
+    @property
+    def _runner(self) -> bool:
+        """Host code for a runner (``pywave run``, the ExecutionEngine), not for Python
+        calls: host memory in host code is allowed, uncallable functions are kept."""
+        return self.run_entry is not None or self.packed_interface
 
     def _run_passes_only(self, module: "ir.Module", rec: Recorder) -> Artifacts:
         """``pywave opt``: the user's passes on the parsed module, then its text."""
