@@ -105,7 +105,7 @@ def split(passes: str, parameter: str = "passes") -> list[Pass]:
 class _Splitter:
     """A recursive-descent reader of the pipeline syntax: ``anchor(element, ...)`` where an
     element is a nested ``anchor(...)`` or a pass with optional ``{options}`` (options may
-    hold nested braces and quoted strings)."""
+    hold nested braces and strings quoted with ``"`` or ``'``)."""
 
     def __init__(self, text: str, parameter: str) -> None:
         self.text, self.parameter, self.pos = text, parameter, 0
@@ -167,8 +167,8 @@ class _Splitter:
         depth = 0
         while self.pos < len(self.text):
             char = self.text[self.pos]
-            if char == '"':
-                end = self.text.find('"', self.pos + 1)
+            if char in "\"'":
+                end = self.text.find(char, self.pos + 1)
                 if end < 0:
                     self.fail("unterminated quoted option value")
                 self.pos = end

@@ -65,6 +65,8 @@ def test_split_gives_each_pass_with_its_anchors_in_order():
     assert split(text)[1].pipeline == "builtin.module(func.func(cse))"
     assert split(text)[3].name == "gpu.module(gpu.func(convert-linalg-to-loops))"
     assert split("builtin.module()") == []
+    assert split("builtin.module(a{x='}),('}, b)") == [
+        Pass("a{x='}),('}", ("builtin.module",)), Pass("b", ("builtin.module",))]
 
 
 @pytest.mark.parametrize("bad, message", [
