@@ -117,7 +117,9 @@ class ExecutionEngine:
         self._lock = threading.Lock()
         self._code: jit.JitModule | None = None
         self._initialized = False
+        self._closed = False
         self._callbacks: dict[str, Any] = {}      # register_runtime's, kept alive
+        self._functions: dict[str, Any] = {}      # lookup's, by name
         jit.initialise(runtime.LIBRARY)
         run.load_shared_libs(self._shared_libs)
 
@@ -125,6 +127,8 @@ class ExecutionEngine:
     def _loaded(self) -> "jit.JitModule":
         """The JIT module, loaded on first use (after any ``register_runtime``)."""
         with self._lock:
+            if self._closed:
+                raise Error("the ExecutionEngine is closed")
             if self._code is None:
                 self._code = jit.JitModule(self._object)
             return self._code
@@ -157,12 +161,16 @@ class ExecutionEngine:
         """The packed C interface of ``name`` (a function with ``llvm.emit_c_interface``) as
         a ctypes function taking ``void **args``. UnknownFunction (a RuntimeError) when there
         is none. Its calls are not checked for GPU errors: :meth:`invoke` is."""
+        found = self._functions.get(name)
+        if found is not None:
+            return found
         address = self.raw_lookup(CIFACE_PREFIX + name)
         if not address:
             raise UnknownFunction(f"Unknown function {name}: the engine has no "
                                   f"{CIFACE_PREFIX}{name} (give @{name} the "
                                   "llvm.emit_c_interface attribute)")
-        return ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
+        found = self._functions[name] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
+        return found
 
     def invoke(self, name: str, *ctypes_args) -> None:
         """Call ``name`` through its packed C interface: each argument a ctypes pointer (to
@@ -201,7 +209,7 @@ class ExecutionEngine:
             raise TypeError(f"raw_register_runtime({name!r}): the address must be a "
                             f"non-zero int, got {address!r}")
         with self._lock:
-            if self._code is not None:
+            if self._code is not None or self._closed:
                 raise Error(f"register_runtime({name!r}): the engine's code is loaded "
                             "already; register runtime functions before the first lookup, "
                             "invoke or initialize")
@@ -223,6 +231,8 @@ class ExecutionEngine:
         with self._lock:
             code, self._code = self._code, None
             initialized, self._initialized = self._initialized, False
+            self._functions.clear()
+            self._closed = True
         if code is None:
             return
         try:
@@ -246,7 +256,8 @@ class ExecutionEngine:
             log.debug("closing an ExecutionEngine at collection failed", exc_info=True)
 
     def __repr__(self) -> str:
-        state = "loaded" if self._code is not None else "not loaded"
+        state = "closed" if self._closed else \
+            "loaded" if self._code is not None else "not loaded"
         return f"<pywave.ExecutionEngine target={self._target.chip} {state}>"
 
 

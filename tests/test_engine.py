@@ -126,6 +126,19 @@ def test_an_unresolved_runtime_function_fails_at_the_first_lookup():
         engine.lookup("doubled")
 
 
+def test_calls_after_close_raise():
+    engine = ExecutionEngine(HOST_ONLY, target="sm_90")
+    result = ctypes.c_int32(0)
+    args = (ctypes.pointer(ctypes.c_int32(1)), ctypes.pointer(ctypes.c_int32(2)),
+            ctypes.pointer(result))
+    engine.invoke("add", *args)
+    engine.close()
+    engine.close()                                       # idempotent
+    with pytest.raises(pywave.Error, match="the ExecutionEngine is closed"):
+        engine.invoke("add", *args)
+    assert repr(engine) == "<pywave.ExecutionEngine target=sm_90 closed>"
+
+
 def test_unknown_function_is_a_runtime_error():
     with ExecutionEngine(HOST_ONLY, target="sm_90") as engine:
         with pytest.raises(UnknownFunction, match="Unknown function no_interface.*"
