@@ -4,6 +4,7 @@ key; an unknown pass, a bad option or a failing pass is a CompileError naming th
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -266,3 +267,20 @@ def test_linalg_kernel_runs_after_the_users_passes(torch_cuda, compile_gpu):
     mod.kernels["fill"](out, grid=1, block=1)
     torch.cuda.synchronize()
     assert out.tolist() == [1.0, 1.0, 1.0, 1.0]
+
+
+def test_a_crash_inside_a_users_pass_is_an_error_with_a_reproducer(tmp_path, monkeypatch,
+                                                                   capsys):
+    """A real one: LLVM's NVPTX backend exits with 'LLVM ERROR' when upstream's pipeline
+    serialises sm_90 kernels at its default PTX version. The worker dies, not this process."""
+    monkeypatch.setenv("PYWAVE_CACHE_DIR", str(tmp_path / "cache"))
+    source = tmp_path / "k.mlir"
+    source.write_text(VECTOR_ADD)
+    crashing = "builtin.module(gpu-lower-to-nvvm-pipeline{cubin-chip=sm_90 cubin-format=isa})"
+    assert main(["opt", str(source), f"--pass-pipeline={crashing}"]) == 1
+    err = capsys.readouterr().err
+    assert "during stage 'passes': LLVM ERROR: PTX version" in err
+    reproducer = Path(err.split("reproducer: ")[1].split()[0])
+    assert reproducer.read_text() == VECTOR_ADD
+    options = json.loads(reproducer.with_suffix(".json").read_text())["options"]
+    assert options["passes"] == crashing and options["passes_only"] is True
