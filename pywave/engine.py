@@ -48,7 +48,7 @@ from typing import Any, Mapping, Sequence
 from llvmlite import binding as llvm
 
 from . import isolation, jit, pipeline, run, runtime
-from .errors import DeviceError, Error
+from .errors import Error
 from .host import PACKED_INTERFACE_PREFIX
 from .lowering import LoweringOptions, options_of
 from .program import ENGINE_FINI, ENGINE_INIT
@@ -292,4 +292,4 @@ def _checked(call, what: str) -> None:
         raise error
 
 
-__all__ = ["ExecutionEngine", "UnknownFunction", "DeviceError"]
+__all__ = ["ExecutionEngine", "UnknownFunction", "packed_slots"]
