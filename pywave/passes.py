@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 ROOT = "builtin.module"
 #: Longest pipeline text accepted (a bound on what is parsed and kept in the cache key).
 MAX_LENGTH = 64 * 1024
+#: Lines kept of each note of a failing pass's diagnostics (MLIR's "see current operation"
+#: note prints the op the pass ran on, for a module pass the whole module).
+NOTE_LINES = 12
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,4 +215,4 @@ def run(module: "ir.Module", passes: str, text: str | None, filename: str) -> No
             manager.run(module.operation)
         except ir.MLIRError as exc:
             raise diagnostic_error(f"the pass {step.name!r} of passes= failed", exc, text,
-                                   filename) from None
+                                   filename, note_lines=NOTE_LINES) from None
