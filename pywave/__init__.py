@@ -34,14 +34,18 @@ _check_built()
 from .api import CompiledModule, compile, synchronize  # noqa: E402
 
 __all__ = ["compile", "compile_many", "CompileManyError", "export", "synchronize", "CompiledModule", "Error", "CompileError",
-           "ArgumentError", "DeviceError", "NotBuiltError", "__version__"]
+           "ArgumentError", "DeviceError", "NotBuiltError", "ExecutionEngine", "__version__"]
 
 logging.getLogger("pywave").addHandler(logging.NullHandler())
 
 
 def __getattr__(name: str):
-    """``pywave.export``, ``compile_many`` and ``CompileManyError``, imported on first use (a
-    warm start needs neither the C export's subprocess nor the thread pool)."""
+    """``pywave.export``, ``compile_many``, ``CompileManyError`` and ``ExecutionEngine``,
+    imported on first use (a warm start needs neither the C export's subprocess nor the thread
+    pool)."""
+    if name == "ExecutionEngine":
+        from .engine import ExecutionEngine
+        return ExecutionEngine
     if name == "export":
         from .c_export import export
         return export

@@ -7,6 +7,10 @@
   ``PYWAVE_ISOLATE=0`` compiles in-process);
 - ``export FILE.mlir --target sm_90 --name NAME -o DIR`` writes a shared library, header and
   pkg-config file for C (:mod:`pywave.c_export`);
+- ``opt FILE.mlir --pass-pipeline=PIPELINE [-o OUT]``: ``mlir-opt`` for the passes the MLIR
+  Python bindings register, in a compile worker (a crash is an error with a reproducer);
+  prints the module after the passes (or writes it to OUT). ``compile``, ``run``, ``export``
+  and ``precompile`` take ``--pass-pipeline`` too: those passes run before pywave's lowering;
 - ``precompile PATH... [-j N] [--target sm_90]`` fills the compile cache from .mlir files and
   folders in parallel (:mod:`pywave.many`): one line per input (ok/cached/error) and a
   summary; exit status 1 when any input failed;
@@ -132,7 +136,7 @@ def _run_compile(args: argparse.Namespace) -> int:
         text, target=args.target, opt_level=args.opt_level, format=args.format,
         filename=args.file, replacements=_binaries(args.binary),
         keep_stages=args.print_ir, dump_dir=args.dump_dir,
-        lowering=run.lowering_options(args)))
+        lowering=run.lowering_options(args), passes=args.passes))
     log.info("compiled %s for %s in %.1f ms", args.file, artifacts.target.chip,
              (time.perf_counter() - started) * 1e3)
     print(_summary(artifacts, args.print_ir))
@@ -147,6 +151,7 @@ def register_compile(sub) -> None:
     p = sub.add_parser("compile", help="compile an MLIR file and print its stages")
     _add_compile_options(p)
     run.add_lowering_options(p)
+    run.add_pass_pipeline_option(p)
     p.add_argument("--print-ir", action="store_true", help="print the IR after each stage")
     p.add_argument("--dump-dir", metavar="DIR",
                    help="write every intermediate into a numbered folder under DIR")
@@ -162,7 +167,8 @@ def _run_export(args: argparse.Namespace) -> int:
     done = c_export.export(text, args.output, args.name, target=args.target,
                            opt_level=args.opt_level, format=args.format,
                            binaries=_binaries(args.binary), runtime_mode=args.runtime,
-                           filename=args.file, lowering=run.lowering_options(args))
+                           filename=args.file, lowering=run.lowering_options(args),
+                           passes=args.passes)
     print(f"target: {done.target}\nlibrary: {done.library}\nheader: {done.header}\n"
           f"pkg-config: {done.pkgconfig}\nentry points: {', '.join(done.functions)}")
     return 0
@@ -173,11 +179,40 @@ def register_export(sub) -> None:
     p = sub.add_parser("export", help="compile an MLIR file into a shared library for C")
     _add_compile_options(p)
     run.add_lowering_options(p)
+    run.add_pass_pipeline_option(p)
     p.add_argument("--name", required=True, help="C name: lib<NAME>.so, <NAME>_<func>()")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
     p.add_argument("--runtime", default="copy", choices=["copy", "link"],
                    help="copy libwavert.so into DIR (default) or link pywave's by rpath")
     p.set_defaults(handler=_run_export)
+
+
+def _run_opt(args: argparse.Namespace) -> int:
+    from . import isolation, pipeline
+    if args.file == "-":
+        text, filename = sys.stdin.read(), "<stdin>"
+    else:
+        text, filename = read_mlir(args.file), args.file
+    done = isolation.artifacts(pipeline.Pipeline(text, filename=filename, passes=args.passes,
+                                                 passes_only=True))
+    out = done.text if done.text.endswith("\n") else done.text + "\n"
+    if args.output in (None, "-"):
+        sys.stdout.write(out)
+    else:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(out)
+    return 0
+
+
+def register_opt(sub) -> None:
+    from . import run
+    p = sub.add_parser("opt", help="run MLIR passes on a file and print the result "
+                       "(mlir-opt for the bindings' passes, crash-isolated)")
+    p.add_argument("file", help="MLIR file ('-' reads stdin)")
+    run.add_pass_pipeline_option(p)
+    p.add_argument("-o", "--output", metavar="OUT", help="write the result here (default "
+                   "stdout)")
+    p.set_defaults(handler=_run_opt)
 
 
 def _mlir_files(paths: list[str]) -> list[str]:
@@ -209,7 +244,7 @@ def _run_precompile(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     outcomes = many.run([pathlib.Path(f) for f in files], jobs=args.jobs, load=False,
                         target=args.target, opt_level=args.opt_level, format=args.format,
-                        lowering=run.lowering_options(args))
+                        lowering=run.lowering_options(args), passes=args.passes)
     for o in outcomes:
         if o.status == many.FAILED:
             message = str(o.error).strip().replace("\n", "\n    ")
@@ -239,6 +274,7 @@ def register_precompile(sub) -> None:
     p.add_argument("-O", dest="opt_level", type=int, default=2,
                    help="LLVM optimisation level of the host code (0-3)")
     run.add_lowering_options(p)
+    run.add_pass_pipeline_option(p)
     p.set_defaults(handler=_run_precompile)
 
 
@@ -353,7 +389,7 @@ def register_run(sub) -> None:
 
 #: The subcommands, in help order: each adds its parser to the subparsers and sets ``handler``.
 COMMANDS: list[Callable] = [register_compile, register_run, register_export,
-                            register_precompile, register_info, register_cache,
+                            register_opt, register_precompile, register_info, register_cache,
                             register_config]
 
 

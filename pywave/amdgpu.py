@@ -28,10 +28,10 @@ import sys
 import tempfile
 
 from mlir import ir, passmanager
-from mlir.dialects import gpu
+from mlir.dialects import func, gpu
 from mlir.dialects import llvm as mlir_llvm
 
-from . import jit
+from . import gpu_ids, jit
 from .amdgpu_wmma import lower_wmma
 from .errors import CompileError
 from .mlirutil import diagnostic_error, sym_name
@@ -89,6 +89,8 @@ def lower_rocdl(module: ir.Module, *, fmt: str = "auto", opt_level: int = 3,
         isa_version(target.chip)
         target_attr = ir.ArrayAttr(gmod.attributes["targets"])[0]
         lower_wmma(gmod, target.chip)
+        gpu_ids.lower_id_queries(gmod, "rocdl")
+        lower_asserts(gmod)
         try:
             passmanager.PassManager.parse(ROCDL_PIPELINE.format(chip=target.chip),
                                           module.context).run(gmod)
@@ -110,6 +112,72 @@ def lower_rocdl(module: ir.Module, *, fmt: str = "auto", opt_level: int = 3,
         gmod.erase()
         out.append(Binary(name, "hsaco", hsaco, target.chip))
     return out
+
+
+def lower_asserts(gmod: ir.Operation) -> int:
+    """Rewrite each ``cf.assert`` of a ROCDL ``gpu.module`` into a call of a helper
+    ``func.func`` that, when the condition is false, prints the message (``gpu.printf``: the
+    HIP runtime's printf, as HIP's own device ``assert`` does) and ends the kernel with
+    ``llvm.intr.trap`` (a wave trap: the launch fails, as HIP's ``__assert_fail``). MLIR 22's
+    ``convert-gpu-to-rocdl`` lowers ``cf.assert`` with the host's ``puts``/``abort`` and
+    places the message global outside the ``gpu.module`` (``'llvm.mlir.addressof' op must
+    reference a global``). Returns how many asserts were rewritten."""
+    found: list[ir.Operation] = []
+
+    def collect(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "cf.assert":
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    gmod.walk(collect)
+    helpers: dict[str, str] = {}
+    body = gmod.regions[0].blocks[0]
+    with gmod.context:
+        for op in found:
+            message = _assert_message(op)
+            name = helpers.get(message)
+            if name is None:
+                name = helpers[message] = f"__pywave_assert_{len(helpers)}"
+                helper = ir.Module.parse(_ASSERT_HELPER.format(
+                    name=name, message=_mlir_string(message.replace("%", "%%"))))
+                body.append(helper.body.operations[0].operation.clone())
+            with ir.InsertionPoint(op), op.location:
+                func.CallOp([], ir.FlatSymbolRefAttr.get(name), [op.operands[0]])
+            op.erase()
+    return len(found)
+
+
+#: The helper a ``cf.assert`` becomes (:func:`lower_asserts`).
+_ASSERT_HELPER = """
+func.func private @{name}(%ok: i1) {{
+  cf.cond_br %ok, ^pass, ^fail
+^fail:
+  gpu.printf "{message}"
+  llvm.intr.trap
+  llvm.unreachable
+^pass:
+  return
+}}"""
+
+
+def _assert_message(op: ir.Operation) -> str:
+    """What a failed ``cf.assert`` prints: ``line N: Device-side assertion `msg' failed.``
+    (HIP's wording; the line of the op in the input, when it has a file location)."""
+    from .mlirutil import file_location
+    text = ir.StringAttr(op.attributes["msg"]).value
+    where = file_location(op.location)
+    prefix = f"line {where[0]}: " if where is not None else ""
+    return f"{prefix}Device-side assertion `{text}' failed.\n"
+
+
+def _mlir_string(text: str) -> str:
+    """``text`` as the inside of an MLIR string literal: printable ASCII other than ``"`` and
+    ``\\`` as it is, every other byte of its UTF-8 as a ``\\XX`` escape."""
+    out = []
+    for byte in text.encode("utf-8"):
+        char = chr(byte)
+        out.append(char if 0x20 <= byte < 0x7f and char not in '"\\' else f"\\{byte:02X}")
+    return "".join(out)
 
 
 def _kernel_names(gmod: ir.Operation) -> list[str]:

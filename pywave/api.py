@@ -23,7 +23,7 @@ from . import cache, jit, kernel_api, pipeline, runtime, sharedobj, validate
 from .errors import ArgumentError, CompileError, DeviceError, Error
 from .lowering import LoweringOptions, options_of
 from .pipeline import Artifacts
-from .source import text_and_name
+from .source import MlirModule, text_and_name
 from .program import BACKENDS, PACKED_PREFIX, RELEASE_KERNELS, Binary, Program
 
 log = logging.getLogger("pywave")
@@ -69,7 +69,8 @@ def synchronize(device: int = 0) -> None:
 def build(text: str, *, target: str | Sequence[str] | None = None, opt_level: int = 2,
           format: str = "auto", filename: str = "<input>", keep_stages: bool = False,
           dump_dir: str | None = None, binaries: Mapping | None = None,
-          lowering: "LoweringOptions | Mapping | None" = None) -> Artifacts:
+          lowering: "LoweringOptions | Mapping | None" = None,
+          passes: str | None = None) -> Artifacts:
     """Run every compile stage on ``text`` and return their plain outputs (no GPU needed
     when ``target`` is given): :class:`pywave.pipeline.Pipeline` with ``compile``'s options,
     in this process (no compile worker: for tests and debuggers).
@@ -78,23 +79,30 @@ def build(text: str, *, target: str | Sequence[str] | None = None, opt_level: in
     return pipeline.Pipeline(text, target=target, opt_level=opt_level, format=format,
                              filename=filename, replacements=binaries,
                              keep_stages=keep_stages, dump_dir=dump_dir,
-                             lowering=options_of(lowering)).run()
+                             lowering=options_of(lowering), passes=passes).run()
 
 
-def compile(text: str | os.PathLike[str], *, target: str | Sequence[str] | None = None,
+def compile(text: "str | os.PathLike[str] | MlirModule", *,
+            target: str | Sequence[str] | None = None,
             opt_level: int = 2, format: str = "auto", disk_cache: bool = True,
             dump_dir: str | None = None, binaries: dict | None = None,
             lowering: LoweringOptions | Mapping | None = None,
+            passes: str | None = None,
             isolate: bool | None = None, timeout: float | None = None) -> CompiledModule:
     """Compile an MLIR module of ``gpu.module`` kernels and host ``func.func``s.
 
     Parameters
     ----------
-    text : str or os.PathLike
+    text : str, os.PathLike or MLIR module object
         MLIR in upstream dialects (gpu, func, arith, scf, cf, memref, math, vector, affine,
         index, llvm, nvvm). A ``str`` is always MLIR text; a path object
         (``pathlib.Path("kernels.mlir")``, any ``os.PathLike``) names a UTF-8 file to read,
-        whose name then appears in diagnostics.
+        whose name then appears in diagnostics. An ``mlir.ir.Module``, ``Operation`` or
+        ``OpView`` of the MLIR Python bindings, or a module object of another MLIR build's
+        bindings (IREE's ``iree.compiler.ir``), is compiled from its text
+        (:func:`pywave.source.text_and_name` says exactly what is accepted): it is printed
+        here, left unchanged and may be used again; the compiled module does not depend on
+        its context.
     target : str or list of str, optional
         Chip to build every ``gpu.module`` for, e.g. ``"sm_90"`` (NVIDIA) or ``"gfx942"``
         (AMD), or several NVIDIA chips (``["sm_80", "sm_90"]`` or ``"sm_80,sm_90"``: one
@@ -123,6 +131,12 @@ def compile(text: str | os.PathLike[str], *, target: str | Sequence[str] | None 
         (changes results), ``max_registers`` (1-255), ``ptxas_options`` (a list of
         strings); see :class:`pywave.lowering.LoweringOptions` for what each does. Part of
         the cache key.
+    passes : str, optional
+        Your own pass pipeline in MLIR's textual syntax, anchored on the module
+        (``"builtin.module(canonicalize, func.func(cse))"``; any pass the MLIR Python bindings
+        register), run right after parsing, before pywave's lowering (:mod:`pywave.passes`).
+        Part of the cache key. An unknown pass, a bad option or a failing pass is a
+        ``CompileError`` naming the pass (a failure also the op and its location).
     isolate : bool, optional
         Run MLIR and LLVM in a compile worker process (the default; ``$PYWAVE_ISOLATE=0``
         turns it off): a crash, abort or hang there becomes a ``CompileError`` naming the
@@ -143,12 +157,12 @@ def compile(text: str | os.PathLike[str], *, target: str | Sequence[str] | None 
         Malformed or unsupported MLIR, a failing pass, a missing tool or library, an unknown
         chip or an option out of range, a crash or time-out of the compile worker.
     TypeError
-        An option of the wrong type (naming it).
+        An option of the wrong type (naming it), or ``text`` of a type not accepted.
     """
     text, filename = text_and_name(text)
     compiler = pipeline.Pipeline(text, target=target, opt_level=opt_level, format=format,
                                  filename=filename, replacements=binaries, dump_dir=dump_dir,
-                                 lowering=options_of(lowering), launchers=True)
+                                 lowering=options_of(lowering), launchers=True, passes=passes)
     validate.isolate(isolate)                                # checked on hits too
     if timeout is not None:
         validate.timeout(timeout)
@@ -218,10 +232,15 @@ class CompiledModule:
             jit.initialise(runtime.LIBRARY)
             engine = jit.JitModule(program.object_code)
         self._engine = engine   # MCJIT or pre-linked: which one served is visible for tests
-        release_kernels = ctypes.CFUNCTYPE(None)(engine.address(RELEASE_KERNELS))
-        # The release holds the engine, never the module: a function outliving its module
-        # keeps the code, and the module's death alone releases nothing.
-        self._code = _native.HostCode(functools.partial(_release, engine, release_kernels))
+        try:
+            release_kernels = ctypes.CFUNCTYPE(None)(engine.address(RELEASE_KERNELS))
+            # The release holds the engine, never the module: a function outliving its
+            # module keeps the code, and the module's death alone releases nothing.
+            self._code = _native.HostCode(functools.partial(_release, engine,
+                                                            release_kernels))
+        except BaseException:
+            engine.close()          # nothing owns it yet (engines live until closed)
+            raise
         device_type = program.target.device_type
         self._functions = {}
         launchers = {}

@@ -55,7 +55,7 @@ from .errors import CompileError
 from .lowering import LoweringOptions, options_of
 from .program import (DYNAMIC, PACKED_PREFIX, RELEASE_KERNELS, SIGNLESS, WAVE_CONVENTION,
                       HostSignature, Target)
-from .source import text_and_name
+from .source import MlirModule, text_and_name
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: Keywords of C (C11 and C23) and C++ (the header is usable from both).
@@ -110,19 +110,20 @@ class Export:
     target: str
 
 
-def export(text: str | os.PathLike[str], out_dir: str | os.PathLike, name: str, *,
-           target: str | None = None,
+def export(text: "str | os.PathLike[str] | MlirModule", out_dir: str | os.PathLike, name: str,
+           *, target: str | None = None,
            opt_level: int = 2, format: str = "auto", binaries: dict | None = None,
            runtime_mode: str = "copy", filename: str = "<input>",
            cc: str | None = None,
-           lowering: LoweringOptions | Mapping | None = None) -> Export:
+           lowering: LoweringOptions | Mapping | None = None,
+           passes: str | None = None) -> Export:
     """Compile ``text`` ahead of time into a shared library that C programs link.
 
     Parameters
     ----------
-    text : str or os.PathLike
-        The MLIR module, or a path to read it from, as for :func:`pywave.compile`
-        (``filename`` defaults to the path).
+    text : str, os.PathLike or MLIR module object
+        The MLIR module (text or a module object), or a path to read it from, as for
+        :func:`pywave.compile` (``filename`` defaults to the path).
     out_dir : path
         Folder to write into (created).
     name : str
@@ -137,6 +138,8 @@ def export(text: str | os.PathLike[str], out_dir: str | os.PathLike, name: str, 
         C compiler command (default ``$CC``, else ``cc``).
     lowering : LoweringOptions or dict, optional
         The lowering and kernel compile options, as for :func:`pywave.compile`.
+    passes : str, optional
+        Your pass pipeline, run before pywave's lowering, as for :func:`pywave.compile`.
 
     Returns
     -------
@@ -162,7 +165,7 @@ def export(text: str | os.PathLike[str], out_dir: str | os.PathLike, name: str, 
     filename = path if filename == "<input>" else filename
     art = isolation.artifacts(pipeline.Pipeline(
         text, target=target, opt_level=opt_level, format=format, filename=filename,
-        replacements=binaries, library=True, lowering=options_of(lowering)))
+        replacements=binaries, library=True, lowering=options_of(lowering), passes=passes))
     for fn in art.host.functions:
         if not _IDENT.match(fn.name):
             raise CompileError(f"host function @{fn.name} is not a C identifier; rename it "

@@ -34,6 +34,8 @@ every slot's kernel and clears the slot; the module's owner calls it once no cal
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 from mlir import ir
 from mlir.dialects import gpu, llvm
@@ -42,8 +44,8 @@ from . import validate
 from .async_inline import inline_async_execute
 from .errors import CompileError
 from .mlirutil import diagnostic_error, file_location, run_pipeline, sym_name
-from .program import (PACKED_PREFIX, RELEASE_KERNELS, RUN_ENTRY, Binary, HostModule,
-                      HostSignature)
+from .program import (ENGINE_FINI, ENGINE_INIT, PACKED_PREFIX, RELEASE_KERNELS, RUN_ENTRY,
+                      Binary, HostModule, HostSignature)
 
 def host_pipeline(kernel_bare_ptr: bool = False) -> str:
     """Host lowering to the LLVM dialect; gpu.launch_func survives with LLVM-typed operands
@@ -118,10 +120,19 @@ RUNTIME_FUNCTIONS = {**MGPU_FUNCTIONS, **WAVE_FUNCTIONS}
 # --------------------------------------------------------------------------------------------
 def lower(module: ir.Module, binaries: list[Binary], functions: list[HostSignature],
           *, text: str | None = None, kernel_bare_ptr: bool = False,
-          run_entry: str | None = None) -> HostModule:
+          run_entry: str | None = None, packed_interface: bool = False) -> HostModule:
     """Lower host code and produce LLVM IR text (the module is consumed). ``run_entry``:
     also emit :data:`pywave.program.RUN_ENTRY` calling that function, and give synchronous
-    launches upstream's meaning (see :class:`LaunchRewriter`)."""
+    launches upstream's meaning (see :class:`LaunchRewriter`).
+
+    ``packed_interface`` (:class:`pywave.engine.ExecutionEngine`): host code as MLIR's own
+    ExecutionEngine runs it. Launches and ``gpu.binary`` ops are left to MLIR's translation
+    (``#gpu.select_object``: ``mgpuModuleLoad`` in a global constructor, ``mgpuLaunchKernel``
+    and a stream synchronisation per synchronous launch), whose ``mgpu*`` calls libwavert
+    implements; every externally visible host function gets the packed wrapper
+    ``_mlir_<f>`` (:func:`add_packed_interface`), and the global constructors and destructors
+    are called by :data:`pywave.program.ENGINE_INIT` and :data:`ENGINE_FINI`
+    (:func:`add_engine_entries`: an object file loaded into MCJIT runs none)."""
     inline_async_execute(module)
     _join_async_dependencies(module)
     _synchronous_ops_on_streams(module)
@@ -129,19 +140,23 @@ def lower(module: ir.Module, binaries: list[Binary], functions: list[HostSignatu
     _check_wave_helpers(module)
     run_pipeline(module, host_pipeline(kernel_bare_ptr), "lowering host code to LLVM", text)
     _check_wave_declarations(module)
-    rewriter = LaunchRewriter(module, binaries, synchronous=run_entry is not None)
-    rewriter.run()
-    _add_packed_entries(module, functions)
+    if packed_interface:
+        add_packed_interface(module)
+    else:
+        LaunchRewriter(module, binaries, synchronous=run_entry is not None).run()
+        _add_packed_entries(module, functions)
     run_result = _add_run_entry(module, run_entry) if run_entry is not None else None
-    for op in list(module.body.operations):
-        if op.operation.name == "gpu.binary":
-            op.operation.erase()
-    if "gpu.container_module" in module.operation.attributes:
-        del module.operation.attributes["gpu.container_module"]
+    if not packed_interface:
+        for op in list(module.body.operations):
+            if op.operation.name == "gpu.binary":
+                op.operation.erase()
+        if "gpu.container_module" in module.operation.attributes:
+            del module.operation.attributes["gpu.container_module"]
+    kept = _TRANSLATED_GPU_OPS if packed_interface else ()
     leftovers: list[str] = []
 
     def find_gpu_ops(op: ir.Operation) -> ir.WalkResult:
-        if op.name.startswith("gpu."):
+        if op.name.startswith("gpu.") and op.name not in kept:
             leftovers.append(op.name)
         return ir.WalkResult.ADVANCE
 
@@ -149,12 +164,14 @@ def lower(module: ir.Module, binaries: list[Binary], functions: list[HostSignatu
     if leftovers:
         raise CompileError("host code still holds GPU ops after lowering: "
                            + ", ".join(sorted(set(leftovers))))
-    _check_all_llvm(module)
+    _check_all_llvm(module, kept)
     try:
         module.operation.verify()
         ir_text = llvm.translate_module_to_llvmir(module.operation)
     except ir.MLIRError as exc:
         raise diagnostic_error("translating host code to LLVM IR", exc, None) from None
+    if packed_interface:
+        ir_text = add_engine_entries(ir_text)
     return HostModule(ir_text, tuple(functions), run_result)
 
 
@@ -196,7 +213,27 @@ def _check_wave_declarations(module: ir.Module) -> None:
                                f"the type {WAVE_LLVM_TYPES[name]}")
 
 
-def _check_all_llvm(module: ir.Module) -> None:
+#: GPU ops MLIR's translation to LLVM IR lowers itself (the ExecutionEngine's host code).
+_TRANSLATED_GPU_OPS = ("gpu.binary", "gpu.launch_func")
+
+
+def add_engine_entries(llvm_ir: str) -> str:
+    """``llvm_ir`` with :data:`ENGINE_INIT` calling the functions of ``@llvm.global_ctors``
+    and :data:`ENGINE_FINI` those of ``@llvm.global_dtors``, each list in its priority order
+    (ctors ascending, dtors descending, as the loader runs them)."""
+    out = [llvm_ir.rstrip("\n"), ""]
+    for entry, array, reverse in ((ENGINE_INIT, "llvm.global_ctors", False),
+                                  (ENGINE_FINI, "llvm.global_dtors", True)):
+        match = re.search(rf"^@{re.escape(array)} = .*$", llvm_ir, re.M)
+        found = re.findall(r"\{ i32 (-?\d+), ptr @([\w.$]+|\"[^\"]+\"), ptr [^}]*\}",
+                           match.group(0)) if match else []
+        calls = [f"  call void @{name}()" for _, name in
+                 sorted(found, key=lambda f: int(f[0]), reverse=reverse)]
+        out += [f"define void @{entry}() {{", *calls, "  ret void", "}", ""]
+    return "\n".join(out)
+
+
+def _check_all_llvm(module: ir.Module, kept: tuple[str, ...] = ()) -> None:
     """CompileError naming the first op the host lowering left outside the LLVM dialect
     (convert-to-llvm is a partial conversion: an op it cannot lower stays, wrapped in
     ``builtin.unrealized_conversion_cast``s). Translating such a module fails, and MLIR 22's
@@ -204,7 +241,8 @@ def _check_all_llvm(module: ir.Module) -> None:
     left: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name != "builtin.module" and not op.name.startswith("llvm."):
+        if op.name != "builtin.module" and not op.name.startswith("llvm.") and \
+                op.name not in kept:
             left.append(op)
         return ir.WalkResult.ADVANCE
 
@@ -676,6 +714,57 @@ def _add_packed_entries(module: ir.Module, functions: list[HostSignature]) -> No
         texts.append(f"llvm.func @{PACKED_PREFIX}{fn.name}(%slots: !llvm.ptr) {{\n"
                      + "\n".join(body) + "\n}")
     _append_parsed(module, stubs, texts)
+
+
+#: Prefix of MLIR ExecutionEngine's packed wrappers: ``void _mlir_<f>(void **args)``.
+PACKED_INTERFACE_PREFIX = "_mlir_"
+
+
+def add_packed_interface(module: ir.Module) -> list[str]:
+    """MLIR ExecutionEngine's packed wrapper ``void _mlir_<f>(ptr args)`` of every host
+    ``llvm.func`` ``f`` with a body and external linkage (pywave's own ``_pywave_*`` entries
+    excepted), as ``ExecutionEngine::packFunctionArguments`` makes them: ``args[i]`` points
+    to the value of argument ``i`` (loaded and passed), and ``args[n]`` to where the result
+    goes, if ``f`` returns one. Returns the names of the wrapped functions. CompileError when
+    the module already defines a wrapper's name."""
+    funcs = {sym_name(op.operation): op.operation
+             for op in module.body.operations if op.operation.name == "llvm.func"}
+    texts, stubs, wrapped = [], [], []
+    for name, func in funcs.items():
+        linkage = str(func.attributes["linkage"]) if "linkage" in func.attributes else ""
+        if not func.regions[0].blocks or name.startswith("_pywave_") or \
+                any(k in linkage for k in ("internal", "private")):
+            continue
+        packed = PACKED_INTERFACE_PREFIX + name
+        if packed in funcs:
+            raise CompileError(f"the module defines @{packed}, the name of the packed "
+                               f"wrapper of @{name} that the ExecutionEngine interface needs")
+        types = [str(a.type) for a in func.regions[0].blocks[0].arguments]
+        found = _result_type(func)
+        result = None if found is None else str(found)
+        stubs.append(f"llvm.func @{name}({', '.join(types)})"
+                     + (f" -> {result}" if result else ""))
+        body = []
+        for i, t in enumerate(types):
+            body += [f"  %p{i} = llvm.getelementptr %args[{i}] : (!llvm.ptr) -> !llvm.ptr, "
+                     "!llvm.ptr",
+                     f"  %a{i} = llvm.load %p{i} : !llvm.ptr -> !llvm.ptr",
+                     f"  %v{i} = llvm.load %a{i} : !llvm.ptr -> {t}"]
+        values = ", ".join(f"%v{i}" for i in range(len(types)))
+        if result is None:
+            body.append(f"  llvm.call @{name}({values}) : ({', '.join(types)}) -> ()")
+        else:
+            n = len(types)
+            body += [f"  %r = llvm.call @{name}({values}) : ({', '.join(types)}) -> {result}",
+                     f"  %pr = llvm.getelementptr %args[{n}] : (!llvm.ptr) -> !llvm.ptr, "
+                     "!llvm.ptr",
+                     "  %ar = llvm.load %pr : !llvm.ptr -> !llvm.ptr",
+                     f"  llvm.store %r, %ar : {result}, !llvm.ptr"]
+        body.append("  llvm.return")
+        texts.append(f"llvm.func @{packed}(%args: !llvm.ptr) {{\n" + "\n".join(body) + "\n}")
+        wrapped.append(name)
+    _append_parsed(module, stubs, texts)
+    return wrapped
 
 
 def _lowered_result(lowered: ir.Operation, fn: HostSignature) -> str | None:

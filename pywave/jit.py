@@ -187,9 +187,18 @@ def undefined_symbols(obj: bytes) -> list[str]:
 _LINKER_DEFINED = {"_GLOBAL_OFFSET_TABLE_"}
 
 
+#: The engines not closed yet. An engine stays reachable from here until ``close``: llvmlite
+#: frees an ExecutionEngine in its ``__del__``, and when the garbage collector takes a cycle
+#: holding a compiled module it runs every finaliser of the cycle first, in no set order, so
+#: the engine's code could be freed before the module's release calls into it.
+_open_engines: set["JitModule"] = set()
+_open_lock = threading.Lock()
+
+
 class JitModule:
     """Host object code loaded into an MCJIT engine. Thread-safe after construction;
-    ``close`` frees the code (callers must make sure no call is running)."""
+    ``close`` frees the code (callers must make sure no call is running). The code lives
+    until ``close``: garbage collection alone never frees it (:data:`_open_engines`)."""
 
     def __init__(self, obj: bytes) -> None:
         missing = [s for s in undefined_symbols(obj)
@@ -203,6 +212,8 @@ class JitModule:
         self._engine = llvm.create_mcjit_compiler(base, tm)
         self._engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
         self._engine.finalize_object()
+        with _open_lock:
+            _open_engines.add(self)
 
     def address(self, name: str) -> int:
         """Address of a function or global defined in the object (CompileError if absent)."""
@@ -212,9 +223,13 @@ class JitModule:
             raise CompileError(f"the JIT-compiled host code has no symbol {name!r}")
         return addr
 
-    def close(self, _finalizing=sys.is_finalizing) -> None:
+    def close(self, _finalizing=sys.is_finalizing, _lock=_open_lock,
+              _open=_open_engines) -> None:
+        """Free the code (idempotent)."""
         if self._engine is not None:
             engine, self._engine = self._engine, None
+            with _lock:
+                _open.discard(self)
             if _finalizing():   # llvmlite's globals may be gone at exit; the process frees it
                 engine.detach()
             else:

@@ -19,7 +19,7 @@ from . import api, cache, pipeline, validate
 from .errors import ArgumentError, CompileError
 from .lowering import LoweringOptions, options_of
 from .program import Program
-from .source import text_and_name
+from .source import MlirModule, text_and_name
 
 log = logging.getLogger("pywave.many")
 
@@ -89,17 +89,20 @@ def check_jobs(jobs: object) -> int:
     return jobs
 
 
-def compile_many(texts: "Sequence[str | os.PathLike[str]]", *, jobs: int | None = None,
-                 load: bool = True, target: str | None = None, opt_level: int = 2,
-                 format: str = "auto", disk_cache: bool = True, binaries: dict | None = None,
+def compile_many(texts: "Sequence[str | os.PathLike[str] | MlirModule]", *,
+                 jobs: int | None = None, load: bool = True, target: str | None = None,
+                 opt_level: int = 2, format: str = "auto", disk_cache: bool = True,
+                 binaries: dict | None = None,
                  lowering: "LoweringOptions | Mapping | None" = None,
+                 passes: str | None = None,
                  isolate: bool | None = None, timeout: float | None = None) -> list:
     """Compile many MLIR modules at once, filling the compile cache.
 
     Parameters
     ----------
-    texts : sequence of str or os.PathLike
-        MLIR texts or paths of UTF-8 ``.mlir`` files, as :func:`pywave.compile` takes them.
+    texts : sequence of str, os.PathLike or MLIR module objects
+        MLIR texts, paths of UTF-8 ``.mlir`` files or module objects, as
+        :func:`pywave.compile` takes them.
     jobs : int, optional
         Compile worker processes run at once (default ``os.cpu_count()``). Workers above
         ``$PYWAVE_COMPILE_WORKERS`` are stopped when the call returns. With isolation off
@@ -109,7 +112,7 @@ def compile_many(texts: "Sequence[str | os.PathLike[str]]", *, jobs: int | None 
         True (default): return a :class:`pywave.CompiledModule` per input (loading needs the
         GPU's driver only at the first call, as ``compile``'s modules do). False: only fill
         the disk cache and return each input's cache key (str); requires ``disk_cache``.
-    target, opt_level, format, disk_cache, binaries, lowering, isolate, timeout
+    target, opt_level, format, disk_cache, binaries, lowering, passes, isolate, timeout
         As :func:`pywave.compile`; the same for every input. ``timeout`` bounds each input.
 
     Returns
@@ -133,7 +136,7 @@ def compile_many(texts: "Sequence[str | os.PathLike[str]]", *, jobs: int | None 
     """
     outcomes = run(texts, jobs=jobs, load=load, target=target, opt_level=opt_level,
                    format=format, disk_cache=disk_cache, binaries=binaries,
-                   lowering=lowering, isolate=isolate, timeout=timeout)
+                   lowering=lowering, passes=passes, isolate=isolate, timeout=timeout)
     results: list = [None] * len(outcomes)
     for o in outcomes:
         if o.status != FAILED:
@@ -144,12 +147,13 @@ def compile_many(texts: "Sequence[str | os.PathLike[str]]", *, jobs: int | None 
     return results
 
 
-def run(texts: "Sequence[str | os.PathLike[str]]", *, jobs: int | None = None,
+def run(texts: "Sequence[str | os.PathLike[str] | MlirModule]", *, jobs: int | None = None,
         load: bool = True, disk_cache: bool = True, isolate: bool | None = None,
         timeout: float | None = None, **options) -> list[Outcome]:
     """:func:`compile_many`'s work, reporting each input as an :class:`Outcome` (in input
     order) instead of raising for a failed one (the ``precompile`` command prints them).
-    ``options``: ``target``, ``opt_level``, ``format``, ``binaries``, ``lowering``."""
+    ``options``: ``target``, ``opt_level``, ``format``, ``binaries``, ``lowering``,
+    ``passes``."""
     from . import isolation
     workers = check_jobs(jobs)
     if not load and not disk_cache:
@@ -229,7 +233,7 @@ def _prepare(index: int, item: object, disk_cache: bool, load: bool,
                                      opt_level=options.get("opt_level", 2),
                                      format=options.get("format", "auto"),
                                      lowering=options_of(options.get("lowering")),
-                                     launchers=True)
+                                     launchers=True, passes=options.get("passes"))
         outcome.memo = (text, cache.described(compiler.options(), pipeline.tool_versions()))
         outcome.key = cache.key(*outcome.memo)
     except Exception as exc:  # noqa: BLE001 - reported per input

@@ -37,8 +37,10 @@ def run_pipeline(module: ir.Module, pipeline: str, what: str, text: str | None =
 
 
 def diagnostic_error(what: str, exc: ir.MLIRError, text: str | None,
-                     filename: str = "<input>") -> CompileError:
-    """Build a CompileError from an MLIRError's diagnostics (first one located)."""
+                     filename: str = "<input>", note_lines: int | None = None) -> CompileError:
+    """Build a CompileError from an MLIRError's diagnostics (first one located).
+    ``note_lines``: keep at most this many lines of each note (a failing pass's "see current
+    operation" note prints the whole op it ran on: for a module pass, the module)."""
     diags = list(getattr(exc, "error_diagnostics", []) or [])
     lines = [f"{what}:"]
     where: tuple[int, int] | None = None
@@ -47,7 +49,10 @@ def diagnostic_error(what: str, exc: ir.MLIRError, text: str | None,
         prefix = f"{filename}:{loc[0]}:{loc[1]}: " if loc else ""
         lines.append(f"  {prefix}{diag.message}")
         for note in diag.notes:
-            lines.append(f"    note: {note.message}")
+            shown = note.message.splitlines()
+            if note_lines is not None and len(shown) > note_lines:
+                shown = shown[:note_lines] + [f"... ({len(shown) - note_lines} more lines)"]
+            lines.append("    note: " + "\n".join(shown))
         if where is None and loc:
             where = loc
     if not diags:

@@ -4,6 +4,7 @@
 stage                   runs                                           produces
 ======================  =============================================  =====================
 ``parse``               :mod:`pywave.parse`                            verified module
+``passes``              :mod:`pywave.passes` (the user's ``passes=``)  the module after them
 ``prepare``             bool widening, ``PREPARE_PIPELINE``, checks    outlined kernels
 ``signatures``          :mod:`pywave.signature`                        ``[HostSignature]``
 ``kernels``             target assignment, :mod:`pywave.kernels` /     ``[Binary]`` (+ user
@@ -13,7 +14,8 @@ stage                   runs                                           produces
 ======================  =============================================  =====================
 
 :func:`pywave.compile` (JIT), :func:`pywave.export` (a shared library for C), dumping
-(:mod:`pywave.dump`) and ``python -m pywave`` all run one :class:`Pipeline`. The target is
+(:mod:`pywave.dump`) and ``python -m pywave`` all run one :class:`Pipeline`; ``pywave opt``
+runs one with ``passes_only`` (parse, the user's passes, the module's text). The target is
 resolved once, when the pipeline is made (the compile cache keys on it before anything runs);
 MLIR is imported by :meth:`Pipeline.run` only, so a cache hit never loads it. The options
 are checked when the pipeline is made (:func:`pywave.validate.options`); the module is checked
@@ -30,12 +32,13 @@ import logging
 import time
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
-from . import cache, dump, images, jit, lowering, runtime, toolkit, validate
+from . import cache, dump, images, jit, lowering, passes, runtime, toolkit, validate
 from ._version import __version__
 from .errors import Error
 from .program import BACKENDS, Binary, HostModule, Program, Target
 
 _lowering = lowering      # the module; Pipeline's parameter of the same name shadows it
+_passes = passes          # likewise
 
 if TYPE_CHECKING:
     from mlir import ir
@@ -43,7 +46,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("pywave")
 
 #: The stages, in the order they run (the keys of :attr:`Artifacts.seconds`).
-STAGES = ("parse", "prepare", "signatures", "kernels", "host", "llvm-codegen")
+STAGES = ("parse", "passes", "prepare", "signatures", "kernels", "host", "llvm-codegen")
 
 _stage_listener: "Callable[[str], None] | None" = None
 
@@ -57,19 +60,24 @@ def on_stage(listener: "Callable[[str], None] | None") -> None:
 
 @dataclasses.dataclass
 class Artifacts:
-    """What a compile produced (plain data; see ``python -m pywave``)."""
+    """What a compile produced (plain data; see ``python -m pywave``). A ``passes_only``
+    pipeline (``pywave opt``) produces only ``text`` and ``seconds``: ``target`` and ``host``
+    are None, ``binaries`` and ``object_code`` empty."""
 
-    target: Target
+    target: Target | None
     binaries: list[Binary]
-    host: HostModule
+    host: HostModule | None
     object_code: bytes
     assembly: str               # host assembly; "" unless keep_stages or a dump asked for it
     stages: dict[str, str] = dataclasses.field(default_factory=dict)   # IR text by stage
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
     dump_path: str | None = None        # the folder written when dumping (pywave.dump)
+    text: str | None = None             # passes_only: the module after the user's passes
 
     def program(self) -> Program:
         """The plain program a CompiledModule runs (and the disk cache stores)."""
+        if self.target is None or self.host is None:
+            raise Error("a passes_only pipeline (pywave opt) compiles no program")
         return Program(self.target, tuple(self.binaries), self.host.functions,
                        self.object_code)
 
@@ -92,9 +100,9 @@ class TargetChoice:
 
     __slots__ = ("name", "found")
 
-    def __init__(self, target: str | None) -> None:
+    def __init__(self, target: str | None, *, probe: bool = True) -> None:
         self.name = target                    # the chip asked for, as given
-        self.found = default_target() if target is None else None
+        self.found = default_target() if target is None and probe else None
 
     @property
     def requested(self) -> Target | None:
@@ -188,6 +196,19 @@ class Pipeline:
         Also generate a launcher host function per launchable kernel (:mod:`pywave.launchers`,
         the Python launch API of :func:`pywave.compile`); not for ``library`` or
         ``run_entry``, whose functions are C's and the runner's.
+    passes : str, optional
+        The user's pass pipeline (``"builtin.module(canonicalize, func.func(cse))"``), run
+        right after ``parse`` and before pywave's own stages (:mod:`pywave.passes`); part of
+        the cache key.
+    passes_only : bool
+        Stop after ``passes`` (``pywave opt``): :attr:`Artifacts.text` is the module's text;
+        no target is looked up and nothing is compiled.
+    packed_interface : bool
+        Host code for :class:`pywave.engine.ExecutionEngine`: MLIR ExecutionEngine's packed
+        wrapper ``_mlir_<f>`` of every externally visible host function
+        (:func:`pywave.host.add_packed_interface`); like ``run_entry``, other public functions
+        Python cannot call are kept, not refused, and synchronous launches return when their
+        kernel has finished (upstream's meaning).
 
     Raises
     ------
@@ -204,12 +225,22 @@ class Pipeline:
                  replacements: Mapping | None = None, keep_stages: bool = False,
                  dump_dir: str | None = None, library: bool = False,
                  lowering: "lowering.LoweringOptions | None" = None,
-                 run_entry: str | None = None, launchers: bool = False) -> None:
+                 run_entry: str | None = None, launchers: bool = False,
+                 passes: str | None = None, passes_only: bool = False,
+                 packed_interface: bool = False) -> None:
         validate.options(text, target=target, opt_level=opt_level, format=format,
                          filename=filename, dump_dir=dump_dir, replacements=replacements,
                          keep_stages=keep_stages, library=library, run_entry=run_entry)
+        self.passes = _passes.check(passes)
+        if not isinstance(passes_only, bool):
+            raise TypeError(f"passes_only must be a bool, got {passes_only!r}")
+        self.passes_only = passes_only
+        if not isinstance(packed_interface, bool):
+            raise TypeError(f"packed_interface must be a bool, got {packed_interface!r}")
+        self.packed_interface = packed_interface
         self.text = text
-        self.target = TargetChoice(validate.targets(target) if target is not None else None)
+        self.target = TargetChoice(validate.targets(target) if target is not None else None,
+                                   probe=not passes_only)
         self.opt_level = opt_level
         self.format = format
         self.filename = filename
@@ -238,6 +269,10 @@ class Pipeline:
             out["run_entry"] = self.run_entry
         if self.launchers:
             out["kernel_launchers"] = 1
+        if self.passes is not None:
+            out["passes"] = self.passes
+        if self.packed_interface:
+            out["packed_interface"] = 1
         return out
 
     def describe(self) -> dict:
@@ -246,7 +281,8 @@ class Pipeline:
                 "opt_level": self.opt_level, "format": self.format,
                 "filename": self.filename, "binaries": self._described,
                 "library": self.library, "lowering": self.lowering.key(),
-                "run_entry": self.run_entry}
+                "run_entry": self.run_entry, "passes": self.passes,
+                "passes_only": self.passes_only, "packed_interface": self.packed_interface}
 
     def run(self) -> Artifacts:
         """Run every stage once, in this process (no GPU needed when a target was given);
@@ -261,15 +297,21 @@ class Pipeline:
         with ir.Context() as ctx:
             validate.single_threaded(ctx)
             module = parse.parse(self.text, ctx, filename=self.filename)
+            if self.passes_only:
+                return self._run_passes_only(module, rec)
             validate.module(module)
             rec.done("parse", module)
+            if self.passes is not None:
+                _passes.run(module, self.passes, self.text, self.filename)
+                validate.module(module)
+            rec.done("passes", module if self.passes is not None else None)
             bool_args = kernels.widen_bool_memrefs(module)
             run_pipeline(module, kernels.PREPARE_PIPELINE, "preparing the module", self.text)
             kernels.check_kernels(module)
-            validate.prepared(module, device_arguments=self.run_entry is None)
+            validate.prepared(module, device_arguments=not self._runner)
             rec.done("prepare", module)
             functions = signature.read_signatures(module, self.text, bool_args,
-                                                  strict=self.run_entry is None)
+                                                  strict=not self._runner)
             if self.launchers:
                 from . import launchers
                 functions += launchers.add_launchers(module, self.text, bool_args)
@@ -280,7 +322,8 @@ class Pipeline:
                 rec.dump.binaries(binaries)
             lowered = host.lower(module, binaries, functions, text=self.text,
                                  kernel_bare_ptr=self.lowering.kernel_bare_ptr,
-                                 run_entry=self.run_entry)
+                                 run_entry=self.run_entry,
+                                 packed_interface=self.packed_interface)
             rec.done("host", module)
             rec.keep("llvm", lowered.llvm_ir)
         obj, asm = jit.compile_object(lowered.llvm_ir, opt_level=self.opt_level,
@@ -292,6 +335,23 @@ class Pipeline:
             rec.dump.update(complete=True)
         return Artifacts(target, binaries, lowered, obj, asm, rec.stages, rec.seconds,
                          rec.dump.path if rec.dump else None)
+
+    @property
+    def _runner(self) -> bool:
+        """Host code for a runner (``pywave run``, the ExecutionEngine), not for Python
+        calls: host memory in host code is allowed, uncallable functions are kept."""
+        return self.run_entry is not None or self.packed_interface
+
+    def _run_passes_only(self, module: "ir.Module", rec: Recorder) -> Artifacts:
+        """``pywave opt``: the user's passes on the parsed module, then its text."""
+        rec.done("parse", module)
+        if self.passes is not None:
+            _passes.run(module, self.passes, self.text, self.filename)
+        rec.done("passes", module if self.passes is not None else None)
+        if rec.dump:
+            rec.dump.update(complete=True)
+        return Artifacts(None, [], None, b"", "", rec.stages, rec.seconds,
+                         rec.dump.path if rec.dump else None, text=str(module))
 
     def _kernels(self, module: "ir.Module", requested: Target | None,
                  dumper: "dump.Dump | None") -> tuple[Target, list[Binary]]:
@@ -343,6 +403,7 @@ class Pipeline:
         if dumper:
             from . import host, kernels
             dumper.update(tool_versions=tool_versions(), pipelines={
+                "passes": self.passes or "",
                 "prepare": kernels.PREPARE_PIPELINE,
                 "nvvm": _lowering.nvvm_pipeline(self.lowering),
                 "host": host.HOST_PIPELINE, "llvm": f"llvmlite O{self.opt_level}"})

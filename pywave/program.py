@@ -262,6 +262,11 @@ RELEASE_KERNELS = "_pywave_release_kernels"
 #: ``void _pywave_run(void *result)``: calls the entry function ``pywave run`` was asked for
 #: (no arguments) and stores its scalar result, if any, at ``result`` (8 bytes).
 RUN_ENTRY = "_pywave_run"
+#: ``void _pywave_engine_init(void)`` / ``_pywave_engine_fini(void)``: the host code's global
+#: constructors / destructors (loading / unloading the kernel images through ``mgpu*``), in
+#: the ExecutionEngine's host code (:class:`pywave.engine.ExecutionEngine`).
+ENGINE_INIT = "_pywave_engine_init"
+ENGINE_FINI = "_pywave_engine_fini"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -62,6 +62,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="compile the program as a run would (entry and result checked) "
                         "and stop: no GPU needed with --target")
     add_lowering_options(parser)
+    add_pass_pipeline_option(parser)
+
+
+def add_pass_pipeline_option(parser: argparse.ArgumentParser) -> None:
+    """``--pass-pipeline``: the user's passes, run before pywave's lowering (shared with
+    ``compile``, ``export``, ``precompile`` and ``opt``)."""
+    parser.add_argument("--pass-pipeline", "-pass-pipeline", dest="passes", default=None,
+                        metavar="PIPELINE", help="your passes, run right after parsing, as "
+                        "mlir-opt takes them: 'builtin.module(canonicalize, func.func(cse))'")
 
 
 def add_lowering_options(parser: argparse.ArgumentParser) -> None:
@@ -149,7 +158,8 @@ def run_file(text: str, args: argparse.Namespace, filename: str) -> int:
     result_format, result_type = RESULTS[args.entry_point_result]
     artifacts = isolation.artifacts(pipeline.Pipeline(
         text, target=args.target, opt_level=args.opt_level, format=args.format,
-        filename=filename, lowering=lowering_options(args), run_entry=args.entry))
+        filename=filename, lowering=lowering_options(args), run_entry=args.entry,
+        passes=args.passes))
     returned = artifacts.host.run_result
     if returned != result_type:
         raise Error(f"--entry-point-result={args.entry_point_result}: @{args.entry} returns "
@@ -206,4 +216,5 @@ def main(args: argparse.Namespace) -> int:
         return 1
 
 
-__all__ = ["add_arguments", "add_lowering_options", "lowering_options", "main", "run_file"]
+__all__ = ["add_arguments", "add_lowering_options", "add_pass_pipeline_option",
+           "lowering_options", "main", "run_file"]

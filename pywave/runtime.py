@@ -83,6 +83,24 @@ def check(status: int) -> None:
         raise error_for(status, message or name)
 
 
+def clear_error() -> None:
+    """Forget this thread's last libwavert error (``wavert_clear_error``)."""
+    lib.wavert_clear_error()
+
+
+def recorded_error(what: str) -> Error | None:
+    """The pywave exception for this thread's first libwavert error since
+    :func:`clear_error` (``wavert_last_status``: what ``mgpu*`` functions called outside a
+    host call record), prefixed with ``what``, and the record cleared; None when there is
+    none."""
+    status = lib.wavert_last_status()
+    if status == OK:
+        return None
+    message = ffi.string(lib.wavert_last_error()).decode(errors="replace")
+    lib.wavert_clear_error()
+    return error_for(status, f"{what}: {message}")
+
+
 def device_count(device_type: int = KDLCUDA) -> int:
     """Number of GPUs of a backend; 0 when its driver is missing."""
     out = ffi.new("int32_t *")

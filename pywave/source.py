@@ -1,11 +1,27 @@
-"""Reading MLIR source files. MLIR source is UTF-8 (MLIR's LangRef); a file that is not is
-refused with the offending byte, its offset and line, never a UnicodeDecodeError."""
+"""What ``compile``, ``compile_many`` and ``export`` take as the module: MLIR text, a file,
+or a module object of MLIR's Python bindings (:func:`text_and_name`).
+
+MLIR source is UTF-8 (MLIR's LangRef); a file that is not is refused with the offending
+byte, its offset and line, never a UnicodeDecodeError. Nothing here imports MLIR: a module
+object is printed by its own bindings, in the caller's process, and the compile (in a worker)
+parses the text.
+"""
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from .errors import CompileError
+
+#: A module object of an MLIR build's Python bindings (see :func:`module_text`): typed loosely,
+#: since the bindings of other builds (IREE's ``iree.compiler.ir``) are other classes.
+MlirModule = Any
+
+#: What the module argument may be, for TypeErrors.
+ACCEPTED = ("MLIR text (str), a path to an .mlir file (os.PathLike), or an MLIR module object "
+            "(mlir.ir.Module, Operation or OpView, or another MLIR build's, such as "
+            "iree.compiler.ir.Module: an object with get_asm() or operation.get_asm())")
 
 
 def read_mlir(path: "str | os.PathLike[str]") -> str:
@@ -32,9 +48,58 @@ def read_mlir(path: "str | os.PathLike[str]") -> str:
                            "UTF-8") from None
 
 
-def text_and_name(text: "str | os.PathLike[str]") -> tuple[str, str]:
+def text_and_name(text: "str | os.PathLike[str] | MlirModule") -> tuple[str, str]:
     """(MLIR text, name for diagnostics) of what ``compile``/``export``/``compile_many`` take:
-    the text itself (named ``<input>``), or a path whose file is read (:func:`read_mlir`)."""
+    the text itself (named ``<input>``), a path whose file is read (:func:`read_mlir`), or a
+    module object printed by its bindings (:func:`module_text`, named ``<Module object>``
+    after its class).
+
+    Raises
+    ------
+    TypeError
+        Anything else, naming what is accepted (:data:`ACCEPTED`).
+    CompileError
+        An unreadable file, or a module object whose printing fails.
+    """
+    if isinstance(text, str):
+        return text, "<input>"
     if isinstance(text, os.PathLike):
         return read_mlir(text), os.fspath(text)
-    return text, "<input>"
+    printed = module_text(text)
+    if printed is None:
+        raise TypeError(f"the module must be {ACCEPTED}; got {type(text).__name__}")
+    return printed, f"<{type(text).__name__} object>"
+
+
+def module_text(obj: object) -> str | None:
+    """The MLIR text of a module object of any MLIR build's Python bindings, None when
+    ``obj`` is none.
+
+    Accepted: an object with a callable ``get_asm`` (an ``Operation`` or ``OpView``), or one
+    whose ``operation`` attribute has it (a ``Module``); the text is ``get_asm()`` with the
+    bindings' defaults: the custom assembly form, without locations, large constants in
+    full. The text (not bytecode, whose format version ties it to one MLIR build) is what is
+    compiled and what the compile cache keys on, so an object of another MLIR build (IREE's)
+    compiles when its text uses the upstream dialects this MLIR knows. The object is only
+    read (left unchanged, usable afterwards); the compile never touches its context.
+
+    Raises
+    ------
+    CompileError
+        ``get_asm()`` failed or did not return a str (naming the object's type and the
+        error).
+    """
+    get_asm = getattr(obj, "get_asm", None)
+    if not callable(get_asm):
+        get_asm = getattr(getattr(obj, "operation", None), "get_asm", None)
+    if not callable(get_asm):
+        return None
+    try:
+        printed = get_asm()
+    except Exception as exc:  # noqa: BLE001 - any failure of foreign bindings
+        raise CompileError(f"cannot print the {type(obj).__name__} object as MLIR text: "
+                           f"{type(exc).__name__}: {exc}") from None
+    if not isinstance(printed, str):
+        raise CompileError(f"{type(obj).__name__}.get_asm() returned "
+                           f"{type(printed).__name__}, not MLIR text (str)")
+    return printed

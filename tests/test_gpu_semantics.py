@@ -345,3 +345,133 @@ def test_cluster_shuffles_stay_inside_the_warp(size, stride):
     masks = [int(line.split(",")[2]) for line in ptx.splitlines()
              if "shfl.sync.bfly.b32" in line]
     assert masks == [stride << k for k in range(size.bit_length() - 1)]
+
+
+# ---------------------------------------------------------------------------------------
+# pywave's own rewrites: id queries upstream does not lower, reductions as redux.sync
+# ---------------------------------------------------------------------------------------
+#: The queries each thread of _IDS writes, in column order.
+_ID_COLUMNS = ["num_subgroups : index", "subgroup_id : index", "lane_id",
+               "subgroup_size : index", "cluster_id x", "cluster_dim x", "cluster_block_id x",
+               "cluster_dim_blocks x"]
+_ID_STORES = "\n".join(
+    f"""    %q{i} = gpu.{q}
+    %v{i} = arith.index_cast %q{i} : index to i64
+    %c{i} = arith.constant {i} : index
+    memref.store %v{i}, %o[%row, %c{i}] : memref<?x{len(_ID_COLUMNS)}xi64>"""
+    for i, q in enumerate(_ID_COLUMNS))
+_IDS = f"""
+module attributes {{gpu.container_module}} {{
+gpu.module @k {{
+  gpu.func @ids(%o: memref<?x{len(_ID_COLUMNS)}xi64>) kernel {{
+    %tx = gpu.thread_id x
+    %ty = gpu.thread_id y
+    %tz = gpu.thread_id z
+    %bx = gpu.block_dim x
+    %by = gpu.block_dim y
+    %bz = gpu.block_dim z
+    %b = gpu.block_id x
+    %yz = arith.muli %by, %tz : index
+    %inner = arith.addi %ty, %yz : index
+    %scaled = arith.muli %bx, %inner : index
+    %linear = arith.addi %tx, %scaled : index
+    %bxy = arith.muli %bx, %by : index
+    %size = arith.muli %bxy, %bz : index
+    %base = arith.muli %b, %size : index
+    %row = arith.addi %base, %linear : index
+{_ID_STORES}
+    gpu.return
+  }}
+}}
+}}
+"""
+
+
+def _ids_reference(grid: int, block: tuple[int, int, int]) -> np.ndarray:
+    """What MLIR defines each query as, per thread (row = block * size + linear thread id),
+    on an NVIDIA GPU (32-lane warps) launched without clusters (each block its own cluster)."""
+    size = block[0] * block[1] * block[2]
+    rows = []
+    for b in range(grid):
+        for linear in range(size):            # x fastest, as warps are formed
+            rows.append([-(-size // 32), linear // 32, linear % 32, 32, b, grid, 0, 1])
+    return np.array(rows, dtype=np.int64)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("block", [(5, 3, 3), (32, 2, 1), (7, 1, 9)])
+def test_id_queries_match_mlir_semantics(torch_cuda, compile_gpu, block):
+    """45, 64 and 63 threads: a partial last subgroup, an exact one, one lane short."""
+    torch = torch_cuda
+    grid = 3
+    want = _ids_reference(grid, block)
+    out = torch.full(want.shape, -1, dtype=torch.int64, device="cuda")
+    compile_gpu(_IDS).kernels["ids"](out, grid=grid, block=block)
+    torch.cuda.synchronize()
+    got = out.cpu().numpy()
+    bad = np.argwhere(got != want)
+    assert not len(bad), "\n".join(
+        f"row {r} ({_ID_COLUMNS[c]}): got {got[r, c]}, MLIR says {want[r, c]}"
+        for r, c in bad[:8])
+
+
+#: gpu.subgroup_reduce kinds on i32 -> the reduction over a warp's values (Python ints,
+#: wrapped to 32 bits two's complement as the i32 result).
+_REDUCTIONS = {
+    "add": lambda v: sum(v), "mul": lambda v: np.prod([int(x) for x in v], dtype=object),
+    "and": lambda v: np.bitwise_and.reduce(v), "or": lambda v: np.bitwise_or.reduce(v),
+    "xor": lambda v: np.bitwise_xor.reduce(v), "minsi": lambda v: min(v),
+    "maxsi": lambda v: max(v), "minui": lambda v: min(int(x) & 0xFFFFFFFF for x in v),
+    "maxui": lambda v: max(int(x) & 0xFFFFFFFF for x in v)}
+_REDUCE_KERNEL = """
+  gpu.func @NAME(%i: memref<64xi32>, %o: memref<64xi32>) kernel {
+    %t = gpu.thread_id x
+    %x = memref.load %i[%t] : memref<64xi32>
+    %r = gpu.subgroup_reduce KIND %x FORM: (i32) -> i32
+    memref.store %r, %o[%t] : memref<64xi32>
+    gpu.return
+  }"""
+
+
+def _wrap32(value: int) -> int:
+    return (int(value) + (1 << 31)) % (1 << 32) - (1 << 31)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("form", ["uniform ", ""])
+def test_i32_subgroup_reductions_match_mlir_semantics(torch_cuda, compile_gpu, form):
+    """Every kind on two warps of i32 values (extremes included): the uniform ones are
+    redux.sync on sm_80 and newer (test_kernel_semantics.py checks the PTX), the others
+    shuffles; each lane gets its warp's reduction."""
+    torch = torch_cuda
+    kernels = "".join(_REDUCE_KERNEL.replace("NAME", f"r_{kind}").replace("KIND", kind)
+                      .replace("FORM", form) for kind in _REDUCTIONS)
+    mod = compile_gpu("module attributes {gpu.container_module} {\ngpu.module @k {"
+                      + kernels + "\n}\n}")
+    rng = np.random.default_rng(7)
+    values = rng.integers(-2**31, 2**31, size=64, dtype=np.int64)
+    values[:4] = [-2**31, 2**31 - 1, -1, 0]
+    values[32:35] = [3, 5, -7]
+    data = torch.tensor(values.astype(np.int32), device="cuda")
+    failures = []
+    for kind, reduce in _REDUCTIONS.items():
+        out = torch.zeros(64, dtype=torch.int32, device="cuda")
+        mod.kernels[f"r_{kind}"](data, out, grid=1, block=64)
+        torch.cuda.synchronize()
+        got = out.cpu().numpy()
+        want = [_wrap32(reduce(values[w * 32:(w + 1) * 32])) for w in (0, 1)]
+        for lane in range(64):
+            if int(got[lane]) != want[lane // 32]:
+                failures.append(f"{kind} {form}lane {lane}: got {got[lane]}, "
+                                f"want {want[lane // 32]}")
+    assert not failures, "\n".join(failures[:10])
+
+
+def test_reduction_module_compiles_for_sm_80():
+    kernels = "".join(_REDUCE_KERNEL.replace("NAME", f"r_{kind}").replace("KIND", kind)
+                      .replace("FORM", "uniform ") for kind in _REDUCTIONS)
+    text = "module attributes {gpu.container_module} {\ngpu.module @k {" + kernels + "\n}\n}"
+    code = api.build(text, target="sm_80", format="ptx").binaries[0].data.decode()
+    assert code.count("redux.sync") == len(_REDUCTIONS) - 1        # all but mul
+    assert _ids_reference(1, (5, 3, 3))[44].tolist() == [2, 1, 12, 32, 0, 1, 0, 1]
+    api.build(_IDS, target="sm_90", format="ptx")

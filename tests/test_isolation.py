@@ -112,6 +112,20 @@ def test_abort_becomes_compile_error_naming_stage_message_and_reproducer(patched
     assert meta["options"]["target"] == "sm_90" and meta["stage"] == "kernels"
 
 
+def test_crash_in_a_users_pass_is_a_compile_error_with_a_reproducer(patched_worker):
+    """passes= runs in the worker (stage 'passes'); the reproducer keeps the pipeline."""
+    patched_worker("import os; from pywave import passes; "
+                   "passes.run = lambda *a, **k: os.abort()")
+    user = "builtin.module(func.func(cse))"
+    with pytest.raises(pywave.CompileError) as info:
+        program(VECTOR_ADD, target="sm_90", format="ptx", passes=user)
+    message = str(info.value)
+    assert "SIGABRT" in message and "stage 'passes'" in message
+    path = message.split("reproducer: ")[1].split()[0]
+    meta = json.load(open(path[:-len(".mlir")] + ".json", encoding="utf-8"))
+    assert meta["options"]["passes"] == user and meta["stage"] == "passes"
+
+
 def test_process_carries_on_after_a_crash(patched_worker):
     patched_worker("import os; from pywave import parse; "
                    "parse.parse = lambda *a, **k: os.kill(os.getpid(), 11)")

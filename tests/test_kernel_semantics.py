@@ -5,6 +5,12 @@ the MLIR program says (found by test_gpu_semantics on an H200), checked in the P
   before translation), so no f64 is stored as two 4-byte halves;
 - ``math.sqrt`` on f32 is correctly rounded (``sqrt.rn.f32``) unless its fast-math flags
   (or ``fast_math=True``) allow an approximation.
+
+Also the kernel ops upstream's lowerings leave out, each lowered to what MLIR defines it as
+(run on a GPU against a host reference by test_gpu_semantics.py): every ``gpu`` id and
+dimension query on NVVM and ROCDL (:mod:`pywave.gpu_ids`), uniform 32-bit integer subgroup
+reductions as ``redux.sync`` on sm_80 and newer (:mod:`pywave.subgroups`), and ``cf.assert``
+in ROCDL kernels (:func:`pywave.amdgpu.lower_asserts`).
 """
 
 from __future__ import annotations
@@ -102,3 +108,136 @@ def test_amd_translation_keeps_the_rocdl_data_layout():
         llvm_ir = amdgpu.translate(gmod)
     stores = re.findall(r"store (?:double|i64) .*, align (\d+)", llvm_ir)
     assert stores and set(stores) == {"8"}, llvm_ir
+
+
+# --------------------------------------------------------------------------------------------
+# gpu id and dimension queries, subgroup reductions, asserts
+# --------------------------------------------------------------------------------------------
+#: Every id/dimension query of the gpu dialect (``gpu.thread_id x`` prints without a type;
+#: the subgroup queries take ``: index``).
+ID_QUERIES = ["thread_id x", "block_id y", "block_dim z", "grid_dim x", "global_id y",
+              "lane_id", "subgroup_size : index", "num_subgroups : index",
+              "subgroup_id : index", "cluster_id x", "cluster_dim y", "cluster_block_id z",
+              "cluster_dim_blocks x"]
+
+QUERY = """
+module attributes {gpu.container_module} {
+  gpu.module @k {
+    gpu.func @f(%o: memref<?xindex>) kernel {
+      %v = gpu.QUERY
+      %c0 = arith.constant 0 : index
+      memref.store %v, %o[%c0] : memref<?xindex>
+      gpu.return
+    }
+  }
+}
+"""
+
+
+def amd_llvm_ir(text: str, monkeypatch) -> str:
+    """The LLVM IR pywave hands to the AMDGPU backend for ``text`` (gfx942), captured before
+    code generation (which needs ld.lld and the ROCm device libraries; tests/test_amdgpu.py
+    runs it where they are installed)."""
+    from pywave import amdgpu
+    seen = []
+
+    def capture(llvm_ir, chip, kernels, **kw):
+        seen.append(llvm_ir)
+        return b"\x7fELF"
+
+    monkeypatch.setattr(amdgpu, "compile_llvm_ir", capture)
+    api.build(text, target="gfx942")
+    (llvm_ir,) = seen
+    return llvm_ir
+
+
+@pytest.mark.parametrize("query", ID_QUERIES)
+def test_every_id_query_lowers_for_nvvm(query):
+    assert ".entry f" in ptx(QUERY.replace("QUERY", query))
+
+
+@pytest.mark.parametrize("query", ID_QUERIES)
+def test_every_id_query_lowers_for_rocdl(query, monkeypatch):
+    assert "amdgpu_kernel void @f" in amd_llvm_ir(QUERY.replace("QUERY", query), monkeypatch)
+
+
+def test_num_subgroups_is_the_block_size_divided_by_the_warp_size_rounded_up():
+    code = ptx(QUERY.replace("QUERY", "num_subgroups : index"))
+    assert all(f"%ntid.{d}" in code for d in "xyz"), code
+    # ceildivui(n, 32) as MLIR lowers it: n == 0 ? 0 : (n - 1) / 32 + 1 (a shift by 5)
+    assert re.search(r"shr\.u64\s+%rd\d+, %rd\d+, 5;", code), code
+
+
+def test_rocdl_subgroup_queries_read_the_wavefront_size(monkeypatch):
+    for query in ("num_subgroups : index", "subgroup_id : index"):
+        llvm_ir = amd_llvm_ir(QUERY.replace("QUERY", query), monkeypatch)
+        assert "@llvm.amdgcn.wavefrontsize()" in llvm_ir
+    llvm_ir = amd_llvm_ir(QUERY.replace("QUERY", "cluster_block_id z"), monkeypatch)
+    assert "store i64 0" in llvm_ir
+
+
+REDUCE = """
+module attributes {gpu.container_module} {
+  gpu.module @k {
+    gpu.func @f(%o: memref<?xi32>) kernel {
+      %t = gpu.thread_id x
+      %x = memref.load %o[%t] : memref<?xi32>
+      %r = gpu.subgroup_reduce KIND %x FORM: (i32) -> i32
+      memref.store %r, %o[%t] : memref<?xi32>
+      gpu.return
+    }
+  }
+}
+"""
+
+REDUX = {"add": "add.s32", "and": "and.b32", "or": "or.b32", "xor": "xor.b32",
+         "minsi": "min.s32", "minui": "min.u32", "maxsi": "max.s32", "maxui": "max.u32"}
+
+
+@pytest.mark.parametrize("kind", sorted(REDUX))
+@pytest.mark.parametrize("chip", ["sm_80", "sm_90"])
+def test_uniform_i32_reduction_is_one_redux_sync_from_sm80(kind, chip):
+    code = api.build(REDUCE.replace("KIND", kind).replace("FORM", "uniform "), target=chip,
+                     format="ptx").binaries[0].data.decode()
+    assert re.findall(r"redux\.sync\.[\w.]+", code) == [f"redux.sync.{REDUX[kind]}"], code
+    assert "shfl" not in code
+
+
+@pytest.mark.parametrize("kind, form, chip", [
+    ("add", "uniform ", "sm_75"),                            # no redux.sync before sm_80
+    ("add", "", "sm_90"),                                    # not uniform
+    ("mul", "uniform ", "sm_90"),                            # no redux.sync.mul
+    ("add", "uniform cluster(size = 32) ", "sm_90"),         # clustered: left to shuffles
+])
+def test_other_i32_reductions_stay_shuffles(kind, form, chip):
+    code = api.build(REDUCE.replace("KIND", kind).replace("FORM", form), target=chip,
+                     format="ptx").binaries[0].data.decode()
+    assert "redux" not in code
+    assert code.count("shfl.sync.bfly.b32") == 5
+
+
+ASSERT = """
+module attributes {gpu.container_module} {
+  gpu.module @k {
+    gpu.func @f(%o: memref<?xi32>) kernel {
+      %c0 = arith.constant 0 : index
+      %x = memref.load %o[%c0] : memref<?xi32>
+      %z = arith.constant 0 : i32
+      %ok = arith.cmpi eq, %x, %z : i32
+      cf.assert %ok, "x is \\"zero\\" (100%)"
+      cf.assert %ok, "x is \\"zero\\" (100%)"
+      gpu.return
+    }
+  }
+}
+"""
+
+
+def test_rocdl_assert_prints_the_message_and_traps(monkeypatch):
+    llvm_ir = amd_llvm_ir(ASSERT, monkeypatch)
+    assert "call void @llvm.trap()" in llvm_ir
+    assert "__ockl_printf_begin" in llvm_ir
+    # the message as HIP's printf gets it: % escaped, quotes as \22, the line of the op
+    assert 'c"line 9: Device-side assertion `x is \\22zero\\22 (100%%)\' failed.\\0A\\00"' \
+        in llvm_ir, llvm_ir
+    assert llvm_ir.count("call void @__pywave_assert_0(i1") == 2

@@ -211,3 +211,25 @@ def test_gpu_close_and_gc_while_threads_launch(torch_cuda, mlir, repeat):
     torch.cuda.synchronize()
     assert errors == [] and f.code.released
     assert all(torch.equal(x, torch.ones_like(x)) for x in xs)
+
+
+def test_a_module_in_a_garbage_cycle_is_released_without_a_crash():
+    """The garbage collector finalises a cycle's objects in no set order: the JIT engine
+    must not be freed (llvmlite's __del__) before the module's release calls its code. Run
+    in a child: before the fix the process died of SIGSEGV."""
+    code = ("import gc, sys, pywave\n"
+            "gc.disable()\n"
+            "class Holder: pass\n"
+            "h = Holder(); h.self = h\n"
+            "h.mod = pywave.compile(sys.stdin.read(), target='sm_90', format='ptx', "
+            "disk_cache=False)\n"
+            "assert type(h.mod._engine).__name__ == 'JitModule'\n"
+            "del h\n"
+            "gc.collect()\n"
+            "print('released')\n")
+    text = (Path(__file__).parent / "data" / "vector_add.mlir").read_text()
+    out = subprocess.run([sys.executable, "-c", code], input=text, text=True,
+                         capture_output=True, timeout=120, cwd="/",
+                         env={**os.environ, "PYWAVE_CACHE": "0"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "released"

@@ -43,6 +43,8 @@ typedef enum wavert_function_attribute {
 
 const char *wavert_status_string(wavert_status status);
 const char *wavert_last_error(void);
+wavert_status wavert_last_status(void);
+void wavert_clear_error(void);
 int32_t wavert_version(void);
 wavert_status wavert_device_count(int32_t device_type, int32_t *out_count);
 wavert_status wavert_device_get(int32_t device_type, int32_t ordinal,
