@@ -44,13 +44,6 @@ def _entry_files(root: str) -> list[str]:
                   if n.endswith(ENTRY_SUFFIX) and not n.startswith(TEMP_PREFIX))
 
 
-def max_bytes() -> int:
-    """The size bound: ``$PYWAVE_CACHE_MAX_BYTES``, else the default (also for a value that
-    is not a whole number of bytes)."""
-    raw = os.environ.get("PYWAVE_CACHE_MAX_BYTES", "")
-    return int(raw) if raw.isdigit() else cache.DEFAULT_MAX_BYTES
-
-
 def entries() -> list[Entry]:
     """Every entry, least recently used first ([] when the cache is off)."""
     root = cache.directory()
@@ -81,7 +74,7 @@ def summary() -> Summary:
     """Location, entry count, total size and bound of the cache."""
     root = cache.directory()
     if root is None:
-        return Summary(None, 0, 0, max_bytes())
+        return Summary(None, 0, 0, cache.max_bytes())
     count = total = 0
     for name in os.listdir(root):
         if not name.endswith(cache.SUFFIXES) or name.startswith(TEMP_PREFIX):
@@ -91,7 +84,7 @@ def summary() -> Summary:
         except OSError:
             continue
         count += name.endswith(ENTRY_SUFFIX)
-    return Summary(root, count, total, max_bytes())
+    return Summary(root, count, total, cache.max_bytes())
 
 
 def clear() -> tuple[int, int, int]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import pywave
-from pywave import cache_admin, toolkit
+from pywave import cache, toolkit
 from pywave.__main__ import main
 
 DATA = Path(__file__).parent / "data"
@@ -38,7 +38,7 @@ def test_info_json_names_versions_toolkit_devices_and_cache(tmp_path):
     assert "found" in data["cuda toolkit"]
     assert isinstance(data["devices"], list)
     assert data["cache"] == {"directory": str(tmp_path), "entries": 0, "bytes": 0,
-                             "max bytes": cache_admin.max_bytes()}
+                             "max bytes": cache.max_bytes()}
 
 
 def test_info_text(tmp_path):
@@ -61,7 +61,9 @@ def test_cache_info_list_clear(mlir, tmp_path, monkeypatch):
     cleared = run("cache", "clear", env=env)
     assert cleared.returncode == 0 and \
         cleared.stdout.startswith(f"removed 1 entry ({2 + linked} files, ")
-    assert list(tmp_path.iterdir()) == []
+    # What is left is ptxas's remembered release (toolkit.VERSIONS_FILE), no entry: it is
+    # there when this process ran ptxas for its version (this test alone, not after others).
+    assert [p.name for p in tmp_path.iterdir()] in ([], [toolkit.VERSIONS_FILE])
 
 
 def test_cache_off(monkeypatch):
