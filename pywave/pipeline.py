@@ -135,6 +135,17 @@ class Recorder:
         isolation.stage_finished(stage)       # a compile worker tells its parent
         self._clock = time.perf_counter()
 
+    def kernels_lowered(self, module: "ir.Module", pipeline: str, pipeline_for) -> None:
+        """Between kernel lowering and serialisation (NVIDIA): the dump's NVVM IR, kernel
+        LLVM IR and PTX files; with ``keep_stages``, each ``gpu.module``'s PTX text as the
+        stage ``ptx @NAME`` (also when the binary is a cubin)."""
+        if self.dump:
+            self.dump.kernels_lowered(module, pipeline, pipeline_for)
+        if self.keep_stages:
+            from .kernels import serialise_clone
+            for name, data in serialise_clone(module, pipeline_for("isa")):
+                self.stages[f"ptx @{name}"] = data.rstrip(b"\0").decode(errors="replace")
+
     def keep(self, stage: str, ir_text) -> None:
         """Keep ``ir_text`` (or a module, printed) as the IR of ``stage`` when asked to."""
         if self.keep_stages:
@@ -251,6 +262,8 @@ class Pipeline:
             validate.single_threaded(ctx)
             module = parse.parse(self.text, ctx, filename=self.filename)
             validate.module(module)
+            if self.run_entry is not None:
+                host.check_run_entry(module, self.run_entry)
             rec.done("parse", module)
             bool_args = kernels.widen_bool_memrefs(module)
             run_pipeline(module, kernels.PREPARE_PIPELINE, "preparing the module", self.text)
@@ -263,7 +276,7 @@ class Pipeline:
                 from . import launchers
                 functions += launchers.add_launchers(module, self.text, bool_args)
             rec.done("signatures")
-            target, binaries = self._kernels(module, requested, rec.dump)
+            target, binaries = self._kernels(module, requested, rec)
             rec.done("kernels", module)
             if rec.dump:
                 rec.dump.binaries(binaries)
@@ -283,8 +296,9 @@ class Pipeline:
                          rec.dump.path if rec.dump else None)
 
     def _kernels(self, module: "ir.Module", requested: Target | None,
-                 dumper: "dump.Dump | None") -> tuple[Target, list[Binary]]:
+                 rec: Recorder) -> tuple[Target, list[Binary]]:
         """Assign targets, lower and serialise the kernels, swap in the replacements."""
+        dumper = rec.dump
         from . import kernel_options, kernels
         kernel_options.add_ptxas_arguments(module, self.lowering)
         self._attach_nvvm_targets(module, requested or self.target.found)
@@ -300,7 +314,8 @@ class Pipeline:
             subgroups.lower_subgroup_ops(module)
             fmt = _lowering.image_format(self.format, target.chip, kernels.cuda_toolkit())
             kernels.lower_nvvm(module, fmt=fmt, text=self.text,
-                               observe=dumper.kernels_lowered if dumper else None,
+                               observe=rec.kernels_lowered
+                               if dumper or self.keep_stages else None,
                                options=self.lowering)
             binaries = kernels.collect_binaries(module, target)
         binaries = images.replace(binaries, self.replacements, target)
