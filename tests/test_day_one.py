@@ -287,7 +287,7 @@ def test_unwritable_cache_warns_in_python(tmp_path, monkeypatch):
     monkeypatch.setenv("PYWAVE_CACHE_DIR", str(folder))
     monkeypatch.setattr(cache, "_warned", set())
     with pytest.warns(pywave.ConfigWarning, match=f"compile cache: cannot write .* into "
-                      f"{folder}: {folder} has mode 5[05]5, which does not let its owner "
+                      f"{folder}: {folder} has mode 5[05][05], which does not let its owner "
                       f"create files; fix with chmod u\\+rwx {folder}"):
         mod = pywave.compile(VECTOR_ADD.read_text() + "// unwritable\n", target="sm_90")
     assert mod.functions == ["main"]                     # compiling still works
