@@ -145,8 +145,13 @@ def export(text: str | os.PathLike[str], out_dir: str | os.PathLike, name: str, 
     Raises
     ------
     CompileError
-        A compile failure, a name or host function that is not a C identifier, or a failing
-        C compiler/linker (with its output).
+        A compile failure, a name or host function that is not a C identifier, a name longer
+        than :data:`MAX_NAME` characters, an output folder whose path a .pc file cannot
+        carry (naming the character; :func:`check_output_folder`) or that cannot be created
+        or written, a ``cc`` that is no command line, or a failing C compiler/linker (with
+        its output).
+    TypeError
+        ``cc`` is not a str.
     """
     if not isinstance(name, str) or not _IDENT.match(name):
         raise CompileError(f"export name {name!r} is not a C identifier")
@@ -186,6 +191,9 @@ def export(text: str | os.PathLike[str], out_dir: str | os.PathLike, name: str, 
                                "arguments to export it)")
     _check_names(name, art.host.functions)
     pywave_dir = os.path.dirname(runtime.LIBRARY)
+    if runtime_mode == "link":     # pywave's folder goes into the .pc too
+        check_output_folder(pywave_dir, "pywave's library folder (runtime_mode='link')",
+                            "use runtime_mode='copy', or install pywave in a folder")
     pc_text = pkgconfig(name, out, art.target.chip, filename,
                         None if runtime_mode == "copy" else pywave_dir)
     try:
@@ -260,11 +268,13 @@ _FOLDER_REFUSED = {
 }
 
 
-def check_output_folder(out: str) -> None:
+def check_output_folder(out: str, what: str = "export output folder",
+                        instead: str = "choose a folder") -> None:
     """CompileError naming the first character of the absolute folder ``out`` that a .pc
     file and the flags built from it cannot carry: a control character (a line break would
     add lines to the .pc), one of :data:`_FOLDER_REFUSED`, or a non-ASCII character
-    (pkgconf escapes each such byte in the flags it prints)."""
+    (pkgconf escapes each such byte in the flags it prints). ``what`` names the folder in
+    the message, ``instead`` says what to do."""
     for i, ch in enumerate(out):
         if ch in _FOLDER_REFUSED:
             why = _FOLDER_REFUSED[ch]
@@ -272,9 +282,9 @@ def check_output_folder(out: str) -> None:
             why = "a .pc file and its flags hold printable ASCII only"
         else:
             continue
-        raise CompileError(f"export output folder {out!r} holds {ch!r} at position {i}: "
-                           f"{why}; choose a folder whose path has only printable ASCII "
-                           "without spaces, quotes, backslashes or $#,:*?[")
+        raise CompileError(f"{what} {out!r} holds {ch!r} at position {i}: {why}; {instead} "
+                           "whose path has only printable ASCII without spaces, quotes, "
+                           "backslashes or $#,:*?[")
 
 
 def _cc_command(cc: object) -> list[str]:
