@@ -315,8 +315,8 @@ def _run_config(args: argparse.Namespace) -> int:
 
 def register_config(sub) -> None:
     p = sub.add_parser("config", help="C compiler and linker flags for libwavert",
-                       description="cc app.c $(python -m pywave config --cflags --libs), or "
-                       "PKG_CONFIG_PATH=$(python -m pywave config --pkg-config-path) "
+                       description="cc app.c $(pywave config --cflags --libs), or "
+                       "PKG_CONFIG_PATH=$(pywave config --pkg-config-path) "
                        "pkg-config --cflags --libs libwavert. The flags carry a run path: the "
                        "program starts without LD_LIBRARY_PATH.")
     p.add_argument("--cflags", action="store_true", help="-I of wavert.h")

@@ -356,5 +356,5 @@ def _release(engine: "jit.JitModule | sharedobj.SharedObjectModule", release_ker
     engine.close()
 
 
-__all__ = ["compile", "device_count", "synchronize", "CompiledModule", "CompileError", "ArgumentError",
-           "DeviceError", "Error"]
+__all__ = ["compile", "device_count", "synchronize", "CompiledModule", "CompileError",
+           "ArgumentError", "DeviceError", "Error"]

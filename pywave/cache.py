@@ -9,9 +9,10 @@ Location: ``$PYWAVE_CACHE_DIR``, else ``$XDG_CACHE_HOME/pywave`` (when absolute)
 ``~/.cache/pywave`` (an empty ``$HOME`` counts as unset: the password database's home);
 created 0700, refused (cache disabled, a :class:`~pywave.errors.ConfigWarning`) when group-
 or world-writable or not owned by the user; a folder that cannot be written is a
-ConfigWarning at the first failed write, saying what fixes it. ``PYWAVE_CACHE=0`` disables it. ``PYWAVE_CACHE_MAX_BYTES`` bounds its
-size (default 1 GiB; a byte count such as ``1000000``, ``1e9``, ``512MiB``, ``2GB``: see
-:func:`max_bytes`); the least recently used entries are evicted. A value that cannot be read
+ConfigWarning at the first failed write, saying what fixes it. ``PYWAVE_CACHE=0`` disables
+it. ``PYWAVE_CACHE_MAX_BYTES`` bounds its size (default 1 GiB; a byte count such as
+``1000000``, ``1e9``, ``512MiB``, ``2GB``: see :func:`max_bytes`); the least recently used
+entries are evicted. A value that cannot be read
 is a logged warning naming the variable and the default used, never an error.
 
 An entry is bound to its key: the key is inside the checksummed payload, so a file copied or
