@@ -507,3 +507,24 @@ def test_readme_compile_command_runs_in_the_root():
                            "sm_90"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("target: sm_90 (nvvm)\n")
+
+
+def test_readme_covers_what_a_newcomer_asks():
+    """Item 10: the command table lacked precompile and run, the README compile_many, CUDA
+    graphs, torch.compile, cluster launches, TMA/wgmma and the driver pywave needs."""
+    text = (ROOT / "README.md").read_text()
+    table = text[text.index("| command | does |"):text.index("`-v` logs compile times")]
+    for command in ("`compile ", "`run ", "`precompile ", "`export ", "`info ", "`cache ",
+                    "`config "):
+        assert f"| {command}" in table, command
+    for topic in ("pywave.compile_many(", "**CUDA graphs**", "**`torch.compile`**",
+                  "**Cluster launches**", "**TMA**", "wgmma", "**CUDA driver**",
+                  "CUDA 9.0 or newer", "[LICENSE](LICENSE)"):
+        assert topic in text, topic
+
+
+def test_license_is_the_apache_license_2_0():
+    """pyproject.toml says Apache-2.0; there was no LICENSE file."""
+    text = (ROOT / "LICENSE").read_text()
+    assert "Apache License\n                           Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text and "APPENDIX: How to apply" in text
