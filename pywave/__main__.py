@@ -364,8 +364,6 @@ def _configure_logging(verbosity: int) -> None:
     """pywave's loggers at INFO (-v) or DEBUG (-vv) on stderr; other libraries stay quiet."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(name)s: %(message)s")
-    # ConfigWarnings are logged as well (pywave.errors.warn_config): print them once.
-    warnings.simplefilter("ignore", ConfigWarning)
     if verbosity:
         logging.getLogger("pywave").setLevel(logging.DEBUG if verbosity > 1 else logging.INFO)
 
@@ -375,7 +373,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser().parse_args(argv)
         _configure_logging(args.verbose + args.global_verbose)
-        status = args.handler(args)
+        with warnings.catch_warnings():
+            # ConfigWarnings are logged as well (pywave.errors.warn_config): print them once.
+            warnings.simplefilter("ignore", ConfigWarning)
+            status = args.handler(args)
         sys.stdout.flush()
     except KeyboardInterrupt:
         # Ctrl-C: one line, and the shell's status for a SIGINT death (128 + 2).
