@@ -17,7 +17,8 @@ real driver and torch replace). --annotate DIR keeps the callgrind files there f
 callgrind_annotate (e.g. ``callgrind_annotate --inclusive=yes DIR/exchange3.11000``).
 
 Needs valgrind, a C compiler and the stand-in: meson setup build/tests -Dtests=true && ninja -C
-build/tests (WAVERT_CUDA_LIBRARY is set to it for the runs).
+build/tests (WAVERT_CUDA_LIBRARY is set to it for the runs). Without one of them it says which
+and exits with status 77 (skipped), measuring nothing.
 """
 
 from __future__ import annotations
@@ -38,6 +39,17 @@ ROOT = HERE.parent
 LOG = logging.getLogger("bench.launch_instructions")
 CASES = ("empty", "exchange3")
 CALLS = (1000, 11000)
+#: Exit status when this machine cannot run the benchmark (automake's "skipped").
+SKIPPED = 77
+
+
+def missing_tools() -> list[str]:
+    """What this machine lacks to run the benchmark: valgrind's callgrind tools and a C
+    compiler, each with what provides it."""
+    import shutil
+    needed = {"valgrind": "valgrind (apt-get install valgrind)",
+              "callgrind_annotate": "callgrind_annotate (valgrind)", "cc": "a C compiler (cc)"}
+    return [what for tool, what in needed.items() if shutil.which(tool) is None]
 
 
 def build_standin(out_dir: Path) -> Path:
@@ -150,12 +162,18 @@ def main() -> None:
     parser.add_argument("--annotate", default=None, help="keep the callgrind files here")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    lacking = missing_tools()
+    if lacking:
+        LOG.error("bench/launch_instructions.py: needs %s; nothing measured",
+                  ", ".join(lacking))
+        raise SystemExit(SKIPPED)
     sys.path.insert(0, str(ROOT / "tests"))
     from conftest import fake_driver
     fake = fake_driver()
     if fake is None:
-        raise SystemExit("the driver stand-in is not built (meson setup build/tests "
-                         "-Dtests=true && ninja -C build/tests)")
+        LOG.error("bench/launch_instructions.py: the driver stand-in is not built (meson "
+                  "setup build/tests -Dtests=true && ninja -C build/tests); nothing measured")
+        raise SystemExit(SKIPPED)
     out_dir = Path(args.annotate or tempfile.mkdtemp(prefix="pywave-instructions-"))
     out_dir.mkdir(parents=True, exist_ok=True)
     standin = build_standin(out_dir)

@@ -9,32 +9,52 @@ from __future__ import annotations
 import logging
 
 from ._version import __version__
-from .errors import ArgumentError, CompileError, DeviceError, Error, NotBuiltError
+from .errors import (ArgumentError, CompileError, ConfigWarning, DeviceError, Error,
+                     NotBuiltError)
 
 
 def _check_built() -> None:
     """Raise NotBuiltError, saying how to fix it, when the C extensions are missing: pywave
     imported from a source tree that was never built (running Python in the repository root
-    imports ``./pywave`` before an installed copy)."""
+    imports ``./pywave`` before an installed copy). From the command line (``python -m
+    pywave``, the ``pywave`` script) the same message is one ``error:`` line and exit
+    status 1, not a traceback."""
     from . import layout
     try:
         from . import _libwavert, _native  # noqa: F401
     except ImportError:
         import os
         here = os.path.dirname(os.path.abspath(__file__))
-        raise NotBuiltError(
+        message = (
             f"pywave at {here} has no built C extensions (pywave._libwavert, pywave._native)"
-            ". If pywave is installed, "
-            "Python found this source tree first (the current directory is the repository "
-            f"root): run from another folder. Otherwise {layout.REBUILD_HINT}") from None
+            ". If pywave is installed, Python found this source tree first because the "
+            "current directory is the repository root: run from another folder, or use the "
+            "`pywave` command or `python3 -P -m pywave` (Python 3.11+), which do not look in "
+            f"the current directory. Otherwise {layout.REBUILD_HINT}")
+        if _command_line():
+            raise SystemExit(f"error: {message}")
+        raise NotBuiltError(message) from None
+
+
+def _command_line() -> bool:
+    """pywave is being imported to run its command line: ``python -m pywave ...`` (while
+    runpy imports the package, ``sys.argv[0]`` is ``-m``) or the ``pywave`` script."""
+    import os
+    import sys
+    argv = getattr(sys, "orig_argv", [])
+    if sys.argv[:1] == ["-m"] and "-m" in argv[:-1]:
+        module = argv[argv.index("-m") + 1]
+        return module == "pywave" or module.startswith("pywave.")
+    return bool(sys.argv) and os.path.basename(sys.argv[0]) == "pywave"
 
 
 _check_built()
 
-from .api import CompiledModule, compile, synchronize  # noqa: E402
+from .api import CompiledModule, compile, device_count, synchronize  # noqa: E402
 
-__all__ = ["compile", "compile_many", "CompileManyError", "export", "synchronize", "CompiledModule", "Error", "CompileError",
-           "ArgumentError", "DeviceError", "NotBuiltError", "ExecutionEngine", "__version__"]
+__all__ = ["compile", "compile_many", "CompileManyError", "export", "synchronize",
+           "device_count", "CompiledModule", "Error", "CompileError", "ArgumentError",
+           "DeviceError", "NotBuiltError", "ConfigWarning", "ExecutionEngine", "__version__"]
 
 logging.getLogger("pywave").addHandler(logging.NullHandler())
 

@@ -22,9 +22,12 @@
 - ``--version``.
 
 Each subcommand is a function adding its parser to the subparsers and setting
-``handler=function(args) -> exit status`` (:data:`COMMANDS`); :func:`parser` gives each ``-v``. Exit status: 0 on success, 1 for
-a pywave error or an unreadable file (one ``error:`` line on stderr, no traceback), 2 for a
-usage error, 141 when stdout is closed early (``| head``).
+``handler=function(args) -> exit status`` (:data:`COMMANDS`); :func:`parser` gives each
+``-v``, which may also come before the subcommand. ``compile``, ``export`` and ``run`` read
+standard input for the file ``-``. Exit status: 0 on success, 1 for a pywave error or an
+unreadable file (one ``error:`` line on stderr, no traceback), 2 for a usage error, 130 for
+Ctrl-C (one line), 141 when stdout is closed early (``| head``). ConfigWarnings are printed
+once, through the log.
 """
 
 from __future__ import annotations
@@ -33,13 +36,15 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 import time
+import warnings
 from typing import Callable
 
 from ._version import __version__
-from .errors import Error
-from .source import read_mlir
+from .errors import ConfigWarning, Error
+from .source import read_input
 
 log = logging.getLogger("pywave")
 
@@ -67,7 +72,7 @@ def _summary(artifacts, show_ir: bool) -> str:
         lines.append(f"dumped into: {artifacts.dump_path}")
     if show_ir:
         for stage, text in artifacts.stages.items():
-            lines += [f"// ----- {stage} -----", text]
+            lines += [f"// ----- {stage} -----", elide_blobs(text)]
     return "\n".join(lines)
 
 
@@ -106,6 +111,28 @@ def write_images(binaries, output: str) -> list[str]:
     return paths
 
 
+#: A quoted string literal of MLIR or LLVM IR at least this long (characters, escapes
+#: included) is a binary blob (cubin, fatbin, embedded PTX) for :func:`elide_blobs`.
+BLOB_CHARS = 512
+_LITERAL = re.compile(r'"((?:[^"\\\n]|\\.){%d,})"' % BLOB_CHARS)
+_LITERAL_CHAR = re.compile(r"\\[0-9A-Fa-f]{2}|\\.|.", re.S)
+_HEX_BLOB = re.compile(r"0x(?:[0-9A-Fa-f]{2})+")
+
+
+def elide_blobs(text: str) -> str:
+    """``text`` with each long string literal (a kernel image inside ``gpu.binary``, an LLVM
+    global, a ``dense<"0x...">`` hex blob) replaced by ``"<N bytes elided>"``, N its length
+    in bytes (MLIR and LLVM write a byte as ``\\XX``): --print-ir shows the PTX as text of
+    its own."""
+    return _LITERAL.sub(lambda m: f'"<{_literal_bytes(m.group(1))} bytes elided>"', text)
+
+
+def _literal_bytes(inner: str) -> int:
+    if _HEX_BLOB.fullmatch(inner):
+        return (len(inner) - 2) // 2
+    return len(_LITERAL_CHAR.findall(inner))
+
+
 def _binaries(specs: list[str]) -> dict[str, str]:
     out = {}
     for spec in specs:
@@ -118,7 +145,7 @@ def _binaries(specs: list[str]) -> dict[str, str]:
 
 
 def _add_compile_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file")
+    p.add_argument("file", help="MLIR file ('-' reads standard input)")
     p.add_argument("--target", help="chip, e.g. sm_90, or several: sm_80,sm_90 (one fatbin "
                    "per gpu.module); default: the GPU's")
     p.add_argument("--format", default="auto", choices=["auto", "cubin", "ptx", "fatbin"])
@@ -130,14 +157,14 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
 
 def _run_compile(args: argparse.Namespace) -> int:
     from . import isolation, pipeline, run
-    text = read_mlir(args.file)
+    text, filename = read_input(args.file)
     started = time.perf_counter()
     artifacts = isolation.artifacts(pipeline.Pipeline(
         text, target=args.target, opt_level=args.opt_level, format=args.format,
-        filename=args.file, replacements=_binaries(args.binary),
+        filename=filename, replacements=_binaries(args.binary),
         keep_stages=args.print_ir, dump_dir=args.dump_dir,
         lowering=run.lowering_options(args), passes=args.passes))
-    log.info("compiled %s for %s in %.1f ms", args.file, artifacts.target.chip,
+    log.info("compiled %s for %s in %.1f ms", filename, artifacts.target.chip,
              (time.perf_counter() - started) * 1e3)
     print(_summary(artifacts, args.print_ir))
     if args.output is not None:
@@ -163,11 +190,11 @@ def register_compile(sub) -> None:
 
 def _run_export(args: argparse.Namespace) -> int:
     from . import c_export, run
-    text = read_mlir(args.file)
+    text, filename = read_input(args.file)
     done = c_export.export(text, args.output, args.name, target=args.target,
                            opt_level=args.opt_level, format=args.format,
                            binaries=_binaries(args.binary), runtime_mode=args.runtime,
-                           filename=args.file, lowering=run.lowering_options(args),
+                           filename=filename, lowering=run.lowering_options(args),
                            passes=args.passes)
     print(f"target: {done.target}\nlibrary: {done.library}\nheader: {done.header}\n"
           f"pkg-config: {done.pkgconfig}\nentry points: {', '.join(done.functions)}")
@@ -238,9 +265,13 @@ def _run_precompile(args: argparse.Namespace) -> int:
     files = _mlir_files(args.paths)
     if not files:
         raise Error(f"precompile: no .mlir files in {', '.join(args.paths)}")
-    if cache.directory() is None:
+    root = cache.directory()
+    if root is None:
         raise Error("precompile: the disk compile cache is off or unusable ($PYWAVE_CACHE, "
                     "$PYWAVE_CACHE_DIR): there is nothing to fill")
+    why = cache.unwritable(root)
+    if why:
+        raise Error(f"precompile: cannot write into the compile cache folder: {why}")
     started = time.perf_counter()
     outcomes = many.run([pathlib.Path(f) for f in files], jobs=args.jobs, load=False,
                         target=args.target, opt_level=args.opt_level, format=args.format,
@@ -283,8 +314,8 @@ def register_precompile(sub) -> None:
 # ----------------------------------------------------------------------------------------------
 
 def _size(n: int) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
             return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
         n /= 1024
     raise AssertionError("unreachable")
@@ -368,8 +399,8 @@ def _run_config(args: argparse.Namespace) -> int:
 
 def register_config(sub) -> None:
     p = sub.add_parser("config", help="C compiler and linker flags for libwavert",
-                       description="cc app.c $(python -m pywave config --cflags --libs), or "
-                       "PKG_CONFIG_PATH=$(python -m pywave config --pkg-config-path) "
+                       description="cc app.c $(pywave config --cflags --libs), or "
+                       "PKG_CONFIG_PATH=$(pywave config --pkg-config-path) "
                        "pkg-config --cflags --libs libwavert. The flags carry a run path: the "
                        "program starts without LD_LIBRARY_PATH.")
     p.add_argument("--cflags", action="store_true", help="-I of wavert.h")
@@ -398,6 +429,11 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="pywave", description="Run GPU programs written in "
                                   "upstream MLIR: compile, export for C, inspect.")
     top.add_argument("--version", action="version", version=f"pywave {__version__}")
+    # -v before the subcommand (`pywave -v compile ...`); a subcommand's own -v adds to it
+    # (a separate dest: argparse lets a subparser's default overwrite the top level's value).
+    top.add_argument("-v", "--verbose", dest="global_verbose", action="count", default=0,
+                     help="-v: compile times and cache hits (INFO); -vv: every stage and tool "
+                          "found (DEBUG); also accepted after the command")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for register in COMMANDS:
         register(sub)
@@ -417,11 +453,19 @@ def _configure_logging(verbosity: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    _configure_logging(args.verbose)
+    """Run the command line ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     try:
-        status = args.handler(args)
+        args = parser().parse_args(argv)
+        _configure_logging(args.verbose + args.global_verbose)
+        with warnings.catch_warnings():
+            # ConfigWarnings are logged as well (pywave.errors.warn_config): print them once.
+            warnings.simplefilter("ignore", ConfigWarning)
+            status = args.handler(args)
         sys.stdout.flush()
+    except KeyboardInterrupt:
+        # Ctrl-C: one line, and the shell's status for a SIGINT death (128 + 2).
+        print("pywave: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         # The reader left (`| head`): stop quietly, and keep the exit-time flush of the
         # remaining buffer from raising again.

@@ -23,7 +23,7 @@ from . import cache, jit, kernel_api, pipeline, runtime, sharedobj, validate
 from .errors import ArgumentError, CompileError, DeviceError, Error
 from .lowering import LoweringOptions, options_of
 from .pipeline import Artifacts
-from .source import MlirModule, text_and_name
+from .source import MlirModule, text_and_name, with_path_hint
 from .program import BACKENDS, PACKED_PREFIX, RELEASE_KERNELS, Binary, Program
 
 log = logging.getLogger("pywave")
@@ -33,6 +33,25 @@ log = logging.getLogger("pywave")
 _memory: "weakref.WeakValueDictionary[tuple[str, str], CompiledModule]" = \
     weakref.WeakValueDictionary()
 _memory_lock = threading.Lock()
+
+
+def device_count() -> int:
+    """Number of GPUs pywave can launch on: the CUDA GPUs, else (none) the HIP GPUs; 0 when
+    no GPU or no driver is present. Needs no GPU and never raises for a missing driver.
+
+    Raises
+    ------
+    DeviceError
+        A driver is present but fails to answer (its message)."""
+    for backend in BACKENDS.values():
+        count = runtime.device_count(backend.device_type)
+        if count:
+            return count
+    return 0
+
+
+#: The largest device ordinal libwavert takes (``int32_t``).
+MAX_DEVICE = 2**31 - 1
 
 
 def synchronize(device: int = 0) -> None:
@@ -54,11 +73,14 @@ def synchronize(device: int = 0) -> None:
         After a kernel fault CUDA poisons the GPU's context for the rest of the process:
         restart the process to use that GPU again.
     ArgumentError
-        ``device`` is not a non-negative int.
+        ``device`` is not an int in 0..2**31-1 (libwavert's device ordinals are int32).
     """
     if isinstance(device, bool) or not isinstance(device, int) or device < 0:
         raise ArgumentError(f"synchronize(): device must be a GPU ordinal (int >= 0), "
                             f"got {device!r}")
+    if device > MAX_DEVICE:
+        raise ArgumentError(f"synchronize(): device {device} is out of range; GPU ordinals "
+                            f"are at most {MAX_DEVICE} (int32)")
     for backend in BACKENDS.values():
         if runtime.device_count(backend.device_type):
             runtime.synchronize(backend.device_type, device)
@@ -186,7 +208,13 @@ def compile(text: "str | os.PathLike[str] | MlirModule", *,
     how = "disk cache hit"
     if module is None:
         from . import isolation   # a warm start neither imports it nor starts a worker
-        program = isolation.program(compiler, isolate=isolate, timeout=timeout)
+        try:
+            program = isolation.program(compiler, isolate=isolate, timeout=timeout)
+        except CompileError as exc:
+            hinted = with_path_hint(exc, text)
+            if hinted is exc:
+                raise
+            raise hinted from exc
         if disk_cache:
             program = cache.store(cache_key, program)   # with its pre-linked host code
         how = "compiled (cache miss)" if disk_cache and not dumping else "compiled (cache off)"
@@ -398,5 +426,5 @@ def _release(engine: "jit.JitModule | sharedobj.SharedObjectModule", release_ker
     engine.close()
 
 
-__all__ = ["compile", "synchronize", "CompiledModule", "CompileError", "ArgumentError",
-           "DeviceError", "Error"]
+__all__ = ["compile", "device_count", "synchronize", "CompiledModule", "CompileError",
+           "ArgumentError", "DeviceError", "Error"]

@@ -55,7 +55,7 @@ from .errors import CompileError
 from .lowering import LoweringOptions, options_of
 from .program import (DYNAMIC, PACKED_PREFIX, RELEASE_KERNELS, SIGNLESS, WAVE_CONVENTION,
                       HostSignature, Target)
-from .source import MlirModule, text_and_name
+from .source import MlirModule, text_and_name, with_path_hint
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: Keywords of C (C11 and C23) and C++ (the header is usable from both).
@@ -149,23 +149,42 @@ def export(text: "str | os.PathLike[str] | MlirModule", out_dir: str | os.PathLi
     Raises
     ------
     CompileError
-        A compile failure, a name or host function that is not a C identifier, or a failing
-        C compiler/linker (with its output).
+        A compile failure, a name or host function that is not a C identifier, a name longer
+        than :data:`MAX_NAME` characters, an output folder whose path a .pc file cannot
+        carry (naming the character; :func:`check_output_folder`) or that cannot be created
+        or written, a ``cc`` that is no command line, or a failing C compiler/linker (with
+        its output).
+    TypeError
+        ``cc`` is not a str.
     """
     if not isinstance(name, str) or not _IDENT.match(name):
         raise CompileError(f"export name {name!r} is not a C identifier")
+    if len(name) > MAX_NAME:
+        raise CompileError(f"export name {name[:20]}... is {len(name)} characters long; at "
+                           f"most {MAX_NAME} fit in the file name {name[:8]}..._wrapper.c "
+                           f"({NAME_MAX} bytes per file name)")
     _check_names(name, ())
     if runtime_mode not in ("copy", "link"):
         raise CompileError(f"runtime_mode must be 'copy' or 'link', got {runtime_mode!r}")
+    # Absolute paths: a folder named "-foo" can never read as a compiler option.
+    out = os.path.abspath(os.fspath(out_dir))
+    check_output_folder(out)
+    compiler = _cc_command(cc)
     if not os.path.exists(runtime.LIBRARY):
         raise CompileError(f"libwavert.so is missing from the pywave package "
                            f"({runtime.LIBRARY}); install pywave (pip install . or meson "
                            "install) before exporting")
     text, path = text_and_name(text)
     filename = path if filename == "<input>" else filename
-    art = isolation.artifacts(pipeline.Pipeline(
-        text, target=target, opt_level=opt_level, format=format, filename=filename,
-        replacements=binaries, library=True, lowering=options_of(lowering), passes=passes))
+    try:
+        art = isolation.artifacts(pipeline.Pipeline(
+            text, target=target, opt_level=opt_level, format=format, filename=filename,
+            replacements=binaries, library=True, lowering=options_of(lowering), passes=passes))
+    except CompileError as exc:
+        hinted = with_path_hint(exc, text)
+        if hinted is exc:
+            raise
+        raise hinted from exc
     for fn in art.host.functions:
         if not _IDENT.match(fn.name):
             raise CompileError(f"host function @{fn.name} is not a C identifier; rename it "
@@ -175,32 +194,25 @@ def export(text: "str | os.PathLike[str] | MlirModule", out_dir: str | os.PathLi
                                "points return only a status (write results into memref "
                                "arguments to export it)")
     _check_names(name, art.host.functions)
-    # Absolute paths: a folder named "-foo" can never read as a compiler option.
-    out = os.path.abspath(os.fspath(out_dir))
-    os.makedirs(out, exist_ok=True)
-    files = {
-        f"{name}.h": header(name, art.host.functions, art.target),
-        f"{name}_wrapper.c": wrapper(name, art.host.functions, art.target),
-    }
-    for fname, content in files.items():
-        with open(os.path.join(out, fname), "w", encoding="utf-8") as fh:
-            fh.write(content)
-    host_o = os.path.join(out, f"{name}_host.o")
-    with open(host_o, "wb") as fh:
-        fh.write(art.object_code)
-    for runtime_header in ("wavert.h", "wavert_jit.h"):
-        shutil.copyfile(_wavert_header(runtime_header), os.path.join(out, runtime_header))
     pywave_dir = os.path.dirname(runtime.LIBRARY)
-    if runtime_mode == "copy":
-        shutil.copyfile(runtime.LIBRARY, os.path.join(out, "libwavert.so"))
-        libdir, rpath = out, "$ORIGIN"
-    else:
-        libdir = rpath = pywave_dir
+    if runtime_mode == "link":     # pywave's folder goes into the .pc too
+        check_output_folder(pywave_dir, "pywave's library folder (runtime_mode='link')",
+                            "use runtime_mode='copy', or install pywave in a folder")
+    pc_text = pkgconfig(name, out, art.target.chip, filename,
+                        None if runtime_mode == "copy" else pywave_dir)
+    try:
+        _write_inputs(out, name, art, runtime_mode)
+    except OSError as exc:
+        raise CompileError(f"export: cannot write into the output folder {out}: "
+                           f"{exc.strerror or exc}"
+                           + (f" ({exc.filename})" if exc.filename else "")) from None
+    libdir, rpath = (out, "$ORIGIN") if runtime_mode == "copy" else (pywave_dir, pywave_dir)
     library = os.path.join(out, f"lib{name}.so")
+    host_o = os.path.join(out, f"{name}_host.o")
     # libwavert by path (recorded by its soname); the run path as DT_RPATH, which the loader
     # searches before LD_LIBRARY_PATH (DT_RUNPATH comes after it), passed to the linker
     # verbatim (-Xlinker: a comma in the path is not split).
-    command = shlex.split(cc or os.environ.get("CC") or "cc") + [
+    command = compiler + [
         "-shared", "-fPIC", "-O2", "-std=c11", "-fvisibility=hidden", "-I", out,
         "-o", library, os.path.join(out, f"{name}_wrapper.c"), host_o,
         os.path.join(libdir, "libwavert.so"), "-Wl,--disable-new-dtags",
@@ -214,11 +226,100 @@ def export(text: "str | os.PathLike[str] | MlirModule", out_dir: str | os.PathLi
         raise CompileError(f"linking lib{name}.so failed ({shlex.join(command)}):\n"
                            f"{proc.stderr.strip() or 'no library was written'}")
     pc = os.path.join(out, f"{name}.pc")
-    with open(pc, "w", encoding="utf-8") as fh:
-        fh.write(pkgconfig(name, out, art.target.chip, filename,
-                           None if runtime_mode == "copy" else pywave_dir))
+    try:
+        with open(pc, "w", encoding="ascii") as fh:
+            fh.write(pc_text)
+    except OSError as exc:
+        raise CompileError(f"export: cannot write {pc}: {exc.strerror or exc}") from None
     return Export(library, os.path.join(out, f"{name}.h"), pc,
                   tuple(f"{name}_{fn.name}" for fn in art.host.functions), art.target.chip)
+
+
+def _write_inputs(out: str, name: str, art: "pipeline.Artifacts", runtime_mode: str) -> None:
+    """Create ``out`` and write the link's inputs there: header, wrapper, host object, the
+    runtime headers and (``copy`` mode) libwavert.so. OSError as the system raises it."""
+    os.makedirs(out, exist_ok=True)
+    files = {
+        f"{name}.h": header(name, art.host.functions, art.target),
+        f"{name}_wrapper.c": wrapper(name, art.host.functions, art.target),
+    }
+    for fname, content in files.items():
+        with open(os.path.join(out, fname), "w", encoding="utf-8") as fh:
+            fh.write(content)
+    with open(os.path.join(out, f"{name}_host.o"), "wb") as fh:
+        fh.write(art.object_code)
+    for runtime_header in ("wavert.h", "wavert_jit.h"):
+        shutil.copyfile(_wavert_header(runtime_header), os.path.join(out, runtime_header))
+    if runtime_mode == "copy":
+        shutil.copyfile(runtime.LIBRARY, os.path.join(out, "libwavert.so"))
+
+
+#: Longest file name of the system (bytes); the longest file an export writes is
+#: ``<name>_wrapper.c``.
+NAME_MAX = 255
+MAX_NAME = NAME_MAX - len("_wrapper.c")
+
+#: Characters an output folder cannot hold, and why: the folder goes into ``<name>.pc``'s
+#: ``prefix``, and from there into the flags that ``cc app.c $(pkg-config --libs NAME)``
+#: passes through the shell and the linker.
+_FOLDER_REFUSED = {
+    **dict.fromkeys(" \t\"'\\", "the shell splits or quotes pkg-config's flags on it"),
+    **dict.fromkeys("*?[", "the shell expands it as a pattern in pkg-config's flags"),
+    "$": "pkg-config expands it as a variable and the dynamic loader as a run-path token",
+    "#": "it starts a comment in a .pc file",
+    ",": "it splits -Wl,-rpath,FOLDER linker options",
+    ":": "it separates folders in a run path",
+}
+
+
+def check_output_folder(out: str, what: str = "export output folder",
+                        instead: str = "choose a folder") -> None:
+    """CompileError naming the first character of the absolute folder ``out`` that a .pc
+    file and the flags built from it cannot carry: a control character (a line break would
+    add lines to the .pc), one of :data:`_FOLDER_REFUSED`, or a non-ASCII character
+    (pkgconf escapes each such byte in the flags it prints). ``what`` names the folder in
+    the message, ``instead`` says what to do."""
+    for i, ch in enumerate(out):
+        if ch in _FOLDER_REFUSED:
+            why = _FOLDER_REFUSED[ch]
+        elif not " " <= ch <= "~":
+            why = "a .pc file and its flags hold printable ASCII only"
+        else:
+            continue
+        raise CompileError(f"{what} {out!r} holds {ch!r} at position {i}: {why}; {instead} "
+                           "whose path has only printable ASCII without spaces, quotes, "
+                           "backslashes or $#,:*?[")
+
+
+def _cc_command(cc: object) -> list[str]:
+    """The C compiler command: ``cc`` (default ``$CC``, else ``cc``) split as a shell would;
+    CompileError when it is not a str or cannot be split (an unclosed quote)."""
+    if cc is not None and not isinstance(cc, str):
+        raise TypeError(f"cc must be a command (str), got {type(cc).__name__}")
+    value = cc or os.environ.get("CC") or "cc"
+    where = "cc" if cc else "$CC" if os.environ.get("CC") else "cc"
+    try:
+        command = shlex.split(value)
+    except ValueError as exc:
+        raise CompileError(f"export: {where}={value!r} is not a command line: {exc}") from None
+    if not command:
+        raise CompileError(f"export: {where}={value!r} names no C compiler")
+    return command
+
+
+def _pc_text(text: str) -> str:
+    """``text`` for a free-text .pc field: printable ASCII kept, except ``$`` (a variable),
+    ``#`` (a comment) and the backslash; every other character (line breaks, non-ASCII, an
+    undecodable byte of a file name) written as its code in Python's escapes (``\\x0a``,
+    ``\\xe9``, ``\\udcff``)."""
+    return "".join(ch if " " <= ch <= "~" and ch not in "$#\\" else _escape(ch)
+                   for ch in text)
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else \
+        f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def _wavert_header(filename: str) -> str:
@@ -537,7 +638,9 @@ def _wave_entry(name: str, fn: HostSignature) -> list[str]:
 
 def pkgconfig(name: str, out_dir: str, chip: str, source: str, pywave_dir: str | None) -> str:
     """The text of ``<name>.pc``. Paths are absolute (``${pcfiledir}`` would give programs
-    a relative rpath when PKG_CONFIG_PATH is relative): re-export after moving the folder."""
+    a relative rpath when PKG_CONFIG_PATH is relative): re-export after moving the folder.
+    ``out_dir`` passed :func:`check_output_folder`; the source's file name is escaped
+    (:func:`_pc_text`), so the text is ASCII and its lines are the ones written here."""
     # DT_RPATH (--disable-new-dtags): the program finds the export's libwavert before any
     # on LD_LIBRARY_PATH.
     libs = "-L${libdir} -l" + name + " -lwavert -Wl,--disable-new-dtags -Wl,-rpath,${libdir}"
@@ -546,7 +649,8 @@ def pkgconfig(name: str, out_dir: str, chip: str, source: str, pywave_dir: str |
     return "\n".join([
         f"prefix={os.path.abspath(out_dir)}", "libdir=${prefix}", "includedir=${prefix}", "",
         f"Name: {name}",
-        f"Description: pywave ahead-of-time export of {os.path.basename(source)} for {chip}",
+        f"Description: pywave ahead-of-time export of {_pc_text(os.path.basename(source))} "
+        f"for {chip}",
         f"Version: {__version__}",
         "Cflags: -I${includedir}",
         f"Libs: {libs}", ""])

@@ -5,11 +5,14 @@ An on-disk entry holds everything a call needs (kernel binaries, host object cod
 functions' signatures, stored by field name), so a warm start in a new process loads it
 without importing MLIR.
 
-Location: ``$PYWAVE_CACHE_DIR``, else ``$XDG_CACHE_HOME/pywave``, else ``~/.cache/pywave``;
-created 0700, refused (cache disabled, warning logged) when group- or world-writable or not
-owned by the user. ``PYWAVE_CACHE=0`` disables it. ``PYWAVE_CACHE_MAX_BYTES`` bounds its
-size (default 1 GiB; a byte count such as ``1000000``, ``1e9``, ``512MiB``, ``2GB``: see
-:func:`max_bytes`); the least recently used entries are evicted. A value that cannot be read
+Location: ``$PYWAVE_CACHE_DIR``, else ``$XDG_CACHE_HOME/pywave`` (when absolute), else
+``~/.cache/pywave`` (an empty ``$HOME`` counts as unset: the password database's home);
+created 0700, refused (cache disabled, a :class:`~pywave.errors.ConfigWarning`) when group-
+or world-writable or not owned by the user; a folder that cannot be written is a
+ConfigWarning at the first failed write, saying what fixes it. ``PYWAVE_CACHE=0`` disables
+it. ``PYWAVE_CACHE_MAX_BYTES`` bounds its size (default 1 GiB; a byte count such as
+``1000000``, ``1e9``, ``512MiB``, ``2GB``: see :func:`max_bytes`); the least recently used
+entries are evicted. A value that cannot be read
 is a logged warning naming the variable and the default used, never an error.
 
 An entry is one file, ``<key>.pwc``, holding everything of its program: kernel images, host
@@ -50,6 +53,7 @@ import threading
 import time
 from typing import Any
 
+from .errors import warn_config
 from .program import (BACKENDS, FORMATS, PYWAVE_CONVENTION, WAVE_CONVENTION, Binary,
                       HostSignature, KernelInfo, Param, Program, Target)
 
@@ -135,23 +139,87 @@ def key(text: str, options: str) -> str:
 
 
 def directory() -> str | None:
-    """The cache directory (created), or None when disabled or unsafe."""
+    """The cache directory (created), or None when disabled or unsafe (a
+    :class:`~pywave.errors.ConfigWarning` says why, once per folder and reason). A folder
+    this process cannot write into is still returned (its entries can be read); writes then
+    fail with a warning (:func:`write_atomic`) and :func:`unwritable` says why beforehand."""
     if not _cache_enabled():
         return None
-    path = os.environ.get("PYWAVE_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-        "pywave")
+    path = os.environ.get("PYWAVE_CACHE_DIR") or _default_root()
+    if path is None:
+        _warn_config("no-home", "compile cache disabled: no home folder ($HOME is empty or "
+                     "unset and the password database has none); set PYWAVE_CACHE_DIR")
+        return None
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
         st = os.stat(path)
     except OSError as exc:
-        log.warning("compile cache disabled: cannot create %s: %s", path, exc)
+        _warn_config(path, f"compile cache disabled: cannot create {path}: "
+                     f"{exc.strerror or exc}")
         return None
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or st.st_uid != os.geteuid():
-        log.warning("compile cache disabled: %s is writable by others or not owned by this "
-                    "user (mode %o); fix with chmod 700", path, stat.S_IMODE(st.st_mode))
+    if st.st_uid != os.geteuid():
+        _warn_config(path, f"compile cache disabled: {path} belongs to {_user(st.st_uid)}, "
+                     f"not to {_user(os.geteuid())} who runs pywave (its owner could plant "
+                     "entries to run); set PYWAVE_CACHE_DIR to a folder of your own")
+        return None
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        _warn_config(path, f"compile cache disabled: {path} is writable by its group or "
+                     f"others (mode {stat.S_IMODE(st.st_mode):o}), who could plant entries "
+                     f"to run; fix with chmod go-w {path}")
         return None
     return path
+
+
+def _default_root() -> str | None:
+    """``$XDG_CACHE_HOME/pywave`` (an absolute path, as the XDG specification wants), else
+    ``<home>/.cache/pywave``: ``$HOME`` when set and not empty, else the password database's
+    home of this user; None without either."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if os.path.isabs(xdg):
+        return os.path.join(xdg, "pywave")
+    home = os.environ.get("HOME", "")
+    if not home:
+        import pwd
+        try:
+            home = pwd.getpwuid(os.geteuid()).pw_dir
+        except KeyError:
+            home = ""
+    return os.path.join(home, ".cache", "pywave") if home else None
+
+
+def _user(uid: int) -> str:
+    """``name (uid N)``, or ``uid N`` when the password database does not know it."""
+    import pwd
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def unwritable(path: str) -> str | None:
+    """Why this process cannot create files in the cache folder ``path``, with what fixes it
+    (the owner's mode bits, or another folder when it is not the user's); None when it can."""
+    if os.access(path, os.W_OK | os.X_OK):
+        return None
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return f"{path}: {exc.strerror or exc}"
+    if st.st_uid != os.geteuid():
+        return (f"{path} belongs to {_user(st.st_uid)}, not to {_user(os.geteuid())} who "
+                "runs pywave; set PYWAVE_CACHE_DIR to a folder of your own")
+    if st.st_mode & (stat.S_IWUSR | stat.S_IXUSR) != (stat.S_IWUSR | stat.S_IXUSR):
+        return (f"{path} has mode {stat.S_IMODE(st.st_mode):o}, which does not let its owner "
+                f"create files; fix with chmod u+rwx {path}")
+    return f"{path} is not writable (a read-only file system?)"
+
+
+def _warn_config(what: str, message: str) -> None:
+    """Issue ``message`` as a ConfigWarning once per process and ``what``."""
+    if ("config", what) in _warned:
+        return
+    _warned.add(("config", what))
+    warn_config(log, message, stacklevel=4)
 
 
 _OFF = ("0", "false", "no", "off")
@@ -468,19 +536,20 @@ _writes = 0
 _writes_lock = threading.Lock()
 
 
-def store(cache_key: str, program: Program) -> Program:
+def store(cache_key: str, program: Program) -> Program | None:
     """Write the entry of ``program`` atomically, its host code pre-linked into its
     ``shared_object`` first when it has none and a C compiler is present
     (:func:`pywave.sharedobj.link`); evict least recently used entries over the bound (on
-    the first write of the process and every EVICT_EVERY writes after). A failed write
-    (disk full, a directory where the entry goes) is logged and leaves no temporary file.
+    the first write of the process and every EVICT_EVERY writes after).
 
-    Returns the program as stored: with its ``shared_object`` when one was linked (the
-    caller loads that one), ``program`` itself when the cache is off.
+    Returns the program as stored (with its ``shared_object`` when one was linked: the
+    caller loads that one), or None when no entry was written: the cache is off, the entry
+    is over MAX_FILE_BYTES, or the write failed (disk full, a folder that cannot be written:
+    a ConfigWarning, see :func:`write_atomic`); a failed write leaves no temporary file.
     """
     root = directory()
     if root is None:
-        return program
+        return None
     if program.shared_object is None:
         from . import sharedobj
         shared = sharedobj.link(program.object_code)   # for warm starts without llvmlite
@@ -490,9 +559,9 @@ def store(cache_key: str, program: Program) -> Program:
     if len(data) > MAX_FILE_BYTES:
         log.warning("compile cache: not storing %s: %d bytes, over the limit of %d bytes",
                     cache_key, len(data), MAX_FILE_BYTES)
-        return program
+        return None
     if not write_atomic(root, cache_key + ".pwc", data):
-        return program
+        return None
     global _writes
     with _writes_lock:
         _writes += 1
@@ -504,8 +573,9 @@ def store(cache_key: str, program: Program) -> Program:
 
 def write_atomic(root: str, name: str, data: bytes) -> bool:
     """Write ``root/name`` atomically (a temporary file in ``root``, then a rename); False
-    when it fails (logged; disk full, a directory where the file goes), leaving no
-    temporary file."""
+    when it fails (disk full, a directory where the file goes, a folder this process cannot
+    write into: a ConfigWarning once per folder, with :func:`unwritable`'s hint where it
+    applies), leaving no temporary file."""
     import tempfile
     tmp = None
     try:
@@ -516,7 +586,9 @@ def write_atomic(root: str, name: str, data: bytes) -> bool:
         tmp = None
         return True
     except OSError as exc:
-        log.warning("compile cache: cannot write %s in %s: %s", name, root, exc)
+        hint = unwritable(root) or exc.strerror or str(exc)
+        _warn_config(f"write {root}: {hint}", f"compile cache: cannot write {name} into {root}: "
+                     f"{hint}; compiled modules are not cached")
         return False
     finally:
         if tmp is not None:

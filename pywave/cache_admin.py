@@ -44,12 +44,6 @@ def _entry_files(root: str) -> list[str]:
                   if n.endswith(ENTRY_SUFFIX) and not n.startswith(TEMP_PREFIX))
 
 
-def max_bytes() -> int:
-    """The size bound in bytes: :func:`pywave.cache.max_bytes` (``$PYWAVE_CACHE_MAX_BYTES``
-    with its units, else the default), the bound eviction applies."""
-    return cache.max_bytes()
-
-
 def entries() -> list[Entry]:
     """Every entry, least recently used first ([] when the cache is off). A file that
     :func:`pywave.cache.read_entry` refuses (corrupt, a symbolic link, FIFO or device,
@@ -82,7 +76,7 @@ def summary() -> Summary:
     by their own size, never followed)."""
     root = cache.directory()
     if root is None:
-        return Summary(None, 0, 0, max_bytes())
+        return Summary(None, 0, 0, cache.max_bytes())
     count = total = 0
     for name in os.listdir(root):
         if not name.endswith(cache.SUFFIXES) or name.startswith(TEMP_PREFIX):
@@ -92,7 +86,7 @@ def summary() -> Summary:
         except OSError:
             continue
         count += name.endswith(ENTRY_SUFFIX)
-    return Summary(root, count, total, max_bytes())
+    return Summary(root, count, total, cache.max_bytes())
 
 
 def clear() -> tuple[int, int, int]:

@@ -6,6 +6,9 @@ where natural, also derive from the matching built-in so ``except ValueError`` k
 
 from __future__ import annotations
 
+import logging
+import warnings
+
 
 class Error(Exception):
     """Base class of every pywave exception."""
@@ -45,3 +48,19 @@ class NotBuiltError(Error, ImportError):
     """pywave's built parts (its C extensions, ``libwavert.so``) are missing: the package was
     imported from a source tree that was never built, or a build output was removed. The
     message says how to build or install it."""
+
+
+class ConfigWarning(UserWarning):
+    """A setting pywave was given cannot be used as asked, and pywave goes on without it: an
+    environment variable naming a folder that is not there (``PYWAVE_CUDA_PATH``), a compile
+    cache folder it cannot write. Issued through :mod:`warnings` (once per setting and
+    process), so it shows by default; ``warnings.simplefilter("error", ConfigWarning)`` makes
+    it an exception."""
+
+
+def warn_config(logger: logging.Logger, message: str, stacklevel: int = 3) -> None:
+    """Report a :class:`ConfigWarning` both ways: on ``logger`` at WARNING (what the command
+    line prints) and through :mod:`warnings` (what a Python program sees by default, pywave's
+    loggers having only a NullHandler). The caller issues it once per setting."""
+    logger.warning("%s", message)
+    warnings.warn(message, ConfigWarning, stacklevel=stacklevel)

@@ -816,6 +816,30 @@ def _struct_fields(text: str) -> list[str]:
             for f in fields]
 
 
+def check_run_entry(module: ir.Module, name: str) -> None:
+    """Before any lowering: ``name`` is a function defined in ``module`` that ``pywave run``
+    can call (a ``func.func`` without arguments, or an ``llvm.func``, checked once lowered).
+    CompileError in the module's own terms otherwise: its MLIR argument types, and the
+    functions it defines (never the names lowering adds)."""
+    defined = {sym_name(op.operation): op.operation for op in module.body.operations
+               if op.operation.name in ("func.func", "llvm.func")
+               and op.operation.regions[0].blocks}
+    if name not in defined:
+        names = ", ".join(f"@{n}" for n in sorted(defined)) or "none"
+        raise CompileError(f"the entry function @{name} is not defined in the module (it "
+                           f"defines: {names}); choose the entry with -e NAME")
+    func = defined[name]
+    if func.name != "func.func":
+        return
+    inputs = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value).inputs
+    if inputs:
+        raise CompileError(
+            f"the entry function @{name} takes arguments ({', '.join(map(str, inputs))}); "
+            "`pywave run` calls an entry without arguments: call it from Python "
+            "(pywave.compile) with tensors, or add an entry that allocates its buffers and "
+            f"calls @{name}")
+
+
 def _add_run_entry(module: ir.Module, name: str) -> str:
     """``void _pywave_run(ptr result)``: call ``name`` (no arguments) and store its result,
     if any, at ``result`` (the caller provides room for it). Returns the result's LLVM type

@@ -12,14 +12,15 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from . import api, cache, pipeline, validate
-from .errors import ArgumentError, CompileError
+from .errors import ArgumentError, CompileError, Error
 from .lowering import LoweringOptions, options_of
 from .program import Program
-from .source import MlirModule, text_and_name
+from .source import MlirModule, text_and_name, with_path_hint
 
 log = logging.getLogger("pywave.many")
 
@@ -89,6 +90,21 @@ def check_jobs(jobs: object) -> int:
     return jobs
 
 
+def check_inputs(texts: object) -> None:
+    """``texts`` is a sequence (list, tuple, ...) of inputs, not one text, path or module:
+    TypeError naming what is accepted (a str is itself a sequence, of characters)."""
+    if isinstance(texts, (str, bytes, bytearray, os.PathLike)) or \
+            hasattr(texts, "get_asm") or hasattr(getattr(texts, "operation", None), "get_asm"):
+        raise TypeError(f"compile_many() takes a sequence (list, tuple) of MLIR texts (str), "
+                        f"file paths (os.PathLike) or module objects, got one "
+                        f"{type(texts).__name__}: pass [{type(texts).__name__}] for a single "
+                        "input, or use compile()")
+    if not isinstance(texts, Iterable):
+        raise TypeError(f"compile_many() takes a sequence (list, tuple) of MLIR texts (str), "
+                        f"file paths (os.PathLike) or module objects, got "
+                        f"{type(texts).__name__}")
+
+
 def compile_many(texts: "Sequence[str | os.PathLike[str] | MlirModule]", *,
                  jobs: int | None = None, load: bool = True, target: str | None = None,
                  opt_level: int = 2, format: str = "auto", disk_cache: bool = True,
@@ -128,7 +144,8 @@ def compile_many(texts: "Sequence[str | os.PathLike[str] | MlirModule]", *,
         error)`` of each failed input, ``.results`` the others' results (None where failed).
         A subclass of :class:`CompileError`.
     ArgumentError, TypeError
-        ``jobs`` not an int >= 1, ``load=False`` with ``disk_cache=False``, ``isolate`` or
+        ``texts`` one str, bytes or path instead of a sequence of them (TypeError), ``jobs``
+        not an int >= 1, ``load=False`` with ``disk_cache=False``, ``isolate`` or
         ``timeout`` invalid.
 
     Thread-safe; KeyboardInterrupt stops waiting and propagates (a worker interrupted
@@ -155,6 +172,7 @@ def run(texts: "Sequence[str | os.PathLike[str] | MlirModule]", *, jobs: int | N
     ``options``: ``target``, ``opt_level``, ``format``, ``binaries``, ``lowering``,
     ``passes``."""
     from . import isolation
+    check_inputs(texts)
     workers = check_jobs(jobs)
     if not load and not disk_cache:
         raise ArgumentError("compile_many(): load=False fills the disk cache, so it needs "
@@ -162,10 +180,16 @@ def run(texts: "Sequence[str | os.PathLike[str] | MlirModule]", *, jobs: int | N
     validate.isolate(isolate)
     if timeout is not None:
         validate.timeout(timeout)
-    if not load and cache.directory() is None:
-        raise ArgumentError("compile_many(load=False): the disk compile cache is off or "
-                            "unusable ($PYWAVE_CACHE / $PYWAVE_CACHE_DIR), so nothing would "
-                            "be kept")
+    if not load:
+        root = cache.directory()
+        if root is None:
+            raise ArgumentError("compile_many(load=False): the disk compile cache is off or "
+                                "unusable ($PYWAVE_CACHE / $PYWAVE_CACHE_DIR), so nothing "
+                                "would be kept")
+        why = cache.unwritable(root)
+        if why:
+            raise ArgumentError(f"compile_many(load=False): cannot write into the compile "
+                                f"cache folder: {why}")
     items = list(texts)
     outcomes, todo = [], []
     for index, item in enumerate(items):
@@ -185,13 +209,22 @@ def run(texts: "Sequence[str | os.PathLike[str] | MlirModule]", *, jobs: int | N
             outcome.program = isolation.program(compiler, isolate=isolate, timeout=timeout,
                                                 workers=workers)
         except Exception as exc:  # noqa: BLE001 - reported per input, the others go on
+            if isinstance(exc, CompileError):
+                exc = with_path_hint(exc, outcome.memo[0])
             outcome.status, outcome.error = FAILED, exc
             return
         finally:
             outcome.seconds = time.perf_counter() - started
         outcome.status = COMPILED
-        if disk_cache:   # the program as stored: with its pre-linked host code
-            outcome.program = cache.store(outcome.key, outcome.program)
+        if disk_cache:
+            stored = cache.store(outcome.key, outcome.program)
+            if stored is not None:   # the program as stored: with its pre-linked host code
+                outcome.program = stored
+            elif not load:
+                # load=False promises cache entries: an entry that was not written is a failure
+                outcome.status = FAILED
+                outcome.error = Error(f"compiled, but its compile-cache entry could not be "
+                                      f"written into {cache.directory()} (see the warning)")
         if not load:
             outcome.program = None
 

@@ -128,7 +128,7 @@ def tool_versions() -> dict[str, str]:
 
 class Recorder:
     """Times the stages of one compile and, per stage, keeps its IR (``keep_stages``) and
-    writes it into the dump folder. Time spent dumping is not counted."""
+    writes it into the dump folder. Time spent dumping or keeping PTX is not counted."""
 
     def __init__(self, keep_stages: bool, dumper: "dump.Dump | None") -> None:
         self.keep_stages = keep_stages
@@ -136,10 +136,12 @@ class Recorder:
         self.stages: dict[str, str] = {}
         self.seconds: dict[str, float] = {}
         self._clock = time.perf_counter()
+        self._uncounted = 0.0     # seconds spent keeping PTX in the current stage
 
     def done(self, stage: str, module: "ir.Module | None" = None) -> None:
         """``stage`` has finished; ``module`` is the IR it left (None: it left no IR)."""
-        elapsed = time.perf_counter() - self._clock
+        elapsed = time.perf_counter() - self._clock - self._uncounted
+        self._uncounted = 0.0
         self.seconds[stage] = elapsed - (self.dump.take_elapsed() if self.dump else 0.0)
         log.debug("stage %s: %.1f ms", stage, self.seconds[stage] * 1e3)
         if module is not None:
@@ -151,6 +153,19 @@ class Recorder:
         if _stage_listener is not None:
             _stage_listener(stage)       # a compile worker tells its client
         self._clock = time.perf_counter()
+
+    def kernels_lowered(self, module: "ir.Module", pipeline: str, pipeline_for) -> None:
+        """Between kernel lowering and serialisation (NVIDIA): the dump's NVVM IR, kernel
+        LLVM IR and PTX files; with ``keep_stages``, each ``gpu.module``'s PTX text as the
+        stage ``ptx @NAME`` (also when the binary is a cubin)."""
+        if self.dump:
+            self.dump.kernels_lowered(module, pipeline, pipeline_for)
+        if self.keep_stages:
+            from .kernels import serialise_clone
+            started = time.perf_counter()
+            for name, data in serialise_clone(module, pipeline_for("isa")):
+                self.stages[f"ptx @{name}"] = data.rstrip(b"\0").decode(errors="replace")
+            self._uncounted += time.perf_counter() - started
 
     def keep(self, stage: str, ir_text) -> None:
         """Keep ``ir_text`` (or a module, printed) as the IR of ``stage`` when asked to."""
@@ -300,6 +315,8 @@ class Pipeline:
             if self.passes_only:
                 return self._run_passes_only(module, rec)
             validate.module(module)
+            if self.run_entry is not None:
+                host.check_run_entry(module, self.run_entry)
             rec.done("parse", module)
             if self.passes is not None:
                 _passes.run(module, self.passes, self.text, self.filename)
@@ -316,7 +333,7 @@ class Pipeline:
                 from . import launchers
                 functions += launchers.add_launchers(module, self.text, bool_args)
             rec.done("signatures")
-            target, binaries = self._kernels(module, requested, rec.dump)
+            target, binaries = self._kernels(module, requested, rec)
             rec.done("kernels", module)
             if rec.dump:
                 rec.dump.binaries(binaries)
@@ -354,8 +371,9 @@ class Pipeline:
                          rec.dump.path if rec.dump else None, text=str(module))
 
     def _kernels(self, module: "ir.Module", requested: Target | None,
-                 dumper: "dump.Dump | None") -> tuple[Target, list[Binary]]:
+                 rec: Recorder) -> tuple[Target, list[Binary]]:
         """Assign targets, lower and serialise the kernels, swap in the replacements."""
+        dumper = rec.dump
         from . import kernel_options, kernels
         kernel_options.add_ptxas_arguments(module, self.lowering)
         self._attach_nvvm_targets(module, requested or self.target.found)
@@ -372,7 +390,8 @@ class Pipeline:
             fmt = _lowering.image_format(self.format, target.chip, kernels.cuda_toolkit()) \
                 if len(target.chips) == 1 else self.format
             assembled = kernels.lower_nvvm(module, fmt=fmt, text=self.text,
-                                           observe=dumper.kernels_lowered if dumper else None,
+                                           observe=rec.kernels_lowered
+                                           if dumper or self.keep_stages else None,
                                            options=self.lowering)
             binaries = [assembled.get(b.name, b)
                         for b in kernels.collect_binaries(module, target)]

@@ -29,7 +29,7 @@ import sys
 
 from . import isolation, jit, lowering, pipeline, runtime
 from .errors import Error
-from .source import read_mlir
+from .source import read_input
 from .program import RELEASE_KERNELS, RUN_ENTRY, Target
 
 log = logging.getLogger("pywave.run")
@@ -165,6 +165,8 @@ def run_file(text: str, args: argparse.Namespace, filename: str) -> int:
         raise Error(f"--entry-point-result={args.entry_point_result}: @{args.entry} returns "
                     f"{returned}")
     if args.compile_only:
+        print(f"compiled {filename} for {artifacts.target.chip}: entry @{args.entry} returns "
+              f"{returned}; not run (--compile-only)", flush=True)
         return 0
     jit.initialise(runtime.LIBRARY)
     load_shared_libs(args.shared_libs)
@@ -205,10 +207,7 @@ def main(args: argparse.Namespace) -> int:
     """Entry of ``python -m pywave run`` (arguments from :func:`add_arguments`; the CLI has
     configured logging)."""
     try:
-        if args.file == "-":
-            text, filename = sys.stdin.read(), "<stdin>"
-        else:
-            text, filename = read_mlir(args.file), args.file
+        text, filename = read_input(args.file)
         return run_file(text, args, filename)
     except Error as exc:
         sys.stdout.flush()

@@ -14,6 +14,8 @@ import re
 import shutil
 import sys
 
+from .errors import warn_config
+
 log = logging.getLogger("pywave.toolkit")
 
 #: Where NVIDIA's pip wheels put a toolkit root (``bin/ptxas``, ``nvvm/libdevice``) under
@@ -148,8 +150,26 @@ def _run_ptxas_version(ptxas: str) -> str:
     return found.group(1) if found else ""
 
 
+def _check_explicit_root() -> None:
+    """Warn (:class:`~pywave.errors.ConfigWarning`) when ``$PYWAVE_CUDA_PATH`` is set but
+    names no toolkit root: the search then goes on without it, and the user should know."""
+    value = os.environ.get("PYWAVE_CUDA_PATH", "")
+    if not value:
+        return
+    if not os.path.isdir(value):
+        why = "does not exist" if not os.path.exists(value) else "is not a folder"
+    elif not os.path.isfile(os.path.join(value, LIBDEVICE)):
+        why = f"has no {LIBDEVICE}"
+    else:
+        return
+    warn_config(log, f"PYWAVE_CUDA_PATH={value!r} {why}, so it is not a CUDA toolkit root; "
+                "looking in CUDA_HOME, CUDA_PATH, NVIDIA's wheels, PATH and /usr/local/cuda "
+                "instead")
+
+
 @functools.lru_cache(maxsize=8)
 def _find_toolkit(environment: tuple) -> Toolkit | None:
+    _check_explicit_root()
     for root, source in _candidates():
         root = os.path.realpath(root) if root else ""
         libdevice = os.path.join(root, LIBDEVICE) if root else ""

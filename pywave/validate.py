@@ -61,18 +61,37 @@ def formats() -> tuple[str, ...]:
     return ("auto",) + tuple(FORMATS)
 
 
+#: The oldest NVIDIA chip pywave compiles for. libwavert needs a CUDA driver of 9.0 or newer
+#: (its required entry points include cuFuncSetAttribute, CUDA 9.0), and CUDA 9.0 dropped
+#: Fermi (sm_20, sm_21): no driver pywave can use runs those GPUs.
+MIN_NVPTX_CHIP = "sm_30"
+#: NVIDIA chips pywave accepts: LLVM's, from :data:`MIN_NVPTX_CHIP` on.
+SUPPORTED_NVPTX_CHIPS = NVPTX_CHIPS[NVPTX_CHIPS.index(MIN_NVPTX_CHIP):]
+
+
 def chip(name: Any, parameter: str = "target") -> str:
-    """``name`` if it is a chip LLVM's NVPTX or AMDGPU backend knows, else CompileError
-    listing the valid names (TypeError when it is not a str)."""
+    """``name`` if it is a chip LLVM's NVPTX or AMDGPU backend knows (NVIDIA: from
+    :data:`MIN_NVPTX_CHIP` on), else CompileError with the closest valid name, or the valid
+    names when none is close (TypeError when it is not a str). Names are exact: ``SM_90`` or
+    ``sm90`` are suggested as ``sm_90``, not accepted, so that one chip has one cache key."""
     if not isinstance(name, str):
         raise TypeError(f"{parameter} must be a chip name (str) such as 'sm_90' or 'gfx942', "
                         f"got {type(name).__name__} {name!r}")
-    if name in NVPTX_CHIPS or name in AMDGPU_CHIPS:
+    if name in SUPPORTED_NVPTX_CHIPS or name in AMDGPU_CHIPS:
         return name
-    amd = name.startswith("gfx")
+    if name in NVPTX_CHIPS:
+        raise CompileError(f"{parameter} {name!r} is older than {MIN_NVPTX_CHIP}, the oldest "
+                           "NVIDIA chip pywave supports: libwavert needs a CUDA 9.0 or newer "
+                           "driver, which does not run Fermi GPUs (sm_2x)")
     shown = name if len(name) <= 40 else name[:40] + "..."
+    close = _closest_chip(name)
+    if close:
+        raise CompileError(f"{parameter} {shown!r} is not a chip the compiler knows; did you "
+                           f"mean {close!r}? (chip names are exact and lower case: sm_90, "
+                           "sm_90a, gfx942)")
+    amd = name.lower().startswith("gfx")
     raise CompileError(f"{parameter} {shown!r} is not a chip the compiler knows; valid "
-                       f"names: {', '.join(AMDGPU_CHIPS if amd else NVPTX_CHIPS)}"
+                       f"names: {', '.join(AMDGPU_CHIPS if amd else SUPPORTED_NVPTX_CHIPS)}"
                        + ("" if amd else "; AMD chips: gfx942, gfx90a, ... (see "
                           "pywave.validate.AMDGPU_CHIPS)"))
 
@@ -103,6 +122,22 @@ def targets(value: Any, parameter: str = "target") -> str:
         raise CompileError(f"{parameter}={value!r} mixes NVIDIA and AMD chips; one compile "
                            "builds for one backend")
     return ",".join(names)
+
+
+def _closest_chip(name: str) -> str | None:
+    """The valid chip ``name`` was probably meant to be: the same with case, ``-``/``_`` and a
+    missing ``_`` after ``sm`` fixed (``SM_90``, ``sm90``, ``sm-90a`` -> ``sm_90``...), else
+    the closest by spelling; None when nothing is close."""
+    import difflib
+    valid = SUPPORTED_NVPTX_CHIPS + AMDGPU_CHIPS
+    folded = name.strip().lower().replace("-", "_")
+    fixed = re.sub(r"^sm_?(?=[0-9])", "sm_", folded)
+    if fixed in valid:
+        return fixed
+    if len(name) > 40:
+        return None
+    found = difflib.get_close_matches(fixed, valid, n=1, cutoff=0.8)
+    return found[0] if found else None
 
 
 def options(text: Any, *, target: Any = None, opt_level: Any = 2, format: Any = "auto",

@@ -10,7 +10,30 @@ from pathlib import Path
 
 import pytest
 
-import pywave
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _skip_the_source_tree() -> None:
+    """``python3 -m pytest tests/...`` in the repository root puts the root first on
+    ``sys.path``, where ``./pywave`` is the unbuilt source tree (NotBuiltError). Take the root
+    off when an installed pywave is found without it; otherwise leave it, so that the
+    NotBuiltError says how to build. (An editable install's import hook comes before
+    ``sys.path`` and is unaffected.)"""
+    import importlib.util
+    kept = [p for p in sys.path if Path(p or os.curdir).resolve() != ROOT]
+    if len(kept) == len(sys.path) or "pywave" in sys.modules:
+        return
+    saved, sys.path[:] = list(sys.path), kept
+    importlib.invalidate_caches()
+    spec = importlib.util.find_spec("pywave")
+    if spec is None or spec.origin is None or \
+            Path(spec.origin).resolve().parent == ROOT / "pywave":
+        sys.path[:] = saved
+
+
+_skip_the_source_tree()
+
+import pywave  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 

@@ -271,7 +271,8 @@ def test_group_or_world_writable_directory_is_refused(mode, tmp_path, monkeypatc
     root.mkdir()
     root.chmod(mode)
     monkeypatch.setenv("PYWAVE_CACHE_DIR", str(root))
-    with caplog.at_level(logging.WARNING, logger="pywave.cache"):
+    with caplog.at_level(logging.WARNING, logger="pywave.cache"), \
+            pytest.warns(pywave.ConfigWarning, match=f"chmod go-w {root}"):
         mod = pywave.compile(unique(), target="sm_90")
     assert mod.functions == ["main"]           # compiling still works
     assert entries(root) == [] and not list(root.iterdir())
@@ -443,8 +444,9 @@ def test_entry_the_call_path_refuses_is_rebuilt(field, value, mlir, caplog):
 def test_failed_writes_leave_no_temporary(monkeypatch, caplog):
     root = cache_dir()
     (root / "dir.pwc").mkdir(parents=True)        # a directory where the entry goes
-    with caplog.at_level(logging.WARNING, logger="pywave.cache"):
-        cache.store("dir", fake_program(10))
+    with caplog.at_level(logging.WARNING, logger="pywave.cache"), \
+            pytest.warns(pywave.ConfigWarning, match="Is a directory"):
+        assert not cache.store("dir", fake_program(10))
     assert any("cannot write" in r.getMessage() for r in caplog.records)
     assert not list(root.glob(".tmp-*"))
 
@@ -464,7 +466,8 @@ def test_failed_writes_leave_no_temporary(monkeypatch, caplog):
             raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "fdopen", lambda fd, mode: Full(real_fdopen(fd, mode)))
-    cache.store("full", fake_program(10))
+    with pytest.warns(pywave.ConfigWarning, match="No space left on device"):
+        assert not cache.store("full", fake_program(10))
     monkeypatch.undo()
     monkeypatch.setenv("PYWAVE_CACHE_DIR", str(root))
 
@@ -472,7 +475,7 @@ def test_failed_writes_leave_no_temporary(monkeypatch, caplog):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", replace_fails)
-    cache.store("full", fake_program(10))
+    assert not cache.store("full", fake_program(10))     # warned once above, not again
     assert not list(root.glob(".tmp-*")) and not (root / "full.pwc").exists()
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import pywave
-from pywave import cache_admin, toolkit
+from pywave import cache, toolkit
 from pywave.__main__ import main
 
 DATA = Path(__file__).parent / "data"
@@ -38,7 +38,7 @@ def test_info_json_names_versions_toolkit_devices_and_cache(tmp_path):
     assert "found" in data["cuda toolkit"]
     assert isinstance(data["devices"], list)
     assert data["cache"] == {"directory": str(tmp_path), "entries": 0, "bytes": 0,
-                             "max bytes": cache_admin.max_bytes()}
+                             "max bytes": cache.max_bytes()}
 
 
 def test_info_text(tmp_path):

@@ -9,6 +9,7 @@ Needs a C compiler. Programs that run host code use the driver stand-in
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -116,7 +117,7 @@ def test_global_name_clashes_are_compile_errors(tmp_path, name, fn, clash):
         pywave.export(SCALARS.format(fn=fn), tmp_path, name, target="sm_90")
 
 
-@pytest.mark.parametrize("folder", ["-foo", "-o", "--help", "-foo,bar", "a b"])
+@pytest.mark.parametrize("folder", ["-foo", "-o", "--help", "-foo.bar"])
 def test_output_folder_that_looks_like_an_option(tmp_path, monkeypatch, folder):
     monkeypatch.chdir(tmp_path)
     done = pywave.export(SCALARS.format(fn="main"), folder, "opt", target="sm_90")
@@ -127,6 +128,68 @@ def test_output_folder_that_looks_like_an_option(tmp_path, monkeypatch, folder):
         syms = subprocess.run([nm, "-D", "--defined-only", str(library)], capture_output=True,
                               text=True, check=True).stdout
         assert "opt_main" in syms
+
+
+# ------------------------------------------------------------- issue 24: paths and options
+
+@pytest.mark.parametrize("folder, char", [
+    ("a b", "' '"), ("-foo,bar", "','"), ('q"uote', "'\"'"), ("caf\u00e9", "'\u00e9'"),
+    ("line\nLibs: -lpwned", "'\\n'"), ("d$x", "'$'"), ("h#x", "'#'"), ("c:d", "':'")])
+def test_output_folder_a_pc_file_cannot_carry_is_refused(tmp_path, folder, char):
+    """Each of these folders gave a .pc whose flags break (or inject lines); now a
+    CompileError names the character, and nothing is written."""
+    out = tmp_path / folder
+    with pytest.raises(pywave.CompileError, match="export output folder .* holds " +
+                       re.escape(char)):
+        pywave.export(SCALARS.format(fn="main"), out, "pc", target="sm_90")
+    assert not out.exists()
+
+
+def test_source_file_name_is_escaped_in_the_pc_file(tmp_path):
+    """A newline in the file name injected `Libs: -lpwned`; a non-UTF-8 name ended in a
+    traceback after linking and a truncated .pc. Both now give one Description line."""
+    for i, raw in enumerate([b"x\nLibs: -lpwned.mlir", b"caf\xe9 $x #y.mlir"]):
+        source = os.path.join(os.fsencode(tmp_path), raw)
+        with open(source, "wb") as fh:
+            fh.write(SCALARS.format(fn="main").encode())
+        out = tmp_path / f"out{i}"
+        pywave.export(Path(os.fsdecode(source)), out, "pc", target="sm_90")
+        lines = (out / "pc.pc").read_text(encoding="ascii").splitlines()
+        assert [line for line in lines if line.startswith("Libs:")] == [
+            next(line for line in lines if line.startswith("Libs:"))]
+        assert not any("pwned" in line for line in lines if not line.startswith("Desc"))
+        (description,) = [line for line in lines if line.startswith("Description:")]
+        assert ("x\\x0aLibs: -lpwned.mlir" if i == 0 else
+                "caf\\udce9 \\x24x \\x23y.mlir") in description
+        pkg_config = shutil.which("pkg-config")
+        if pkg_config:
+            proc = subprocess.run([pkg_config, "--libs", "pc"], capture_output=True,
+                                  text=True, env={**os.environ, "PKG_CONFIG_PATH": str(out)})
+            assert proc.returncode == 0 and "pwned" not in proc.stdout, proc.stderr
+
+
+def test_export_name_too_long_for_a_file_name(tmp_path):
+    name = "n" * 300
+    with pytest.raises(pywave.CompileError, match="300 characters long; at most 245"):
+        pywave.export(SCALARS.format(fn="main"), tmp_path / "out", name, target="sm_90")
+    pywave.export(SCALARS.format(fn="main"), tmp_path / "out", "n" * 245, target="sm_90")
+
+
+@pytest.mark.parametrize("where", ["file", "proc"])
+def test_output_folder_that_cannot_be_made_is_a_compile_error(tmp_path, where):
+    out = tmp_path / "a_file" if where == "file" else Path("/proc/pywave-export-test")
+    if where == "file":
+        out.write_text("")
+    with pytest.raises(pywave.CompileError, match="cannot write into the output folder " +
+                       re.escape(str(out))):
+        pywave.export(SCALARS.format(fn="main"), out, "pc", target="sm_90")
+
+
+@pytest.mark.parametrize("cc, message", [('"', "is not a command line: No closing quotation"),
+                                         ("  ", "names no C compiler")])
+def test_unusable_cc_is_a_compile_error(tmp_path, cc, message):
+    with pytest.raises(pywave.CompileError, match=re.escape(message)):
+        pywave.export(SCALARS.format(fn="main"), tmp_path / "out", "pc", target="sm_90", cc=cc)
 
 
 def _unrelated_libwavert(tmp_path: Path) -> Path:

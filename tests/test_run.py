@@ -204,10 +204,13 @@ def test_run_refuses_a_result_mismatch_before_running():
 
 @pytest.mark.parametrize("name", PROGRAMS[:3])
 def test_compile_only_compiles_as_a_run_would_and_stops(name):
-    """No GPU needed: the program compiles with its entry checked, nothing is printed."""
-    proc = _pywave("run", "--compile-only", str(RUNNER / f"{name}.mlir"), "--target", "sm_90",
-                   *OPTIONS.get(name, []))
-    assert (proc.returncode, proc.stdout) == (0, ""), proc.stderr
+    """No GPU needed: the program compiles with its entry checked, and one line says so."""
+    path = RUNNER / f"{name}.mlir"
+    proc = _pywave("run", "--compile-only", str(path), *OPTIONS.get(name, ["--target", "sm_90"]))
+    chip = OPTIONS.get(name, ["--target", "sm_90"])[1]
+    assert (proc.returncode, proc.stdout) == (
+        0, f"compiled {path} for {chip}: entry @main returns void; not run "
+           "(--compile-only)\n"), proc.stderr
 
 
 def test_compile_only_checks_the_entry_and_its_result():
@@ -217,7 +220,8 @@ def test_compile_only_checks_the_entry_and_its_result():
     assert "--entry-point-result=void: @answer returns i32" in proc.stderr
     ok = _pywave("run", "--compile-only", str(RUNNER / "entry_result.mlir"), "-e", "answer",
                  "--entry-point-result=i32", "--target", "sm_90")
-    assert (ok.returncode, ok.stdout) == (0, ""), ok.stderr
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.endswith(": entry @answer returns i32; not run (--compile-only)\n")
 
 
 def test_run_missing_shared_lib(tmp_path):
