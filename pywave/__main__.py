@@ -216,10 +216,7 @@ def register_export(sub) -> None:
 
 def _run_opt(args: argparse.Namespace) -> int:
     from . import isolation, pipeline
-    if args.file == "-":
-        text, filename = sys.stdin.read(), "<stdin>"
-    else:
-        text, filename = read_mlir(args.file), args.file
+    text, filename = read_input(args.file)
     done = isolation.artifacts(pipeline.Pipeline(text, filename=filename, passes=args.passes,
                                                  passes_only=True))
     out = done.text if done.text.endswith("\n") else done.text + "\n"

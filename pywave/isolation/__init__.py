@@ -65,7 +65,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from . import interrupts, options
+from . import interrupts, options  # noqa: F401 - options: pywave.isolation.options
 from .client import Pool, stop_server
 from .crash import describe_exit, last_message
 from .options import enabled, server_enabled, time_limit
