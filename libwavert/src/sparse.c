@@ -177,7 +177,8 @@ _Static_assert(sizeof(lt_dn_mat) == 11032, "MLIR's cuSPARSELt dense matrix size"
 /* ---- libraries --------------------------------------------------------------------------- */
 
 typedef struct {
-  const char *what; /* "cuSPARSE", for messages */
+  const char *what;    /* "cuSPARSE", for messages */
+  const char *library; /* "the cuSPARSE", for wavert__open_library's message */
   const char *env;
   const char *const *names;
   pthread_mutex_t mutex;
@@ -189,9 +190,10 @@ typedef struct {
 static const char *const sparse_names[] = {"libcusparse.so.12", "libcusparse.so.13",
                                            "libcusparse.so.11", "libcusparse.so", NULL};
 static const char *const sparselt_names[] = {"libcusparseLt.so.0", "libcusparseLt.so", NULL};
-static sparse_library sparse_lib = {"cuSPARSE", "WAVERT_CUSPARSE_LIBRARY", sparse_names,
+static sparse_library sparse_lib = {"cuSPARSE", "the cuSPARSE", "WAVERT_CUSPARSE_LIBRARY", sparse_names,
                                     PTHREAD_MUTEX_INITIALIZER, 0, WAVERT_OK, ""};
-static sparse_library sparselt_lib = {"cuSPARSELt", "WAVERT_CUSPARSELT_LIBRARY", sparselt_names,
+static sparse_library sparselt_lib = {"cuSPARSELt", "the cuSPARSELt",
+                                      "WAVERT_CUSPARSELT_LIBRARY", sparselt_names,
                                       PTHREAD_MUTEX_INITIALIZER, 0, WAVERT_OK, ""};
 
 /* dlopen the first of `names` in the lib64/ (then lib/) folder of a toolkit root. */
@@ -247,18 +249,19 @@ static wavert_status library_open(sparse_library *library,
   if (!library->tried) {
     library->tried = 1;
     void *handle = NULL;
-    wavert_status status = wavert__open_library(library->what, library->env, library->names,
+    wavert_status status = wavert__open_library(library->library, library->env, library->names,
                                                 &handle);
     const char *override = getenv(library->env);
-    if (status != WAVERT_OK && (override == NULL || override[0] == '\0') &&
-        (handle = open_in_toolkits(library->names)) != NULL)
-      status = WAVERT_OK;
-    else if (status != WAVERT_OK)
-      wavert__error(status,
-                    "cannot open the %s library: tried %s and lib64/ of $CUDA_HOME, $CUDA_PATH "
-                    "and /usr/local/cuda (install it, e.g. NVIDIA's pip wheel, or set $%s to "
-                    "its path): %s",
-                    library->what, library->names[0], library->env, wavert_last_error());
+    if (status != WAVERT_OK && (override == NULL || override[0] == '\0')) {
+      if ((handle = open_in_toolkits(library->names)) != NULL) {
+        status = WAVERT_OK;
+      } else {
+        char first[512];
+        snprintf(first, sizeof(first), "%s", wavert_last_error());
+        wavert__error(status, "%s; nor in lib64/ of $CUDA_HOME, $CUDA_PATH or /usr/local/cuda",
+                      first);
+      }
+    }
     if (status == WAVERT_OK) status = resolve(handle);
     library->status = status;
     if (status != WAVERT_OK) {
