@@ -2,7 +2,8 @@
 (``gpu-to-llvm``, ``convert-to-llvm``), rewrite every ``gpu.launch_func`` into a call of
 ``wavert_jit_launch`` (``wavert_jit_launch_cluster`` for ``clusters in``) and the ``mgpu*``
 runtime calls into their ``wavert_jit_*`` counterparts (each followed by an early return on
-failure), embed each ``gpu.binary`` as one internal constant global, add a packed entry per
+failure; the sparse ``mgpu*`` calls of :mod:`pywave.sparse` keep their names, which libwavert
+exports, and get the same check), embed each ``gpu.binary`` as one internal constant global, add a packed entry per
 host function and the release entry, and translate to LLVM IR. (The signatures were read
 earlier, by :mod:`pywave.signature`.)
 
@@ -28,7 +29,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import gpu, llvm
 
-from . import validate
+from . import sparse, validate
 from .async_inline import inline_async_execute
 from .errors import CompileError
 from .mlirutil import diagnostic_error, file_location, run_pipeline, sym_name
@@ -67,6 +68,10 @@ MGPU_FUNCTIONS = {
     "mgpuMemset32": "wavert_jit_memset32",
     "mgpuMemset16": "wavert_jit_memset16",
 }
+
+#: Runtime calls followed by an early return when they recorded an error: the renamed ones
+#: and the sparse ones (cuSPARSE, cuSPARSELt), which libwavert exports under their own names.
+CHECKED_CALLS = frozenset(MGPU_FUNCTIONS) | sparse.FUNCTIONS
 
 # --------------------------------------------------------------------------------------------
 # Lowering and launch rewrite
@@ -236,7 +241,7 @@ class LaunchRewriter:
                 if op.name == "gpu.launch_func":
                     launches.append(op)
                 elif op.name == "llvm.call" and "callee" in op.attributes and \
-                        ir.FlatSymbolRefAttr(op.attributes["callee"]).value in MGPU_FUNCTIONS:
+                        ir.FlatSymbolRefAttr(op.attributes["callee"]).value in CHECKED_CALLS:
                     calls.append(op)
                 return ir.WalkResult.ADVANCE
 
@@ -392,7 +397,8 @@ class LaunchRewriter:
     # -- runtime calls -----------------------------------------------------------------------
     def _rewrite_mgpu_call(self, op: ir.Operation) -> None:
         callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
-        op.attributes["callee"] = ir.FlatSymbolRefAttr.get(MGPU_FUNCTIONS[callee])
+        if callee in MGPU_FUNCTIONS:
+            op.attributes["callee"] = ir.FlatSymbolRefAttr.get(MGPU_FUNCTIONS[callee])
         after = _next_op(op)
         with ir.InsertionPoint(after) if after is not None else ir.InsertionPoint(op.block):
             failed = _call("wavert_jit_failed", [])
