@@ -469,6 +469,14 @@ static cusparseHandle_t sparse_env_lock(operation *o) {
 
 static void env_unlock(void) { pthread_mutex_unlock(&env_mutex); }
 
+/* Unbind the operation's stream from `handle` (a stream the program destroys next must not stay
+ * in the handle: cusparseDestroy may use it) and release env_mutex. Unbinding only sets a field
+ * of the handle; its status is not an error of the operation. */
+static void sparse_env_unlock(cusparseHandle_t handle) {
+  (void)sp.set_stream(handle, NULL);
+  env_unlock();
+}
+
 /* The device's cuSPARSELt handle (initialised on first use), env_mutex held as above. */
 static void *sparselt_env_lock(operation *o) {
   pthread_mutex_lock(&env_mutex);
@@ -493,7 +501,8 @@ static void *sparselt_env_lock(operation *o) {
 void mgpuCreateSparseEnv(void) {
   operation o;
   if (!sparse_begin(&o, "mgpuCreateSparseEnv", NULL)) return;
-  if (sparse_env_lock(&o) != NULL) env_unlock();
+  cusparseHandle_t handle = sparse_env_lock(&o);
+  if (handle != NULL) sparse_env_unlock(handle);
   op_end(&o);
 }
 
@@ -739,7 +748,7 @@ static int product(operation *o, product_kind kind, int32_t ma, int32_t mb, void
                                    CUSPARSE_ALG_DEFAULT, buffer));
       break;
   }
-  env_unlock();
+  sparse_env_unlock(handle);
   return ok;
 }
 
@@ -845,7 +854,7 @@ static intptr_t spgemm(const char *name, spgemm_phase phase, void *descr, int32_
         op_check(&o, "cusparseSpGEMM_copy",
                  sp.spgemm_copy(handle, ma, mb, alpha, a, b, beta, c, ctp, CUSPARSE_ALG_DEFAULT,
                                 descr));
-      env_unlock();
+      sparse_env_unlock(handle);
       if (ok) result = to_intptr(&o, "the buffer size", buffer_size);
     }
   }

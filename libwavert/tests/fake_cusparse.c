@@ -34,6 +34,7 @@ static void *live[MAX_LIVE]; /* handles, descriptors, SpGEMM descriptors */
 static char live_kind[MAX_LIVE];
 static int lt_handles, lt_matrices, lt_plans;
 static void *handle_context;
+static fake_handle *last_handle; /* the last cuSPARSE handle created, while it lives */
 static fake_cusparse_product last_product;
 static size_t buffer_size = 256;
 static int prune_valid;
@@ -129,6 +130,9 @@ EXPORT int fake_cusparselt_live_handles(void) { return lt_handles; }
 EXPORT int fake_cusparselt_live_matrices(void) { return lt_matrices; }
 EXPORT int fake_cusparselt_live_plans(void) { return lt_plans; }
 EXPORT void *fake_cusparse_handle_context(void) { return handle_context; }
+EXPORT void *fake_cusparse_bound_stream(void) {
+  return last_handle != NULL ? last_handle->stream : (void *)(uintptr_t)-1;
+}
 EXPORT const fake_cusparse_product *fake_cusparse_last_product(void) { return &last_product; }
 EXPORT void fake_cusparse_set_buffer_size(size_t bytes) { buffer_size = bytes; }
 EXPORT void fake_cusparselt_set_prune_valid(int value) { prune_valid = value; }
@@ -148,6 +152,7 @@ EXPORT status_t cusparseCreate(fake_handle **out) {
   fake_handle *handle = calloc(1, sizeof(*handle));
   if (handle == NULL || !live_add(handle, 'h')) return ALLOC_FAILED;
   handle_context = fake_cuda_current_context();
+  last_handle = handle;
   *out = handle;
   return SUCCESS;
 }
@@ -155,6 +160,7 @@ EXPORT status_t cusparseCreate(fake_handle **out) {
 EXPORT status_t cusparseDestroy(fake_handle *handle) {
   NOTE("cusparseDestroy");
   if (!live_remove(handle, 'h')) return NOT_INITIALIZED;
+  if (handle == last_handle) last_handle = NULL;
   free(handle);
   return SUCCESS;
 }

@@ -46,6 +46,8 @@ int fake_cusparselt_live_matrices(void);
 int fake_cusparselt_live_plans(void);
 /* The context current when the last cuSPARSE / cuSPARSELt handle was created. */
 void *fake_cusparse_handle_context(void);
+/* The stream bound to the last cuSPARSE handle created ((void *)-1 when it is destroyed). */
+void *fake_cusparse_bound_stream(void);
 /* What a cuSPARSE descriptor holds (NULL for an unknown one). */
 const fake_cusparse_descr *fake_cusparse_descr_of(const void *descriptor);
 /* What the cuSPARSELt matrix in `memory` holds (its descriptor bytes), NULL if not initialised. */

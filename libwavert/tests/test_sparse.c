@@ -49,6 +49,7 @@ static void test_spmv_csr(void) {
   CHECK(strcmp(p->name, "cusparseSpMV") == 0 && p->buffer == buffer);
   CHECK(p->stream == own_stream && p->alpha == 1.0 && p->beta == 1.0 && p->algorithm == 0);
   CHECK(y[0] == 10 + 1 * 1 + 2 * 3 && y[1] == 20 + 3 * 2);
+  CHECK(fake_cusparse_bound_stream() == NULL); /* unbound after the operation */
   /* NULL stream: the call's. */
   mgpuSpMVBufferSize(0, a, vx, vy, R_64F, NULL);
   CHECK(fake_cusparse_last_product()->stream == call_stream);
