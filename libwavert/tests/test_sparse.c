@@ -2,8 +2,14 @@
  * fake_cusparse (and fake_cuda): arguments forwarded in order, alpha = beta = 1 in the compute
  * type, the operation's stream and device context, argument checks naming the value, library
  * statuses as recorded errors, handles and descriptors released, and (argument "missing") a
- * library that cannot be opened reported by name without a crash. */
+ * library that cannot be opened reported by name without a crash; (argument "toolkit") the
+ * library found in lib64/ of $CUDA_HOME. */
+#define _DEFAULT_SOURCE /* mkdtemp, symlink, setenv */
+#include <dlfcn.h>
+#include <sys/stat.h>
 #include <stdalign.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "fake_cuda.h"
 #include "fake_cusparse.h"
@@ -328,10 +334,43 @@ static int run_missing(void) {
   return 0;
 }
 
+/* No override: libcusparse.so.12 in lib64/ of $CUDA_HOME (a link to the stand-in, $FAKE_CUSPARSE)
+ * is found. Skipped (77) where the loader finds a real libcusparse by soname. */
+static int run_toolkit(void) {
+  const char *sonames[] = {"libcusparse.so.12", "libcusparse.so.13", "libcusparse.so.11",
+                           "libcusparse.so"};
+  for (size_t i = 0; i < sizeof(sonames) / sizeof(sonames[0]); ++i)
+    if (dlopen(sonames[i], RTLD_NOW | RTLD_NOLOAD) != NULL ||
+        dlopen(sonames[i], RTLD_LAZY | RTLD_LOCAL) != NULL) {
+      printf("test_sparse toolkit: the loader finds a real %s; skipped\n", sonames[i]);
+      return TEST_SKIP;
+    }
+  char root[] = "/tmp/wavert-sparse-XXXXXX";
+  char folder[64], link[96];
+  CHECK(mkdtemp(root) != NULL);
+  snprintf(folder, sizeof(folder), "%s/lib64", root);
+  snprintf(link, sizeof(link), "%s/libcusparse.so.12", folder);
+  CHECK(mkdir(folder, 0700) == 0);
+  CHECK(getenv("FAKE_CUSPARSE") != NULL && symlink(getenv("FAKE_CUSPARSE"), link) == 0);
+  CHECK(unsetenv("WAVERT_CUSPARSE_LIBRARY") == 0 && setenv("CUDA_HOME", root, 1) == 0);
+  wavert_call_state state;
+  CHECK_OK(wavert_call_begin(device0, NULL, &state));
+  mgpuCreateSparseEnv();
+  CHECK_OK(wavert_call_end(&state));
+  CHECK(fake_cusparse_live_handles() == 1);
+  mgpuDestroySparseEnv();
+  CHECK(fake_cusparse_live_handles() == 0);
+  unlink(link);
+  rmdir(folder);
+  rmdir(root);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   CHECK_OK(wavert_device_get(kDLCUDA, 0, &device0));
   CHECK_OK(wavert_device_get(kDLCUDA, 1, &device1));
   if (argc > 1 && strcmp(argv[1], "missing") == 0) return run_missing();
+  if (argc > 1 && strcmp(argv[1], "toolkit") == 0) return run_toolkit();
   test_spmv_csr();
   test_spmm_sddmm_and_layouts();
   test_spgemm();
