@@ -58,7 +58,8 @@ def sparsifier_pipeline(chip: str = "sm_90") -> str:
 LIBRARIES = {
     "cuSPARSE": ("WAVERT_CUSPARSE_LIBRARY",
                  ("libcusparse.so.12", "libcusparse.so.13", "libcusparse.so.11"),
-                 (os.path.join("nvidia", "cusparse", "lib"), os.path.join("nvidia", "cu13", "lib"))),
+                 (os.path.join("nvidia", "cusparse", "lib"),
+                  os.path.join("nvidia", "cu13", "lib"))),
     "cuSPARSELt": ("WAVERT_CUSPARSELT_LIBRARY", ("libcusparseLt.so.0",),
                    (os.path.join("nvidia", "cusparselt", "lib"),)),
 }

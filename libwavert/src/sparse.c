@@ -190,13 +190,14 @@ typedef struct {
 static const char *const sparse_names[] = {"libcusparse.so.12", "libcusparse.so.13",
                                            "libcusparse.so.11", "libcusparse.so", NULL};
 static const char *const sparselt_names[] = {"libcusparseLt.so.0", "libcusparseLt.so", NULL};
-static sparse_library sparse_lib = {"cuSPARSE", "the cuSPARSE", "WAVERT_CUSPARSE_LIBRARY", sparse_names,
-                                    PTHREAD_MUTEX_INITIALIZER, 0, WAVERT_OK, ""};
+static sparse_library sparse_lib = {"cuSPARSE", "the cuSPARSE", "WAVERT_CUSPARSE_LIBRARY",
+                                    sparse_names, PTHREAD_MUTEX_INITIALIZER, 0, WAVERT_OK, ""};
 static sparse_library sparselt_lib = {"cuSPARSELt", "the cuSPARSELt",
                                       "WAVERT_CUSPARSELT_LIBRARY", sparselt_names,
                                       PTHREAD_MUTEX_INITIALIZER, 0, WAVERT_OK, ""};
 
-/* dlopen the first of `names` in the lib64/ (then lib/) folder of a toolkit root. */
+/* dlopen the first of `names` found in lib64/, lib/ or targets/x86_64-linux/lib/ of $CUDA_HOME,
+ * $CUDA_PATH or /usr/local/cuda (in that order). */
 static void *open_in_toolkits(const char *const *names) {
   const char *roots[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda"};
   const char *folders[] = {"lib64", "lib", "targets/x86_64-linux/lib"};
@@ -298,7 +299,7 @@ static const char *const status_names[] = {
     "CUSPARSE_STATUS_NOT_SUPPORTED",    "CUSPARSE_STATUS_INSUFFICIENT_RESOURCES",
 };
 
-/* 1 when `result` is success; else the error "NAME: CALL(...): STATUS (text)" recorded. */
+/* 1 when `result` is success; else the error "ENTRY: CALL: STATUS (code, text)" recorded. */
 static int op_check(operation *o, const char *call, cusparseStatus_t result) {
   if (result == CUSPARSE_STATUS_SUCCESS) return 1;
   const char *name = result > 0 && (size_t)result < sizeof(status_names) / sizeof(status_names[0])
@@ -713,7 +714,8 @@ typedef enum { PRODUCT_SPMV, PRODUCT_SPMM, PRODUCT_SDDMM } product_kind;
 static int product(operation *o, product_kind kind, int32_t ma, int32_t mb, void *a, void *b,
                    void *c, int32_t ctp, void *buffer, size_t *out_size) {
   unsigned char alpha[16], beta[16];
-  if (!check_mode(o, "mode of A", ma) || (kind != PRODUCT_SPMV && !check_mode(o, "mode of B", mb)) ||
+  if (!check_mode(o, "mode of A", ma) ||
+      (kind != PRODUCT_SPMV && !check_mode(o, "mode of B", mb)) ||
       !check_handles(o, a, b, c) || !scalar_one(o, ctp, alpha) || !scalar_one(o, ctp, beta))
     return 0;
   cusparseHandle_t handle = sparse_env_lock(o);

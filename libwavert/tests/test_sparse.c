@@ -322,7 +322,8 @@ static int run_missing(void) {
   CHECK(mgpuCreateDnVec(4, NULL, R_64F, NULL) == NULL);
   CHECK(wavert_jit_failed());
   CHECK_STATUS(wavert_call_end(&state), WAVERT_ERROR_UNAVAILABLE);
-  CHECK_MESSAGE("mgpuCreateDnVec: cannot open the cuSPARSE library '/nonexistent/libcusparse.so.12' (from $WAVERT_CUSPARSE_LIBRARY)");
+  CHECK_MESSAGE("mgpuCreateDnVec: cannot open the cuSPARSE library "
+                "'/nonexistent/libcusparse.so.12' (from $WAVERT_CUSPARSE_LIBRARY)");
   wavert_clear_error();
   mgpuCreateSparseEnv(); /* outside a call: the thread's last error */
   CHECK(wavert_last_status() == WAVERT_ERROR_UNAVAILABLE);
