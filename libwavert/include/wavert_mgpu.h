@@ -285,8 +285,11 @@ WAVERT_MGPU_EXPORT void mgpuSpGEMMCopy(void *descr, int32_t ma, int32_t mb, void
  * C = A B + C, prunes A in place when prune_flag is 1 or 2, checks that A is 2:4 when it is 2
  * (WAVERT_ERROR_INVALID_ARGUMENT if not; this synchronises the stream), and writes three int64
  * byte counts to `bs`: workspace, compressed A, compression buffer. mgpuCuSparseLtSpMM
- * compresses A into those buffers and multiplies (alpha = beta = 1.0f). The plan is released by
- * mgpuDestroyCuSparseLtSpMat (upstream releases it in mgpuCuSparseLtSpMM). */
+ * compresses A into those buffers and multiplies (alpha = beta = 1.0f). `ctp` is MLIR's
+ * compute type, 0 (16-bit float) or 1 (32-bit integer) as cuSPARSELt 0.4/0.5 number them;
+ * libwavert passes the loaded library's own value (0.6 and later renumbered the enum;
+ * upstream passes the integer unchanged). The plan and algorithm selection are released by
+ * mgpuDestroyCuSparseLtSpMat (upstream releases the plan in mgpuCuSparseLtSpMM). */
 WAVERT_MGPU_EXPORT void mgpuCreateSparseLtEnv(void);
 WAVERT_MGPU_EXPORT void mgpuDestroySparseLtEnv(void);
 WAVERT_MGPU_EXPORT void mgpuCreateCuSparseLtDnMat(void *dh, intptr_t rows, intptr_t cols,

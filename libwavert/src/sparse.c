@@ -150,6 +150,10 @@ static struct {
 } sp;
 static struct {
   SPARSELT_SYMBOLS(DECLARE)
+  /* cusparseLtGetVersion (major * 1000 + minor * 100 + patch); cusparseLtAlgSelectionDestroy
+   * (0.8 and later, where an algorithm selection holds resources). NULL when absent. */
+  cusparseStatus_t (*get_version)(const void *, int *);
+  cusparseStatus_t (*alg_destroy)(const void *);
 } lt;
 #undef DECLARE
 
@@ -239,6 +243,8 @@ static wavert_status resolve_sparselt(void *handle) {
                          symbol);
   SPARSELT_SYMBOLS(RESOLVE)
 #undef RESOLVE
+  *(void **)&lt.get_version = dlsym(handle, "cusparseLtGetVersion");
+  *(void **)&lt.alg_destroy = dlsym(handle, "cusparseLtAlgSelectionDestroy");
   return WAVERT_OK;
 }
 
@@ -890,7 +896,8 @@ void mgpuSpGEMMCopy(void *descr, int32_t ma, int32_t mb, void *a, void *b, void 
 typedef struct lt_record {
   struct lt_record *next;
   const void *matrix;
-  int plan_live;
+  int plan_live; /* plan initialised */
+  int alg_live;  /* algorithm selection initialised */
 } lt_record;
 static pthread_mutex_t lt_records_mutex = PTHREAD_MUTEX_INITIALIZER;
 static lt_record *lt_records;
@@ -905,7 +912,7 @@ static lt_record *lt_record_get(const void *matrix, int create) {
     record->next = lt_records;
     lt_records = record;
   }
-  if (record != NULL && create) record->plan_live = 0;
+  if (record != NULL && create) record->plan_live = record->alg_live = 0;
   pthread_mutex_unlock(&lt_records_mutex);
   return record;
 }
@@ -928,6 +935,33 @@ static int lt_check_memory(operation *o, const void *memory) {
   OP_FAIL(o, WAVERT_ERROR_INVALID_ARGUMENT,
           "%s: the matrix memory %p is NULL or not 16-byte aligned", o->name, memory);
   return 0;
+}
+
+/* Release the plan and algorithm selection made in `mat` by mgpuCuSparseLtSpMMBufferSize. */
+static void lt_release_plan(operation *o, lt_sp_mat *mat, lt_record *record) {
+  if (record->plan_live)
+    op_check(o, "cusparseLtMatmulPlanDestroy", lt.plan_destroy(mat->plan));
+  if (record->alg_live && lt.alg_destroy != NULL)
+    op_check(o, "cusparseLtAlgSelectionDestroy", lt.alg_destroy(mat->alg_sel));
+  record->plan_live = record->alg_live = 0;
+}
+
+/* MLIR's cuSPARSELt compute type (0: 16-bit float, 1: 32-bit integer: cuSPARSELt 0.4/0.5's
+ * cusparseComputeType values, which gpu-to-llvm emits) as the loaded library numbers it:
+ * cuSPARSELt 0.6 and later order the enum 32I, 16F, 32F. */
+static int lt_compute_type(operation *o, const void *handle, int32_t ctp, int *out) {
+  if (ctp != 0 && ctp != 1) {
+    OP_FAIL(o, WAVERT_ERROR_INVALID_ARGUMENT,
+            "%s: compute type %d is not one MLIR emits (0: 16-bit float, 1: 32-bit integer)",
+            o->name, (int)ctp);
+    return 0;
+  }
+  int version = 0;
+  if (lt.get_version != NULL &&
+      !op_check(o, "cusparseLtGetVersion", lt.get_version(handle, &version)))
+    return 0;
+  *out = version >= 600 ? 1 - ctp : ctp;
+  return 1;
 }
 
 void mgpuCreateCuSparseLtDnMat(void *dh, intptr_t rows, intptr_t cols, void *values, int32_t dtp,
@@ -989,8 +1023,7 @@ void mgpuDestroyCuSparseLtSpMat(void *sh, void *stream) {
   if (!sparselt_begin(&o, "mgpuDestroyCuSparseLtSpMat", stream)) return;
   lt_sp_mat *mat = sh;
   lt_record *record = lt_record_get(mat, 0);
-  if (record != NULL && record->plan_live)
-    op_check(&o, "cusparseLtMatmulPlanDestroy", lt.plan_destroy(mat->plan));
+  if (record != NULL) lt_release_plan(&o, mat, record);
   op_check(&o, "cusparseLtMatDescriptorDestroy", lt.mat_destroy(mat->mat));
   lt_record_drop(mat);
   op_end(&o);
@@ -1024,6 +1057,30 @@ static void lt_prune_check(operation *o, void *handle, lt_sp_mat *a) {
   backend->mem_free(flag);
 }
 
+/* Matmul descriptor, algorithm selection (the default, configuration 0) and plan of
+ * C = op(A) op(B) + C, kept in A's memory; `record` notes what was made. */
+static int lt_plan(operation *o, const void *handle, lt_sp_mat *a, lt_dn_mat *b, lt_dn_mat *c,
+                   int32_t ma, int32_t mb, int32_t ctp, lt_record *record) {
+  const int algorithm = 0;
+  int compute = 0;
+  if (!lt_compute_type(o, handle, ctp, &compute) ||
+      !op_check(o, "cusparseLtMatmulDescriptorInit",
+                lt.matmul_init(handle, a->matmul, ma, mb, a->mat, b->mat, c->mat, c->mat,
+                               compute)) ||
+      !op_check(o, "cusparseLtMatmulAlgSelectionInit",
+                lt.alg_init(handle, a->alg_sel, a->matmul, CUSPARSELT_MATMUL_ALG_DEFAULT)))
+    return 0;
+  record->alg_live = 1;
+  if (!op_check(o, "cusparseLtMatmulAlgSetAttribute",
+                lt.alg_set(handle, a->alg_sel, CUSPARSELT_MATMUL_ALG_CONFIG_ID, &algorithm,
+                           sizeof(algorithm))) ||
+      !op_check(o, "cusparseLtMatmulPlanInit",
+                lt.plan_init(handle, a->plan, a->matmul, a->alg_sel)))
+    return 0;
+  record->plan_live = 1;
+  return 1;
+}
+
 void mgpuCuSparseLtSpMMBufferSize(void *bs, int32_t ma, int32_t mb, void *a, void *b, void *c,
                                   int32_t ctp, int32_t prune_flag, void *stream) {
   operation o;
@@ -1045,25 +1102,9 @@ void mgpuCuSparseLtSpMMBufferSize(void *bs, int32_t ma, int32_t mb, void *a, voi
             "%s: A (%p) is not a matrix made by mgpuCusparseLtCreate2To4SpMat", o.name, a);
   void *handle = !o.failed ? sparselt_env_lock(&o) : NULL;
   if (handle != NULL) {
-    if (record->plan_live) { /* asked again: the previous plan goes first */
-      op_check(&o, "cusparseLtMatmulPlanDestroy", lt.plan_destroy(mat_a->plan));
-      record->plan_live = 0;
-    }
-    const int algorithm = 0;
+    lt_release_plan(&o, mat_a, record); /* asked again: the previous plan goes first */
     size_t workspace = 0, compressed = 0, compress_buffer = 0;
-    if (!o.failed &&
-        op_check(&o, "cusparseLtMatmulDescriptorInit",
-                 lt.matmul_init(handle, mat_a->matmul, ma, mb, mat_a->mat, mat_b->mat,
-                                mat_c->mat, mat_c->mat, ctp)) &&
-        op_check(&o, "cusparseLtMatmulAlgSelectionInit",
-                 lt.alg_init(handle, mat_a->alg_sel, mat_a->matmul,
-                             CUSPARSELT_MATMUL_ALG_DEFAULT)) &&
-        op_check(&o, "cusparseLtMatmulAlgSetAttribute",
-                 lt.alg_set(handle, mat_a->alg_sel, CUSPARSELT_MATMUL_ALG_CONFIG_ID, &algorithm,
-                            sizeof(algorithm))) &&
-        op_check(&o, "cusparseLtMatmulPlanInit",
-                 lt.plan_init(handle, mat_a->plan, mat_a->matmul, mat_a->alg_sel))) {
-      record->plan_live = 1;
+    if (!o.failed && lt_plan(&o, handle, mat_a, mat_b, mat_c, ma, mb, ctp, record)) {
       if (prune_flag > 0 &&
           op_check(&o, "cusparseLtSpMMAPrune",
                    lt.prune(handle, mat_a->matmul, mat_a->values, mat_a->values,

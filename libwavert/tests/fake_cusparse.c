@@ -32,7 +32,8 @@ static char fail_name[64];
 static status_t fail_status;
 static void *live[MAX_LIVE]; /* handles, descriptors, SpGEMM descriptors */
 static char live_kind[MAX_LIVE];
-static int lt_handles, lt_matrices, lt_plans;
+static int lt_handles, lt_matrices, lt_plans, lt_algs;
+static int lt_version = 700; /* cusparseLtGetVersion: 0.7.0 */
 static void *handle_context;
 static fake_handle *last_handle; /* the last cuSPARSE handle created, while it lives */
 static fake_cusparse_product last_product;
@@ -129,6 +130,8 @@ EXPORT int fake_cusparse_live_spgemm(void) { return live_count('g'); }
 EXPORT int fake_cusparselt_live_handles(void) { return lt_handles; }
 EXPORT int fake_cusparselt_live_matrices(void) { return lt_matrices; }
 EXPORT int fake_cusparselt_live_plans(void) { return lt_plans; }
+EXPORT int fake_cusparselt_live_algs(void) { return lt_algs; }
+EXPORT void fake_cusparselt_set_version(int version) { lt_version = version; }
 EXPORT void *fake_cusparse_handle_context(void) { return handle_context; }
 EXPORT void *fake_cusparse_bound_stream(void) {
   return last_handle != NULL ? last_handle->stream : (void *)(uintptr_t)-1;
@@ -507,8 +510,25 @@ EXPORT status_t cusparseLtMatmulDescriptorInit(const void *handle, void *matmul,
 EXPORT status_t cusparseLtMatmulAlgSelectionInit(const void *handle, void *selection,
                                                  const void *matmul, int algorithm) {
   NOTE("cusparseLtMatmulAlgSelectionInit");
-  if (!lt_live(handle) || !lt_live(matmul) || algorithm != 0) return INVALID_VALUE;
+  if (!lt_live(handle) || !lt_live(matmul) || algorithm != 0 || lt_live(selection))
+    return INVALID_VALUE;
   ((lt_object *)selection)->magic = LIVE_MAGIC;
+  lt_algs += 1;
+  return SUCCESS;
+}
+
+EXPORT status_t cusparseLtAlgSelectionDestroy(void *selection) {
+  NOTE("cusparseLtAlgSelectionDestroy");
+  if (!lt_live(selection)) return INVALID_VALUE;
+  ((lt_object *)selection)->magic = 0;
+  lt_algs -= 1;
+  return SUCCESS;
+}
+
+EXPORT status_t cusparseLtGetVersion(const void *handle, int *version) {
+  NOTE("cusparseLtGetVersion");
+  if (!lt_live(handle)) return NOT_INITIALIZED;
+  *version = lt_version;
   return SUCCESS;
 }
 

@@ -44,6 +44,10 @@ int fake_cusparse_live_spgemm(void);
 int fake_cusparselt_live_handles(void);
 int fake_cusparselt_live_matrices(void);
 int fake_cusparselt_live_plans(void);
+/* Live cuSPARSELt algorithm selections (cusparseLtAlgSelectionDestroy, as in 0.8). */
+int fake_cusparselt_live_algs(void);
+/* What cusparseLtGetVersion reports (default 700: 0.7.0, the 32I, 16F, 32F compute types). */
+void fake_cusparselt_set_version(int version);
 /* The context current when the last cuSPARSE / cuSPARSELt handle was created. */
 void *fake_cusparse_handle_context(void);
 /* The stream bound to the last cuSPARSE handle created ((void *)-1 when it is destroyed). */

@@ -262,20 +262,27 @@ static void test_sparselt(void) {
   CHECK(fake_cusparse_calls("cusparseLtSpMMAPrune") == 1);
   CHECK(fake_cusparse_calls("cusparseLtSpMMAPruneCheck") == 1);
   CHECK(fake_cuda_live_allocations() == allocations); /* the check's device word is freed */
-  CHECK(fake_cusparselt_live_plans() == 1);
+  CHECK(fake_cusparselt_live_plans() == 1 && fake_cusparselt_live_algs() == 1);
+  /* MLIR's compute type 0 (16-bit float) is CUSPARSE_COMPUTE_16F = 1 in cuSPARSELt 0.7. */
+  const fake_cusparse_descr *matmul = fake_cusparselt_matrix_of(lt_a + 3 * 11024);
+  CHECK(matmul != NULL && matmul->kind == 'm' && matmul->value_type == 1);
   char workspace[8], compressed[8], buffer[8];
   mgpuCuSparseLtSpMM(lt_a, lt_b, lt_c, workspace, compressed, buffer, own_stream);
   const fake_cusparse_product *p = fake_cusparse_last_product();
   CHECK(strcmp(p->name, "cusparseLtMatmul") == 0 && p->stream == own_stream);
   CHECK(p->a == compressed && p->b == b_values && p->c == c_values && p->buffer == workspace);
   CHECK(p->alpha == 1.0 && p->beta == 1.0);
-  /* Sizes asked again: the old plan is released first. */
+  /* Sizes asked again: the old plan is released first. cuSPARSELt 0.5 numbers 16F 0. */
+  fake_cusparselt_set_version(503);
   mgpuCuSparseLtSpMMBufferSize(sizes, 0, 0, lt_a, lt_b, lt_c, 0, 0, NULL);
-  CHECK(fake_cusparselt_live_plans() == 1);
+  fake_cusparselt_set_version(700);
+  CHECK(fake_cusparselt_live_plans() == 1 && fake_cusparselt_live_algs() == 1);
+  CHECK(matmul->value_type == 0);
   mgpuDestroyCuSparseLtSpMat(lt_a, NULL);
   mgpuDestroyCuSparseLtDnMat(lt_b, NULL);
   mgpuDestroyCuSparseLtDnMat(lt_c, NULL);
   CHECK(fake_cusparselt_live_plans() == 0 && fake_cusparselt_live_matrices() == 0);
+  CHECK(fake_cusparselt_live_algs() == 0);
   CHECK_OK(wavert_call_end(&state));
 
   /* A matrix that is not 2:4 after pruning: an error; the plan is still released. */
@@ -290,10 +297,20 @@ static void test_sparselt(void) {
   mgpuDestroyCuSparseLtSpMat(lt_a, NULL);
   mgpuDestroyCuSparseLtDnMat(lt_b, NULL);
   CHECK(fake_cusparselt_live_plans() == 0 && fake_cusparselt_live_matrices() == 0);
+  CHECK(fake_cusparselt_live_algs() == 0);
   CHECK_STATUS(wavert_call_end(&state), WAVERT_ERROR_INVALID_ARGUMENT);
   CHECK_MESSAGE("mgpuCuSparseLtSpMMBufferSize: the sparse matrix is not 2:4 structured");
 
   /* Argument errors. */
+  CHECK_OK(wavert_call_begin(device1, NULL, &state));
+  mgpuCusparseLtCreate2To4SpMat(lt_a, 8, 8, a_values, R_16F, NULL);
+  mgpuCreateCuSparseLtDnMat(lt_b, 8, 8, b_values, R_16F, NULL);
+  mgpuCuSparseLtSpMMBufferSize(sizes, 0, 0, lt_a, lt_b, lt_b, 2, 0, NULL);
+  mgpuDestroyCuSparseLtSpMat(lt_a, NULL);
+  mgpuDestroyCuSparseLtDnMat(lt_b, NULL);
+  CHECK_STATUS(wavert_call_end(&state), WAVERT_ERROR_INVALID_ARGUMENT);
+  CHECK_MESSAGE("mgpuCuSparseLtSpMMBufferSize: compute type 2 is not one MLIR emits");
+  CHECK(fake_cusparselt_live_matrices() == 0);
   CHECK_OK(wavert_call_begin(device1, NULL, &state));
   mgpuCuSparseLtSpMMBufferSize(sizes, 0, 0, lt_a, lt_b, lt_c, 0, 3, NULL);
   CHECK_STATUS(wavert_call_end(&state), WAVERT_ERROR_INVALID_ARGUMENT);
