@@ -30,6 +30,7 @@ try:   # BLAKE2b is built into CPython; hashlib's import loads OpenSSL (~5 ms pe
 except ImportError:
     from hashlib import blake2b
 
+from . import sparse
 from .errors import CompileError
 
 log = logging.getLogger("pywave.sharedobj")
@@ -187,6 +188,7 @@ def load(root: str | None, object_code: bytes, runtime_library: str) -> SharedOb
         return None
     try:
         _load_runtime(runtime_library)
+        sparse.preload(sparse.named_in(object_code))   # as jit.JitModule does
         return SharedObjectModule(shared)
     except OSError as exc:
         log.debug("pre-linked host code not usable (%s); loading it with MCJIT", exc)

@@ -96,6 +96,13 @@ def preload(symbols: Iterable[str]) -> None:
             _preload(library)
 
 
+def named_in(object_code: bytes) -> set[str]:
+    """The sparse entry points whose names the ELF string table of ``object_code`` (host
+    object code) holds, for loaders that do not read its symbol table (:mod:`pywave.sharedobj`).
+    A name counts only as a whole NUL-terminated string."""
+    return {f for f in FUNCTIONS if b"\0" + f.encode() + b"\0" in object_code}
+
+
 def _preload(library: str) -> None:
     variable, sonames, _ = LIBRARIES[library]
     if os.environ.get(variable):
@@ -114,4 +121,4 @@ def _preload(library: str) -> None:
 
 
 __all__ = ["CUSPARSELT_FUNCTIONS", "CUSPARSE_FUNCTIONS", "FUNCTIONS", "LIBRARIES", "candidates",
-           "preload", "sparsifier_pipeline"]
+           "named_in", "preload", "sparsifier_pipeline"]

@@ -183,6 +183,12 @@ def test_preload_leaves_an_override_to_libwavert(tmp_path, monkeypatch):
     assert sparse._loaded == {}
 
 
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_object_code_names_its_sparse_calls(name, built):
+    """What the pre-linked loader (which reads no symbol table) preloads for."""
+    assert sparse.named_in(built[name].object_code) == CALLS[name]
+
+
 def test_preload_ignores_host_code_without_sparse_calls(monkeypatch):
     monkeypatch.setattr(sparse, "_preload", lambda library: pytest.fail(library))
     sparse.preload(["mgpuMemAlloc", "printF64"])
