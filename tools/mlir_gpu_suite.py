@@ -2,8 +2,9 @@
 """Run upstream-style MLIR GPU integration tests through ``pywave run`` and FileCheck.
 
 A test is an ``.mlir`` file whose ``// RUN:`` lines pipe it through ``mlir-opt`` (a GPU
-lowering pipeline), a runner (``mlir-runner``, ``mlir-cpu-runner``) and ``FileCheck``. lit's ``// DEFINE:`` / ``// REDEFINE:``
-substitutions are expanded. For each RUN line this harness extracts what matters to pywave:
+lowering pipeline), a runner (``mlir-runner``, ``mlir-cpu-runner``) and ``FileCheck`` (lit's
+``// DEFINE:`` / ``// REDEFINE:`` substitutions expanded). For each RUN line this harness
+extracts what matters to pywave:
 
 * the lowering options of the ``mlir-opt`` stages (``-gpu-lower-to-nvvm-pipeline="cubin-chip=sm_90
   cubin-features=+ptx80 opt-level=3 ..."``, ``-gpu-lower-to-rocdl-pipeline="chip=gfx942"``, chips
