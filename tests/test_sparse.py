@@ -7,7 +7,9 @@ gpu-to-llvm declares for every sparse op match libwavert's ``wavert_mgpu.h``; th
 programs compile for ``pywave run`` and their host code links against libwavert; each sparse
 call is followed by an early return on a recorded error; :mod:`pywave.sparse` finds NVIDIA's
 wheels. On an NVIDIA GPU with cuSPARSE (tests marked ``gpu``): ``pywave run`` prints what the
-CPU computes (the ``.out`` files, checked against the sparsifier's CPU code).
+CPU computes (the ``.out`` files: the output of the sparsifier's CPU code run with MLIR's
+ExecutionEngine; SpGEMM's worked out by hand, as MLIR 22.1's CPU sparsifier
+asserts on a sparse matmul output; the 2:4 SpMM's from its formula).
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ PROGRAMS = {
                  "mgpuDestroySpMat", "mgpuDestroyDnMat"},
     "sddmm_csr": {"mgpuCreateCsr", "mgpuCreateDnMat", "mgpuSDDMMBufferSize", "mgpuSDDMM",
                   "mgpuDestroySpMat", "mgpuDestroyDnMat"},
+    "spgemm_csr": {"mgpuCreateSparseEnv", "mgpuCreateCsr", "mgpuSpGEMMCreateDescr",
+                   "mgpuSpGEMMWorkEstimation", "mgpuSpGEMMCompute", "mgpuSpMatGetSize",
+                   "mgpuSetCsrPointers", "mgpuSpGEMMCopy", "mgpuSpGEMMDestroyDescr",
+                   "mgpuDestroySpMat", "mgpuDestroySparseEnv"},
 }
 #: Programs written with the gpu dialect's sparse ops (no sparsifier), and their sparse calls.
 DIRECT = {
