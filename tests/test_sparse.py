@@ -1,6 +1,6 @@
-"""Sparse GPU programs: MLIR's sparsifier with ``enable-gpu-libgen`` hands SpMV, SpMM and SDDMM
-to cuSPARSE through the sparse ``mgpu*`` calls that libwavert implements (tests/data/sparse);
-a 2:4 SpMM written with the gpu dialect's sparse ops runs on cuSPARSELt.
+"""Sparse GPU programs: MLIR's sparsifier with ``enable-gpu-libgen`` hands SpMV, SpMM, SDDMM and
+SpGEMM to cuSPARSE through the sparse ``mgpu*`` calls that libwavert implements
+(tests/data/sparse); a 2:4 SpMM written with the gpu dialect's sparse ops runs on cuSPARSELt.
 
 Here (no GPU): the sparsifier turns each program into those calls; the signatures MLIR's
 gpu-to-llvm declares for every sparse op match libwavert's ``wavert_mgpu.h``; the lowered
