@@ -3,7 +3,8 @@
 ``wavert_jit_launch`` (``wavert_jit_launch_cluster`` for ``clusters in``) and the ``mgpu*``
 runtime calls into their ``wavert_jit_*`` counterparts (each followed by an early return on
 failure; the sparse ``mgpu*`` calls of :mod:`pywave.sparse` keep their names, which libwavert
-exports, and get the same check), embed each ``gpu.binary`` as one internal constant global, add a packed entry per
+exports, and get the same check, as do calls of the module's own functions, whose result is
+poison when they returned early), embed each ``gpu.binary`` as one internal constant global, add a packed entry per
 host function and the release entry, and translate to LLVM IR. (The signatures were read
 earlier, by :mod:`pywave.signature`.)
 
@@ -236,13 +237,19 @@ class LaunchRewriter:
             self._declare("llvm.func @wavert_jit_failed() -> i32")
             launches: list[ir.Operation] = []
             calls: list[ir.Operation] = []
+            helper_calls: list[ir.Operation] = []
+            defined = {sym_name(op.operation) for op in self.module.body.operations
+                       if op.operation.name == "llvm.func" and op.operation.regions[0].blocks}
 
             def collect(op: ir.Operation) -> ir.WalkResult:
                 if op.name == "gpu.launch_func":
                     launches.append(op)
-                elif op.name == "llvm.call" and "callee" in op.attributes and \
-                        ir.FlatSymbolRefAttr(op.attributes["callee"]).value in CHECKED_CALLS:
-                    calls.append(op)
+                elif op.name == "llvm.call" and "callee" in op.attributes:
+                    callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+                    if callee in CHECKED_CALLS:
+                        calls.append(op)
+                    elif callee in defined:
+                        helper_calls.append(op)
                 return ir.WalkResult.ADVANCE
 
             self.module.operation.walk(collect)
@@ -250,6 +257,10 @@ class LaunchRewriter:
                 self._rewrite_launch(op)
             for op in calls:
                 self._rewrite_mgpu_call(op)
+            # A host function that failed returned early, with a poison result when it returns
+            # one (a memref's pointer, say): its caller must not go on to use that.
+            for op in helper_calls:
+                self._return_early_on_error(op)
             self._rename_mgpu_declarations()
             self.helpers.append(self._release_entry())
             self._emit_helpers()
@@ -399,6 +410,10 @@ class LaunchRewriter:
         callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
         if callee in MGPU_FUNCTIONS:
             op.attributes["callee"] = ir.FlatSymbolRefAttr.get(MGPU_FUNCTIONS[callee])
+        self._return_early_on_error(op)
+
+    def _return_early_on_error(self, op: ir.Operation) -> None:
+        """After ``op`` (a call), return from the function when the host call has failed."""
         after = _next_op(op)
         with ir.InsertionPoint(after) if after is not None else ir.InsertionPoint(op.block):
             failed = _call("wavert_jit_failed", [])

@@ -14,6 +14,7 @@ asserts on a sparse matmul output; the 2:4 SpMM's from its formula).
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -162,6 +163,17 @@ def test_each_sparse_call_returns_early_on_error(name, built):
         assert "@wavert_jit_failed()" in following, lines[i]
 
 
+def test_callers_of_a_failed_helper_return_too(built):
+    """@matvec returns a memref; when a sparse call in it failed it returns early with a poison
+    descriptor, which @main must not read: it returns at once after the call."""
+    lines = built["spmv_csr"].host.llvm_ir.splitlines()
+    calls = [i for i, line in enumerate(lines) if "call " in line and "@matvec(" in line]
+    assert calls
+    for i in calls:
+        following = next(line for line in lines[i + 1:] if "call " in line)
+        assert "@wavert_jit_failed()" in following, lines[i]
+
+
 # ---------------------------------------------------------------------- finding the libraries
 
 def test_candidates_follow_the_toolkit_order(tmp_path, monkeypatch):
@@ -223,6 +235,21 @@ def test_sparse_program_output(name, tmp_path, cuda_device):
     proc = _pywave("run", str(lowered))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == (DATA / f"{name}.out").read_text()
+
+
+@pytest.mark.gpu
+def test_missing_cusparse_is_an_error_not_a_crash(tmp_path, cuda_device):
+    """cuSPARSE that cannot be opened: the first sparse call (in @matmul) records the error
+    naming the library, @matmul returns early, @main returns before reading its result (a
+    poison descriptor), exit status 1."""
+    lowered = tmp_path / "spmm_csr.mlir"
+    lowered.write_text(_sparsified("spmm_csr"))
+    env = dict(os.environ, WAVERT_CUSPARSE_LIBRARY=str(tmp_path / "libcusparse.so.12"))
+    proc = subprocess.run([sys.executable, "-m", "pywave", "run", str(lowered)],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 1, (proc.returncode, proc.stderr)
+    assert "mgpuCreateCsr: cannot open the cuSPARSE library" in proc.stderr
+    assert proc.stdout == ""
 
 
 @pytest.mark.gpu
