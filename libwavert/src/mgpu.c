@@ -41,7 +41,8 @@ static void keep_first(const scope *s) {
   if (s->prior != WAVERT_OK) wavert__error(s->prior, "%s", s->prior_message);
 }
 
-int wavert__mgpu_scope_begin(scope *s) {
+/* Enter the scope of an mgpu call; 0 (error reported) when there is no device. */
+static int scope_begin(scope *s) {
   s->device = wavert__call_current(&s->stream);
   s->outside = s->device == NULL;
   if (!s->outside) return 1;
@@ -63,9 +64,12 @@ int wavert__mgpu_scope_begin(scope *s) {
   return 1;
 }
 
-void wavert__mgpu_scope_end(scope *s) {
+static void scope_end(scope *s) {
   if (s->outside && wavert_call_end(&s->state) != WAVERT_OK) keep_first(s);
 }
+
+int wavert__mgpu_scope_begin(wavert__mgpu_scope *s) { return scope_begin(s); }
+void wavert__mgpu_scope_end(wavert__mgpu_scope *s) { scope_end(s); }
 
 static wavert_status record(wavert_status status) { return wavert__call_record(status); }
 
@@ -174,7 +178,7 @@ static wavert_status function_on(mgpu_function *function, wavert_device *device,
 
 static void *module_load(const char *function, const void *data, size_t size, int jit_opt_level) {
   scope s;
-  if (!wavert__mgpu_scope_begin(&s)) return NULL;
+  if (!scope_begin(&s)) return NULL;
   mgpu_module *module = NULL;
   if (data == NULL || size == 0) {
     SCOPE_ERROR(WAVERT_ERROR_INVALID_ARGUMENT, "%s: the image is NULL or empty", function);
@@ -196,7 +200,7 @@ static void *module_load(const char *function, const void *data, size_t size, in
       module = NULL;
     }
   }
-  wavert__mgpu_scope_end(&s);
+  scope_end(&s);
   return module;
 }
 
@@ -207,10 +211,10 @@ void *mgpuModuleLoad(void *data, size_t size) {
 void *mgpuModuleLoadJIT(void *data, int opt_level) {
   if (opt_level < 0 || opt_level > 4) {
     scope s;
-    if (wavert__mgpu_scope_begin(&s)) {
+    if (scope_begin(&s)) {
       SCOPE_ERROR(WAVERT_ERROR_INVALID_ARGUMENT,
                   "mgpuModuleLoadJIT: optimisation level %d is not 0-4", opt_level);
-      wavert__mgpu_scope_end(&s);
+      scope_end(&s);
     }
     return NULL;
   }
@@ -236,7 +240,7 @@ void mgpuModuleUnload(void *handle) {
 void *mgpuModuleGetFunction(void *handle, const char *name) {
   mgpu_module *module = handle;
   scope s;
-  if (!wavert__mgpu_scope_begin(&s)) return NULL;
+  if (!scope_begin(&s)) return NULL;
   mgpu_function *function = NULL;
   wavert_status status = WAVERT_OK;
   if (module == NULL || name == NULL) {
@@ -263,7 +267,7 @@ void *mgpuModuleGetFunction(void *handle, const char *name) {
   /* Resolve on the current device now, so that a missing kernel is reported here. */
   wavert_function *resolved = NULL;
   if (status == WAVERT_OK) status = record(function_on(function, s.device, &resolved));
-  wavert__mgpu_scope_end(&s);
+  scope_end(&s);
   return status == WAVERT_OK ? function : NULL;
 }
 
@@ -271,7 +275,7 @@ static void launch(const char *name, void *handle, const intptr_t *cluster, intp
                    intptr_t gy, intptr_t gz, intptr_t bx, intptr_t by, intptr_t bz, int32_t smem,
                    void *stream, void **params, void **extra) {
   scope s;
-  if (!wavert__mgpu_scope_begin(&s)) return;
+  if (!scope_begin(&s)) return;
   mgpu_function *function = handle;
   uint32_t cluster32[3] = {1, 1, 1};
   wavert_status status = WAVERT_OK;
@@ -295,7 +299,7 @@ static void launch(const char *name, void *handle, const intptr_t *cluster, intp
     record(wavert__function_launch_cluster(resolved, cluster != NULL ? cluster32 : NULL, gx, gy,
                                            gz, bx, by, bz, smem,
                                            stream != NULL ? stream : s.stream, params));
-  wavert__mgpu_scope_end(&s);
+  scope_end(&s);
 }
 
 void mgpuLaunchKernel(void *function, intptr_t gx, intptr_t gy, intptr_t gz, intptr_t bx,
@@ -318,9 +322,9 @@ void mgpuLaunchClusterKernel(void *function, intptr_t cx, intptr_t cy, intptr_t 
 #define IN_SCOPE(failed, expression) \
   do {                               \
     scope s_;                        \
-    if (!wavert__mgpu_scope_begin(&s_)) failed;   \
+    if (!scope_begin(&s_)) failed;   \
     expression;                      \
-    wavert__mgpu_scope_end(&s_);                  \
+    scope_end(&s_);                  \
   } while (0)
 
 void *mgpuStreamCreate(void) {
@@ -380,7 +384,7 @@ static void memset_checked(const char *name, void *dst, uint32_t value, size_t e
                            size_t count, void *stream) {
   if (count == 0) return;
   scope s;
-  if (!wavert__mgpu_scope_begin(&s)) return;
+  if (!scope_begin(&s)) return;
   if (count > SIZE_MAX / element_bytes)
     SCOPE_ERROR(WAVERT_ERROR_INVALID_ARGUMENT,
                 "%s: %zu elements of %zu bytes overflow the address space", name, count,
@@ -389,7 +393,7 @@ static void memset_checked(const char *name, void *dst, uint32_t value, size_t e
     wavert_jit_memset32(dst, value, count, stream);
   else
     wavert_jit_memset16(dst, (uint16_t)value, count, stream);
-  wavert__mgpu_scope_end(&s);
+  scope_end(&s);
 }
 
 void mgpuMemset32(void *dst, uint32_t value, size_t count, void *stream) {
@@ -426,21 +430,21 @@ static void register_in(scope *s, const char *name, void *ptr, size_t size, int 
 void mgpuMemHostRegister(void *ptr, uint64_t size) {
   if (size == 0) return;
   scope s;
-  if (!wavert__mgpu_scope_begin(&s)) return;
+  if (!scope_begin(&s)) return;
   if (size > SIZE_MAX)
     SCOPE_ERROR(WAVERT_ERROR_INVALID_ARGUMENT,
                 "mgpuMemHostRegister: %llu bytes overflow the address space",
                 (unsigned long long)size);
   else
     register_in(&s, "mgpuMemHostRegister", ptr, (size_t)size, 1);
-  wavert__mgpu_scope_end(&s);
+  scope_end(&s);
 }
 
 void mgpuMemHostUnregister(void *ptr) {
   scope s;
-  if (!wavert__mgpu_scope_begin(&s)) return;
+  if (!scope_begin(&s)) return;
   register_in(&s, "mgpuMemHostUnregister", ptr, 0, 0);
-  wavert__mgpu_scope_end(&s);
+  scope_end(&s);
 }
 
 static void memref_register(const char *name, int64_t rank, void *descriptor,
@@ -448,12 +452,12 @@ static void memref_register(const char *name, int64_t rank, void *descriptor,
   char *ptr = NULL;
   size_t bytes = 0;
   scope s;
-  if (!wavert__mgpu_scope_begin(&s)) return;
+  if (!scope_begin(&s)) return;
   if (record(memref_extent(name, rank, descriptor, element_size, registering, &ptr, &bytes)) ==
           WAVERT_OK &&
       bytes > 0)
     register_in(&s, name, ptr, bytes, registering);
-  wavert__mgpu_scope_end(&s);
+  scope_end(&s);
 }
 
 void mgpuMemHostRegisterMemRef(int64_t rank, void *descriptor, int64_t element_size) {
@@ -468,12 +472,12 @@ void mgpuMemHostUnregisterMemRef(int64_t rank, void *descriptor, int64_t element
 static void *device_pointer(const char *name, void *ptr) {
   void *device_ptr = NULL;
   scope s;
-  if (!wavert__mgpu_scope_begin(&s)) return NULL;
+  if (!scope_begin(&s)) return NULL;
   if (ptr == NULL)
     SCOPE_ERROR(WAVERT_ERROR_INVALID_ARGUMENT, "%s: the pointer is NULL", name);
   else
     ON_DEVICE(&s, host_device_pointer(ptr, &device_ptr));
-  wavert__mgpu_scope_end(&s);
+  scope_end(&s);
   return device_ptr;
 }
 
@@ -535,14 +539,14 @@ void mgpuTensorMapEncodeTiled(void *tensor_map, int32_t data_type, uint32_t rank
                               const uint32_t *element_strides, int32_t interleave,
                               int32_t swizzle, int32_t l2_promotion, int32_t oob_fill) {
   scope s;
-  if (!wavert__mgpu_scope_begin(&s)) return;
+  if (!scope_begin(&s)) return;
   if (tensor_map == NULL)
     SCOPE_ERROR(WAVERT_ERROR_INVALID_ARGUMENT, "mgpuTensorMapEncodeTiled: tensor_map is NULL");
   else
     record(encode_tiled(s.device, tensor_map, data_type, rank, global_address, global_dims,
                         global_strides, box_dims, element_strides, interleave, swizzle,
                         l2_promotion, oob_fill));
-  wavert__mgpu_scope_end(&s);
+  scope_end(&s);
 }
 
 /* The device copy of `map` on `device` (made on first use). */
@@ -634,7 +638,7 @@ void *mgpuTensorMapEncodeTiledMemref(int64_t rank, void *descriptor, int64_t dat
                                      int64_t interleave, int64_t swizzle, int64_t l2_promotion,
                                      int64_t oob_fill, int64_t *box_dims) {
   scope s;
-  if (!wavert__mgpu_scope_begin(&s)) return NULL;
+  if (!scope_begin(&s)) return NULL;
   uint64_t dims[5] = {0}, strides[4] = {0};
   uint32_t box[5] = {0}, element_strides[5] = {1, 1, 1, 1, 1};
   char *address = NULL;
@@ -648,6 +652,6 @@ void *mgpuTensorMapEncodeTiledMemref(int64_t rank, void *descriptor, int64_t dat
                                  strides, box, element_strides, (int32_t)interleave,
                                  (int32_t)swizzle, (int32_t)l2_promotion, (int32_t)oob_fill));
   if (status == WAVERT_OK) record(tensor_map_device_copy(s.device, map, &device_ptr));
-  wavert__mgpu_scope_end(&s);
+  scope_end(&s);
   return device_ptr;
 }
