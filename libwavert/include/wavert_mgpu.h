@@ -289,7 +289,9 @@ WAVERT_MGPU_EXPORT void mgpuSpGEMMCopy(void *descr, int32_t ma, int32_t mb, void
  * compute type, 0 (16-bit float) or 1 (32-bit integer) as cuSPARSELt 0.4/0.5 number them;
  * libwavert passes the loaded library's own value (0.6 and later renumbered the enum;
  * upstream passes the integer unchanged). The plan and algorithm selection are released by
- * mgpuDestroyCuSparseLtSpMat (upstream releases the plan in mgpuCuSparseLtSpMM). */
+ * mgpuDestroyCuSparseLtSpMat (upstream releases the plan in mgpuCuSparseLtSpMM). libwavert
+ * remembers the matrices it made: using or destroying memory that holds none (never made,
+ * destroyed already) is WAVERT_ERROR_INVALID_ARGUMENT, and the library is not called. */
 WAVERT_MGPU_EXPORT void mgpuCreateSparseLtEnv(void);
 WAVERT_MGPU_EXPORT void mgpuDestroySparseLtEnv(void);
 WAVERT_MGPU_EXPORT void mgpuCreateCuSparseLtDnMat(void *dh, intptr_t rows, intptr_t cols,

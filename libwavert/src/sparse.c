@@ -889,10 +889,10 @@ void mgpuSpGEMMCopy(void *descr, int32_t ma, int32_t mb, void *a, void *b, void 
 
 /* ---- cuSPARSELt 2:4 SpMM ------------------------------------------------------------------- */
 
-/* What libwavert made inside each cuSPARSELt sparse matrix (keyed by its address: MLIR owns the
- * memory), so that mgpuDestroyCuSparseLtSpMat releases exactly that. A record for an address
- * is replaced when a new matrix is made there (a program that returned early never destroyed
- * the old one). */
+/* The cuSPARSELt matrices libwavert made and what it made inside each (keyed by address: MLIR
+ * owns the memory), so that the destroy functions release exactly that. A record for an
+ * address is reset when a new matrix is made there (a program that returned early never
+ * destroyed the old one). */
 typedef struct lt_record {
   struct lt_record *next;
   const void *matrix;
@@ -964,23 +964,58 @@ static int lt_compute_type(operation *o, const void *handle, int32_t ctp, int *o
   return 1;
 }
 
+/* Make a cuSPARSELt matrix descriptor in `memory` (`bytes` of it, zeroed first as cuSPARSELt
+ * wants): a 2:4 structured one (`structured`) or a dense one, row-major, over `values`. Its
+ * record is made first and dropped on failure. */
+static void lt_matrix_create(operation *o, void *memory, size_t bytes, intptr_t rows,
+                             intptr_t cols, void *values, int32_t dtp, int structured) {
+  if (!lt_check_memory(o, memory) || !check_extent(o, "rows", rows) ||
+      !check_extent(o, "cols", cols))
+    return;
+  if (lt_record_get(memory, 1) == NULL) {
+    OP_FAIL(o, WAVERT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", o->name);
+    return;
+  }
+  void *handle = sparselt_env_lock(o);
+  if (handle != NULL) {
+    memset(memory, 0, bytes);
+    void *mat = memory; /* the descriptor comes first in both layouts */
+    if (structured) {
+      ((lt_sp_mat *)memory)->values = values;
+      op_check(o, "cusparseLtStructuredDescriptorInit",
+               lt.structured_init(handle, mat, rows, cols, /*ld=*/cols, /*alignment=*/16, dtp,
+                                  CUSPARSE_ORDER_ROW, CUSPARSELT_SPARSITY_50_PERCENT));
+    } else {
+      ((lt_dn_mat *)memory)->values = values;
+      op_check(o, "cusparseLtDenseDescriptorInit",
+               lt.dense_init(handle, mat, rows, cols, /*ld=*/cols, /*alignment=*/16, dtp,
+                             CUSPARSE_ORDER_ROW));
+    }
+    env_unlock();
+  }
+  if (o->failed) lt_record_drop(memory);
+}
+
+/* Destroy the matrix in `memory` (and the plan and algorithm selection of a 2:4 one):
+ * INVALID_ARGUMENT, the library not called, when libwavert did not make it or it was destroyed
+ * already. */
+static void lt_matrix_destroy(operation *o, void *memory, int structured) {
+  lt_record *record = lt_record_get(memory, 0);
+  if (record == NULL) {
+    OP_FAIL(o, WAVERT_ERROR_INVALID_ARGUMENT,
+            "%s: %p holds no live matrix (never made, or destroyed already)", o->name, memory);
+    return;
+  }
+  if (structured) lt_release_plan(o, memory, record);
+  op_check(o, "cusparseLtMatDescriptorDestroy", lt.mat_destroy(memory));
+  lt_record_drop(memory);
+}
+
 void mgpuCreateCuSparseLtDnMat(void *dh, intptr_t rows, intptr_t cols, void *values, int32_t dtp,
                                void *stream) {
   operation o;
   if (!sparselt_begin(&o, "mgpuCreateCuSparseLtDnMat", stream)) return;
-  lt_dn_mat *mat = dh;
-  if (lt_check_memory(&o, mat) && check_extent(&o, "rows", rows) &&
-      check_extent(&o, "cols", cols)) {
-    void *handle = sparselt_env_lock(&o);
-    if (handle != NULL) {
-      memset(mat, 0, sizeof(*mat)); /* cuSPARSELt expects zeroed descriptors */
-      mat->values = values;
-      op_check(&o, "cusparseLtDenseDescriptorInit",
-               lt.dense_init(handle, mat->mat, rows, cols, /*ld=*/cols, /*alignment=*/16, dtp,
-                             CUSPARSE_ORDER_ROW));
-      env_unlock();
-    }
-  }
+  lt_matrix_create(&o, dh, sizeof(lt_dn_mat), rows, cols, values, dtp, 0);
   op_end(&o);
 }
 
@@ -988,7 +1023,7 @@ void mgpuDestroyCuSparseLtDnMat(void *dh, void *stream) {
   if (dh == NULL) return;
   operation o;
   if (!sparselt_begin(&o, "mgpuDestroyCuSparseLtDnMat", stream)) return;
-  op_check(&o, "cusparseLtMatDescriptorDestroy", lt.mat_destroy(((lt_dn_mat *)dh)->mat));
+  lt_matrix_destroy(&o, dh, 0);
   op_end(&o);
 }
 
@@ -996,24 +1031,7 @@ void mgpuCusparseLtCreate2To4SpMat(void *sh, intptr_t rows, intptr_t cols, void 
                                    int32_t dtp, void *stream) {
   operation o;
   if (!sparselt_begin(&o, "mgpuCusparseLtCreate2To4SpMat", stream)) return;
-  lt_sp_mat *mat = sh;
-  if (lt_check_memory(&o, mat) && check_extent(&o, "rows", rows) &&
-      check_extent(&o, "cols", cols)) {
-    if (lt_record_get(mat, 1) == NULL) {
-      OP_FAIL(&o, WAVERT_ERROR_OUT_OF_MEMORY, "mgpuCusparseLtCreate2To4SpMat: out of host memory");
-    } else {
-      void *handle = sparselt_env_lock(&o);
-      if (handle != NULL) {
-        memset(mat, 0, sizeof(*mat));
-        mat->values = values;
-        op_check(&o, "cusparseLtStructuredDescriptorInit",
-                 lt.structured_init(handle, mat->mat, rows, cols, /*ld=*/cols, /*alignment=*/16,
-                                    dtp, CUSPARSE_ORDER_ROW, CUSPARSELT_SPARSITY_50_PERCENT));
-        env_unlock();
-      }
-      if (o.failed) lt_record_drop(mat);
-    }
-  }
+  lt_matrix_create(&o, sh, sizeof(lt_sp_mat), rows, cols, values, dtp, 1);
   op_end(&o);
 }
 
@@ -1021,11 +1039,7 @@ void mgpuDestroyCuSparseLtSpMat(void *sh, void *stream) {
   if (sh == NULL) return;
   operation o;
   if (!sparselt_begin(&o, "mgpuDestroyCuSparseLtSpMat", stream)) return;
-  lt_sp_mat *mat = sh;
-  lt_record *record = lt_record_get(mat, 0);
-  if (record != NULL) lt_release_plan(&o, mat, record);
-  op_check(&o, "cusparseLtMatDescriptorDestroy", lt.mat_destroy(mat->mat));
-  lt_record_drop(mat);
+  lt_matrix_destroy(&o, sh, 1);
   op_end(&o);
 }
 
@@ -1097,9 +1111,12 @@ void mgpuCuSparseLtSpMMBufferSize(void *bs, int32_t ma, int32_t mb, void *a, voi
             (int)prune_flag);
   else if (check_mode(&o, "mode of A", ma) && check_mode(&o, "mode of B", mb) &&
            check_handles(&o, a, b, c) &&
-           (record = lt_record_get(mat_a, 0)) == NULL)
+           ((record = lt_record_get(mat_a, 0)) == NULL || lt_record_get(b, 0) == NULL ||
+            lt_record_get(c, 0) == NULL))
     OP_FAIL(&o, WAVERT_ERROR_INVALID_ARGUMENT,
-            "%s: A (%p) is not a matrix made by mgpuCusparseLtCreate2To4SpMat", o.name, a);
+            "%s: A (%p), B (%p) or C (%p) is not a live matrix made by "
+            "mgpuCusparseLtCreate2To4SpMat / mgpuCreateCuSparseLtDnMat",
+            o.name, a, b, c);
   void *handle = !o.failed ? sparselt_env_lock(&o) : NULL;
   if (handle != NULL) {
     lt_release_plan(&o, mat_a, record); /* asked again: the previous plan goes first */

@@ -285,6 +285,19 @@ static void test_sparselt(void) {
   CHECK(fake_cusparselt_live_algs() == 0);
   CHECK_OK(wavert_call_end(&state));
 
+  /* A second destroy, or sizes for destroyed matrices: errors, the library not called. */
+  CHECK_OK(wavert_call_begin(device1, call_stream, &state));
+  int destroys = fake_cusparse_calls("cusparseLtMatDescriptorDestroy");
+  mgpuDestroyCuSparseLtDnMat(lt_b, NULL);
+  CHECK(fake_cusparse_calls("cusparseLtMatDescriptorDestroy") == destroys);
+  CHECK_STATUS(wavert_call_end(&state), WAVERT_ERROR_INVALID_ARGUMENT);
+  CHECK_MESSAGE("mgpuDestroyCuSparseLtDnMat: ");
+  CHECK_MESSAGE(" holds no live matrix (never made, or destroyed already)");
+  CHECK_OK(wavert_call_begin(device1, call_stream, &state));
+  mgpuCuSparseLtSpMMBufferSize(sizes, 0, 0, lt_a, lt_b, lt_c, 0, 0, NULL);
+  CHECK_STATUS(wavert_call_end(&state), WAVERT_ERROR_INVALID_ARGUMENT);
+  CHECK_MESSAGE("is not a live matrix made by mgpuCusparseLtCreate2To4SpMat");
+
   /* A matrix that is not 2:4 after pruning: an error; the plan is still released. */
   CHECK_OK(wavert_call_begin(device1, call_stream, &state));
   mgpuCusparseLtCreate2To4SpMat(lt_a, 8, 8, a_values, R_16F, NULL);
