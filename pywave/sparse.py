@@ -19,6 +19,7 @@ import ctypes
 import logging
 import os
 import sys
+import threading
 from collections.abc import Iterable
 
 log = logging.getLogger("pywave.sparse")
@@ -64,7 +65,9 @@ LIBRARIES = {
                    (os.path.join("nvidia", "cusparselt", "lib"),)),
 }
 
-_loaded: dict[str, ctypes.CDLL] = {}
+_lock = threading.Lock()
+_loaded: dict[str, ctypes.CDLL] = {}   # kept loaded for libwavert's dlopen to find
+_tried: set[str] = set()               # each library is looked for once per process
 
 
 def candidates(library: str) -> list[str]:
@@ -88,12 +91,15 @@ def preload(symbols: Iterable[str]) -> None:
     libwavert's override variable is set or the library is loaded already. Loads the soname
     from the loader's path if it can, else the first of :func:`candidates`. Never raises: a
     library not found (or not loadable) is reported by libwavert when the program calls it,
-    naming what it tried."""
+    naming what it tried. Thread-safe; each library is looked for once per process."""
     needed = set(symbols)
     for library, functions in (("cuSPARSE", CUSPARSE_FUNCTIONS),
                                ("cuSPARSELt", CUSPARSELT_FUNCTIONS)):
-        if needed & functions and library not in _loaded:
-            _preload(library)
+        if needed & functions and library not in _tried:
+            with _lock:
+                if library not in _tried:
+                    _preload(library)
+                    _tried.add(library)
 
 
 def named_in(object_code: bytes) -> set[str]:

@@ -196,9 +196,10 @@ def test_candidates_follow_the_toolkit_order(tmp_path, monkeypatch):
 def test_preload_leaves_an_override_to_libwavert(tmp_path, monkeypatch):
     monkeypatch.setenv("WAVERT_CUSPARSE_LIBRARY", str(tmp_path / "nowhere.so"))
     monkeypatch.setattr(sparse, "_loaded", {})
+    monkeypatch.setattr(sparse, "_tried", set())
     monkeypatch.setattr(sparse, "candidates", lambda library: pytest.fail("searched"))
     sparse.preload(["mgpuSpMV", "printF64"])
-    assert sparse._loaded == {}
+    assert sparse._loaded == {} and sparse._tried == {"cuSPARSE"}
 
 
 @pytest.mark.parametrize("name", sorted(CALLS))
