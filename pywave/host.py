@@ -2,7 +2,9 @@
 (``gpu-to-llvm``, ``convert-to-llvm``), rewrite every ``gpu.launch_func`` into a call of
 ``wavert_jit_launch`` (``wavert_jit_launch_cluster`` for ``clusters in``) and the ``mgpu*``
 runtime calls into their ``wavert_jit_*`` counterparts (each followed by an early return on
-failure), embed each ``gpu.binary`` as one internal constant global, add a packed entry per
+failure; the sparse ``mgpu*`` calls of :mod:`pywave.sparse` keep their names, which libwavert
+exports, and get the same check, as do calls of the module's own functions, whose result is
+poison when they returned early), embed each ``gpu.binary`` as one internal constant global, add a packed entry per
 host function and the release entry, and translate to LLVM IR. (The signatures were read
 earlier, by :mod:`pywave.signature`.)
 
@@ -40,7 +42,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import gpu, llvm
 
-from . import validate
+from . import sparse, validate
 from .async_inline import inline_async_execute
 from .errors import CompileError
 from .mlirutil import diagnostic_error, file_location, run_pipeline, sym_name
@@ -114,6 +116,10 @@ WAVE_HELPER_TYPES = {
 
 #: Runtime calls rewritten into libwavert calls, each followed by an early return on failure.
 RUNTIME_FUNCTIONS = {**MGPU_FUNCTIONS, **WAVE_FUNCTIONS}
+
+#: Runtime calls followed by an early return when they recorded an error: the renamed ones
+#: and the sparse ones (cuSPARSE, cuSPARSELt), which libwavert exports under their own names.
+CHECKED_CALLS = frozenset(RUNTIME_FUNCTIONS) | sparse.FUNCTIONS
 
 # --------------------------------------------------------------------------------------------
 # Lowering and launch rewrite
@@ -356,15 +362,19 @@ class LaunchRewriter:
             launches: list[ir.Operation] = []
             calls: list[ir.Operation] = []
             loads: list[ir.Operation] = []
-            wrappers = _runtime_callers(self.module)
+            helper_calls: list[ir.Operation] = []
+            defined = {sym_name(op.operation) for op in self.module.body.operations
+                       if op.operation.name == "llvm.func" and op.operation.regions[0].blocks}
 
             def collect(op: ir.Operation) -> ir.WalkResult:
                 if op.name == "gpu.launch_func":
                     launches.append(op)
                 elif op.name == "llvm.call" and "callee" in op.attributes:
                     callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
-                    if callee in RUNTIME_FUNCTIONS or callee in wrappers:
+                    if callee in CHECKED_CALLS:
                         calls.append(op)
+                    elif callee in defined:
+                        helper_calls.append(op)
                     if callee == "wave_load_kernel":
                         loads.append(op)
                 return ir.WalkResult.ADVANCE
@@ -376,6 +386,10 @@ class LaunchRewriter:
                 self._rewrite_launch(op)
             for op in calls:
                 self._rewrite_runtime_call(op)
+            # A host function that failed returned early, with a poison result when it returns
+            # one (a memref's pointer, say): its caller must not go on to use that.
+            for op in helper_calls:
+                self._return_early_on_error(op)
             self._rename_runtime_declarations()
             self.helpers.append(self._release_entry())
             self._emit_helpers()
@@ -547,12 +561,15 @@ class LaunchRewriter:
 
     # -- runtime calls -----------------------------------------------------------------------
     def _rewrite_runtime_call(self, op: ir.Operation) -> None:
-        """Rename a runtime call to libwavert's function (a call of a function that makes
-        one, such as the C-interface wrapper of a Wave helper, keeps its callee) and return
-        early after it when the call has failed."""
+        """Rename a runtime call to libwavert's function (:data:`RUNTIME_FUNCTIONS`; the
+        sparse calls keep their names) and return early after it when the call has failed."""
         callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
         if callee in RUNTIME_FUNCTIONS:
             op.attributes["callee"] = ir.FlatSymbolRefAttr.get(RUNTIME_FUNCTIONS[callee])
+        self._return_early_on_error(op)
+
+    def _return_early_on_error(self, op: ir.Operation) -> None:
+        """After ``op`` (a call), return from the function when the host call has failed."""
         after = _next_op(op)
         with ir.InsertionPoint(after) if after is not None else ir.InsertionPoint(op.block):
             failed = _call("wavert_jit_failed", [])
@@ -622,33 +639,6 @@ class LaunchRewriter:
         redeclared = [d for d in self.declared if d.split("@")[1].split("(")[0] in defined]
         helpers = [h for h in self.helpers if h not in redeclared]
         _append_parsed(self.module, stubs + redeclared, helpers)
-
-
-def _runtime_callers(module: ir.Module) -> set[str]:
-    """Names of the module's functions that call a runtime function (:data:`RUNTIME_FUNCTIONS`),
-    directly or through another such function: a call of one of them may record an error too
-    (the C-interface wrapper ``wave_get_buffer`` of ``_mlir_ciface_wave_get_buffer``)."""
-    calls: dict[str, set[str]] = {}
-    for op in module.body.operations:
-        op = op.operation
-        if op.name != "llvm.func" or not op.regions[0].blocks:
-            continue
-        callees: set[str] = set()
-
-        def visit(o: ir.Operation) -> ir.WalkResult:
-            if o.name == "llvm.call" and "callee" in o.attributes:
-                callees.add(ir.FlatSymbolRefAttr(o.attributes["callee"]).value)
-            return ir.WalkResult.ADVANCE
-
-        op.walk(visit)
-        calls[sym_name(op)] = callees
-    found = {name for name, callees in calls.items() if callees & RUNTIME_FUNCTIONS.keys()}
-    grown = True
-    while grown:
-        more = {name for name, callees in calls.items() if callees & found} - found
-        grown = bool(more)
-        found |= more
-    return found
 
 
 def _result_type(func: ir.Operation) -> ir.Type | None:

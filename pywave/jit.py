@@ -14,7 +14,7 @@ import struct
 import sys
 import threading
 
-from . import layout
+from . import layout, sparse
 from .errors import CompileError
 
 
@@ -201,11 +201,13 @@ class JitModule:
     until ``close``: garbage collection alone never frees it (:data:`_open_engines`)."""
 
     def __init__(self, obj: bytes) -> None:
-        missing = [s for s in undefined_symbols(obj)
+        undefined = undefined_symbols(obj)
+        missing = [s for s in undefined
                    if s not in _LINKER_DEFINED and not llvm.address_of_symbol(s)]
         if missing:
             raise CompileError("host code needs symbols that nothing in the process provides: "
                                + ", ".join(sorted(missing)))
+        sparse.preload(undefined)   # libwavert opens cuSPARSE(Lt) by soname when called
         tm = target_machine.__wrapped__(0)   # a fresh one: the engine owns and frees it
         base = llvm.parse_assembly("")
         base.triple = tm.triple

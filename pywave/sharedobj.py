@@ -24,6 +24,7 @@ import os
 import threading
 from _ctypes import dlclose
 
+from . import sparse
 from .errors import CompileError
 
 log = logging.getLogger("pywave.sharedobj")
@@ -142,6 +143,7 @@ def load(shared: bytes, runtime_library: str) -> SharedObjectModule | None:
         return None
     try:
         _load_runtime(runtime_library)
+        sparse.preload(sparse.named_in(object_code))   # as jit.JitModule does
         return SharedObjectModule(shared)
     except OSError as exc:
         log.debug("pre-linked host code not usable (%s); loading it with MCJIT", exc)

@@ -147,3 +147,30 @@ def test_the_gpu_chip_comes_from_pywave(monkeypatch):
     assert suite.detect_gpu_chip() == "sm_90"
     monkeypatch.setattr(pipeline, "default_target", lambda: None)
     assert suite.detect_gpu_chip() is None
+
+
+def test_lit_defines_expand_in_run_lines():
+    """Upstream's sparse GPU tests: DEFINE'd %{compile} (its quote closed by the RUN line) and
+    %{run}, a REDEFINE, and the sparsifier run by the harness with its chip as the target."""
+    text = ('// DEFINE: %{compile} = mlir-opt %s \\\n'
+            '// DEFINE:   --sparsifier="enable-gpu-libgen gpu-triple=nvptx64-nvidia-cuda '
+            'gpu-chip=sm_80 gpu-features=+ptx71 gpu-format=%gpu_compilation_format\n'
+            '// DEFINE: %{run} = mlir-runner \\\n'
+            '// DEFINE:   --shared-libs=%mlir_cuda_runtime \\\n'
+            '// DEFINE:   --e main --entry-point-result=void \\\n'
+            '// DEFINE: | FileCheck %s\n'
+            '// RUN: %{compile} enable-runtime-library=true" | %{run}\n'
+            '// RUN: %{compile} enable-runtime-library=false" | %{run}\n'
+            '// REDEFINE: %{run} = mlir-runner -e other\n'
+            '// RUN: %{compile} enable-runtime-library=false" | %{run}\n')
+    commands = [suite.substitute(c, "/t/p.mlir", {}) for c in suite.run_lines(text)]
+    assert len(commands) == 3
+    with_rt, without_rt, other = (suite.parse_run(c) for c in commands)
+    assert with_rt.needs and "sparse runtime library" in with_rt.needs
+    assert without_rt.needs is None and not without_rt.unknown
+    assert without_rt.pre_passes == [
+        "sparsifier{enable-gpu-libgen gpu-triple=nvptx64-nvidia-cuda gpu-chip=sm_80 "
+        "gpu-features=+ptx71 gpu-format=fatbin enable-runtime-library=false}"]
+    assert without_rt.compile == {"chip": "sm_80", "features": "+ptx71"}
+    assert without_rt.entry == "main" and without_rt.entry_result == "void"
+    assert without_rt.filecheck and other.entry == "other" and not other.filecheck

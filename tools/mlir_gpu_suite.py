@@ -2,14 +2,18 @@
 """Run upstream-style MLIR GPU integration tests through ``pywave run`` and FileCheck.
 
 A test is an ``.mlir`` file whose ``// RUN:`` lines pipe it through ``mlir-opt`` (a GPU
-lowering pipeline), a runner (``mlir-runner``, ``mlir-cpu-runner``) and ``FileCheck``. For each
-RUN line this harness extracts what matters to pywave:
+lowering pipeline), a runner (``mlir-runner``, ``mlir-cpu-runner``) and ``FileCheck`` (lit's
+``// DEFINE:`` / ``// REDEFINE:`` substitutions expanded). For each RUN line this harness
+extracts what matters to pywave:
 
 * the lowering options of the ``mlir-opt`` stages (``-gpu-lower-to-nvvm-pipeline="cubin-chip=sm_90
   cubin-features=+ptx80 opt-level=3 ..."``, ``-gpu-lower-to-rocdl-pipeline="chip=gfx942"``, chips
   and index bitwidths inside hand-written ``-pass-pipeline=`` strings, bare-pointer conventions);
-* passes that must run *before* lowering (``-convert-vector-to-gpu``, ``-transform-interpreter``),
-  applied here with the MLIR Python bindings when they are registered there;
+* passes that must run *before* lowering (``-convert-vector-to-gpu``, ``-transform-interpreter``,
+  and ``--sparsifier="..."``, whose ``gpu-chip``/``gpu-features`` become the target), applied
+  here with the MLIR Python bindings when they are registered there; a sparsifier run with
+  MLIR's sparse runtime library (``enable-runtime-library=true``, its default) SKIPs: libwavert
+  does not provide that library;
 * the runner options (``-e NAME``, ``--entry-point-result=void``, ``-O0..3``, ``--shared-libs=``);
 * the FileCheck prefixes and whether stderr is merged (``2>&1``);
 
@@ -95,6 +99,7 @@ class RunSpec:
     backend: str | None = None                      # "nvvm" / "rocdl" when the RUN line says
     pre_passes: list[str] = dataclasses.field(default_factory=list)
     debug_only: str | None = None                   # -debug-only=... (compiler output checks)
+    needs: str | None = None                        # what the program needs that pywave lacks
     unknown: list[str] = dataclasses.field(default_factory=list)       # options not understood
 
     def pywave_args(self) -> list[str]:
@@ -121,24 +126,39 @@ def compile_args(options: dict[str, str]) -> list[str]:
 # ----------------------------------------------------------------------------- RUN lines
 
 def run_lines(text: str) -> list[str]:
-    """The RUN commands of a test, continuation lines (trailing ``\\``) joined."""
-    commands, current = [], ""
-    for line in text.splitlines():
-        match = re.match(r"\s*//\s*RUN:(.*)$", line)
+    """The RUN commands of a test, continuation lines (trailing ``\\``) joined, with lit's
+    ``// DEFINE: %{name} = value`` / ``// REDEFINE:`` substitutions (as defined where the RUN
+    line stands) expanded."""
+    commands: list[str] = []
+    defines: dict[str, str] = {}
+    kind, current = None, ""
+    for line in text.splitlines() + [""]:
+        match = re.match(r"\s*//\s*(RUN|DEFINE|REDEFINE):(.*)$", line)
+        if kind and (not match or match.group(1) != kind):   # a continuation ended early
+            _finish(kind, current, commands, defines)
+            kind, current = None, ""
         if not match:
-            if current:
-                commands.append(current.strip())
-                current = ""
             continue
-        part = match.group(1).rstrip()
+        part = match.group(2).rstrip()
+        kind = kind or match.group(1)
         if part.endswith("\\"):
             current += part[:-1] + " "
         else:
-            commands.append((current + part).strip())
-            current = ""
-    if current:
-        commands.append(current.strip())
+            _finish(kind, current + part, commands, defines)
+            kind, current = None, ""
     return [c for c in commands if c]
+
+
+def _finish(kind: str, text: str, commands: list[str], defines: dict[str, str]) -> None:
+    """A complete RUN command (substitutions expanded) or DEFINE / REDEFINE."""
+    if kind == "RUN":
+        for name in sorted(defines, key=len, reverse=True):
+            text = text.replace(name, defines[name])
+        commands.append(text.strip())
+        return
+    name, sep, value = text.partition("=")
+    if sep and re.fullmatch(r"\s*%\{[\w.-]+\}\s*", name):
+        defines[name.strip()] = " ".join(value.split())
 
 
 def directives(text: str, name: str) -> list[str]:
@@ -244,6 +264,23 @@ def _pass_pipeline(value: str, spec: RunSpec) -> None:
         spec.compile["kernel-opt-level"] = match.group(1)
 
 
+def _sparsifier(value: str, spec: RunSpec) -> None:
+    """``--sparsifier="..."``: run by the harness with the bindings (it lowers the whole program
+    to the LLVM dialect; sparse kernels handed to cuSPARSE become libwavert's mgpu* calls), its
+    chip and features used for the target. MLIR's sparse runtime library
+    (``enable-runtime-library``, on by default) is not part of libwavert."""
+    opts = _kv_options(value) if value else {}
+    spec.pre_passes.append(f"sparsifier{{{value}}}" if value else "sparsifier")
+    spec.backend = "nvvm"
+    if opts.get("gpu-chip"):
+        spec.compile["chip"] = opts["gpu-chip"]
+    if opts.get("gpu-features"):
+        spec.compile["features"] = opts["gpu-features"]
+    if _truthy(opts.get("enable-runtime-library", "true")):
+        spec.needs = "MLIR's sparse runtime library (enable-runtime-library=true), which " \
+                     "libwavert does not provide"
+
+
 def _opt_stage(tokens: list[str], spec: RunSpec) -> None:
     for tok in tokens[1:]:
         if not tok.startswith("-"):
@@ -254,6 +291,8 @@ def _opt_stage(tokens: list[str], spec: RunSpec) -> None:
             _lowering_options(name, value, spec)
         elif name == "pass-pipeline":
             _pass_pipeline(value, spec)
+        elif name == "sparsifier":
+            _sparsifier(value, spec)
         elif name in ("nvvm-attach-target", "rocdl-attach-target"):
             _pass_pipeline(value.replace(" ", ","), spec)
             spec.backend = "rocdl" if name.startswith("rocdl") else "nvvm"
@@ -280,10 +319,10 @@ def _runner_stage(tokens: list[str], spec: RunSpec) -> None:
     spec.runs_program = True
     it = iter(tokens[1:])
     for tok in it:
-        if tok == "-e":
+        if tok in ("-e", "--e"):
             spec.entry = next(it, spec.entry)
-        elif tok.startswith("-e="):
-            spec.entry = tok[3:]
+        elif tok.startswith(("-e=", "--e=")):
+            spec.entry = tok.split("=", 1)[1]
         elif tok.startswith(("--entry-point-result=", "-entry-point-result=")):
             spec.entry_result = tok.split("=", 1)[1]
         elif re.fullmatch(r"-O[0-3]", tok):
@@ -574,6 +613,8 @@ class Suite:
         return self.args.gpu_chip
 
     def _run_spec(self, spec: RunSpec, path: Path, text: str) -> Outcome:
+        if spec.needs:
+            return Outcome("SKIP", f"needs {spec.needs}")
         chip = self._chip(spec, text)
         if not self.args.compile_only and chip and self.args.gpu_chip \
                 and not chip_runs_on(chip, self.args.gpu_chip, spec.compile.get("format")):

@@ -187,6 +187,128 @@ WAVERT_MGPU_EXPORT void *mgpuTensorMapEncodeTiledMemref(int64_t rank, void *desc
                                                         int64_t swizzle, int64_t l2_promotion,
                                                         int64_t oob_fill, int64_t *box_dims);
 
+/* ---- Sparse linear algebra: cuSPARSE and cuSPARSELt (CUDA only) --------------------------- */
+
+/* What MLIR's sparsifier with `enable-gpu-libgen` (through gpu-to-llvm) calls: signatures as in
+ * CudaRuntimeWrappers.cpp built with cuSPARSE and cuSPARSELt. libcusparse / libcusparseLt are
+ * opened on first use: $WAVERT_CUSPARSE_LIBRARY / $WAVERT_CUSPARSELT_LIBRARY if set, else the
+ * sonames (libcusparse.so.12/.13/.11, libcusparseLt.so.0: the loader's path and a copy already
+ * loaded, e.g. by torch or pywave from NVIDIA's wheels), else lib64/ of $CUDA_HOME, $CUDA_PATH
+ * and /usr/local/cuda. A library that cannot be opened (WAVERT_ERROR_UNAVAILABLE, naming it),
+ * a non-CUDA device (WAVERT_ERROR_UNSUPPORTED) and every cuSPARSE status are errors recorded as
+ * for every mgpu* function; the function then returns NULL / 0.
+ *
+ * Enums are the libraries' integers as MLIR passes them: `dtp`/`ctp` cudaDataType_t (compute
+ * types for alpha and beta: R/C 16F, 16BF, 32F, 64F, 32I, else WAVERT_ERROR_INVALID_ARGUMENT),
+ * `itp`/`ptp` cusparseIndexType_t (1-3), `ma`/`mb` cusparseOperation_t (0-2). Sizes are
+ * elements and must be >= 0. Indices are zero-based; dense matrices are row-major with leading
+ * dimension `cols`. Every product computes C = op(A) op(B) + C (alpha = beta = 1), on `stream`
+ * (NULL: the call's stream) — upstream ignores the stream and uses the legacy default one.
+ * Buffer sizes are bytes (0 possible; upstream once returned at least 1).
+ *
+ * Environments. One cuSPARSE handle and one cuSPARSELt handle per CUDA device, made by
+ * mgpuCreateSparse[Lt]Env or by the first function that needs one (upstream requires the
+ * call), released by mgpuDestroySparse[Lt]Env; a handle is used by one thread at a time
+ * (libwavert serialises). Descriptors are owned by the caller: each create has its destroy
+ * (which accepts NULL). */
+WAVERT_MGPU_EXPORT void mgpuCreateSparseEnv(void);
+WAVERT_MGPU_EXPORT void mgpuDestroySparseEnv(void);
+
+/* Dense vector of `size` elements / rows x cols row-major matrix at device memory `values`
+ * (borrowed: must outlive the descriptor). */
+WAVERT_MGPU_EXPORT void *mgpuCreateDnVec(intptr_t size, void *values, int32_t dtp,
+                                         void *stream);
+WAVERT_MGPU_EXPORT void mgpuDestroyDnVec(void *vec, void *stream);
+WAVERT_MGPU_EXPORT void *mgpuCreateDnMat(intptr_t rows, intptr_t cols, void *values,
+                                         int32_t dtp, void *stream);
+WAVERT_MGPU_EXPORT void mgpuDestroyDnMat(void *mat, void *stream);
+
+/* Sparse matrices over device arrays (borrowed). COO: row and column index arrays of `nnz`;
+ * COO AoS: one array of `nnz` (row, column) pairs (cuSPARSE < 12.0 only, else
+ * WAVERT_ERROR_UNSUPPORTED); CSR: rows + 1 row positions, nnz column indices; CSC: cols + 1
+ * column positions, nnz row indices; BSR (cuSPARSE >= 12.1): brows x bcols blocks of
+ * row_block x col_block row-major values, bnnz blocks. */
+WAVERT_MGPU_EXPORT void *mgpuCreateCoo(intptr_t rows, intptr_t cols, intptr_t nnz,
+                                       void *row_idxs, void *col_idxs, void *values,
+                                       int32_t itp, int32_t dtp, void *stream);
+WAVERT_MGPU_EXPORT void *mgpuCreateCooAoS(intptr_t rows, intptr_t cols, intptr_t nnz,
+                                          void *idxs, void *values, int32_t itp, int32_t dtp,
+                                          void *stream);
+WAVERT_MGPU_EXPORT void *mgpuCreateCsr(intptr_t rows, intptr_t cols, intptr_t nnz,
+                                       void *row_pos, void *col_idxs, void *values,
+                                       int32_t ptp, int32_t itp, int32_t dtp, void *stream);
+WAVERT_MGPU_EXPORT void *mgpuCreateCsc(intptr_t rows, intptr_t cols, intptr_t nnz,
+                                       void *col_pos, void *row_idxs, void *values,
+                                       int32_t ptp, int32_t itp, int32_t dtp, void *stream);
+WAVERT_MGPU_EXPORT void *mgpuCreateBsr(intptr_t brows, intptr_t bcols, intptr_t bnnz,
+                                       intptr_t row_block, intptr_t col_block, void *row_pos,
+                                       void *col_idxs, void *values, int32_t ptp, int32_t itp,
+                                       int32_t dtp, void *stream);
+WAVERT_MGPU_EXPORT void mgpuDestroySpMat(void *mat, void *stream);
+/* Writes the matrix's rows, cols and nnz as int64_t through r, c, n. */
+WAVERT_MGPU_EXPORT void mgpuSpMatGetSize(void *mat, void *r, void *c, void *n, void *stream);
+/* Point a CSR matrix at new position, index and value arrays (SpGEMM's result). */
+WAVERT_MGPU_EXPORT void mgpuSetCsrPointers(void *mat, void *positions, void *indices,
+                                           void *values, void *stream);
+
+/* y = op(A) x + y (A sparse), C = op(A) op(B) + C (A sparse, B and C dense), and SDDMM
+ * C = (op(A) op(B)) .* spy(C) + C (A, B dense; C sparse). The *BufferSize functions return the
+ * bytes of device buffer the product needs; the product takes that buffer. */
+WAVERT_MGPU_EXPORT intptr_t mgpuSpMVBufferSize(int32_t ma, void *a, void *x, void *y,
+                                               int32_t ctp, void *stream);
+WAVERT_MGPU_EXPORT void mgpuSpMV(int32_t ma, void *a, void *x, void *y, int32_t ctp, void *buf,
+                                 void *stream);
+WAVERT_MGPU_EXPORT intptr_t mgpuSpMMBufferSize(int32_t ma, int32_t mb, void *a, void *b,
+                                               void *c, int32_t ctp, void *stream);
+WAVERT_MGPU_EXPORT void mgpuSpMM(int32_t ma, int32_t mb, void *a, void *b, void *c, int32_t ctp,
+                                 void *buf, void *stream);
+WAVERT_MGPU_EXPORT intptr_t mgpuSDDMMBufferSize(int32_t ma, int32_t mb, void *a, void *b,
+                                                void *c, int32_t ctp, void *stream);
+WAVERT_MGPU_EXPORT void mgpuSDDMM(int32_t ma, int32_t mb, void *a, void *b, void *c,
+                                  int32_t ctp, void *buf, void *stream);
+
+/* SpGEMM C = op(A) op(B) (all CSR) in cuSPARSE's phases: work estimation and compute take a
+ * buffer of `bs` bytes (0 and NULL to ask) and return the bytes they need; copy writes C's
+ * arrays (set with mgpuSetCsrPointers after mgpuSpMatGetSize). */
+WAVERT_MGPU_EXPORT void *mgpuSpGEMMCreateDescr(void *stream);
+WAVERT_MGPU_EXPORT void mgpuSpGEMMDestroyDescr(void *descr, void *stream);
+WAVERT_MGPU_EXPORT intptr_t mgpuSpGEMMWorkEstimation(void *descr, int32_t ma, int32_t mb,
+                                                     void *a, void *b, void *c, int32_t ctp,
+                                                     intptr_t bs, void *buf, void *stream);
+WAVERT_MGPU_EXPORT intptr_t mgpuSpGEMMCompute(void *descr, int32_t ma, int32_t mb, void *a,
+                                              void *b, void *c, int32_t ctp, intptr_t bs,
+                                              void *buf, void *stream);
+WAVERT_MGPU_EXPORT void mgpuSpGEMMCopy(void *descr, int32_t ma, int32_t mb, void *a, void *b,
+                                       void *c, int32_t ctp, void *stream);
+
+/* cuSPARSELt 2:4 structured SpMM (cuSPARSELt >= 0.5). The matrices live in memory MLIR
+ * allocates, 16-byte aligned: 44104 bytes for the sparse A (mgpuCusparseLtCreate2To4SpMat),
+ * 11032 for a dense one (mgpuCreateCuSparseLtDnMat). mgpuCuSparseLtSpMMBufferSize plans
+ * C = A B + C, prunes A in place when prune_flag is 1 or 2, checks that A is 2:4 when it is 2
+ * (WAVERT_ERROR_INVALID_ARGUMENT if not; this synchronises the stream), and writes three int64
+ * byte counts to `bs`: workspace, compressed A, compression buffer. mgpuCuSparseLtSpMM
+ * compresses A into those buffers and multiplies (alpha = beta = 1.0f). `ctp` is MLIR's
+ * compute type, 0 (16-bit float) or 1 (32-bit integer) as cuSPARSELt 0.4/0.5 number them;
+ * libwavert passes the loaded library's own value (0.6 and later renumbered the enum;
+ * upstream passes the integer unchanged). The plan and algorithm selection are released by
+ * mgpuDestroyCuSparseLtSpMat (upstream releases the plan in mgpuCuSparseLtSpMM). libwavert
+ * remembers the matrices it made: using or destroying memory that holds none (never made,
+ * destroyed already) is WAVERT_ERROR_INVALID_ARGUMENT, and the library is not called. */
+WAVERT_MGPU_EXPORT void mgpuCreateSparseLtEnv(void);
+WAVERT_MGPU_EXPORT void mgpuDestroySparseLtEnv(void);
+WAVERT_MGPU_EXPORT void mgpuCreateCuSparseLtDnMat(void *dh, intptr_t rows, intptr_t cols,
+                                                  void *values, int32_t dtp, void *stream);
+WAVERT_MGPU_EXPORT void mgpuDestroyCuSparseLtDnMat(void *dh, void *stream);
+WAVERT_MGPU_EXPORT void mgpuCusparseLtCreate2To4SpMat(void *sh, intptr_t rows, intptr_t cols,
+                                                      void *values, int32_t dtp, void *stream);
+WAVERT_MGPU_EXPORT void mgpuDestroyCuSparseLtSpMat(void *sh, void *stream);
+WAVERT_MGPU_EXPORT void mgpuCuSparseLtSpMMBufferSize(void *bs, int32_t ma, int32_t mb, void *a,
+                                                     void *b, void *c, int32_t ctp,
+                                                     int32_t prune_flag, void *stream);
+WAVERT_MGPU_EXPORT void mgpuCuSparseLtSpMM(void *a, void *b, void *c, void *workspace,
+                                           void *compressed, void *compress_buffer,
+                                           void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -22,14 +22,7 @@ static _Thread_local int32_t default_ordinal;
 
 /* ---- scopes ---------------------------------------------------------------------------- */
 
-typedef struct {
-  wavert_device *device;
-  void *stream; /* the call's stream */
-  int outside;  /* the call was begun here */
-  wavert_call_state state;
-  wavert_status prior; /* outside: the thread's pending error, kept as the first */
-  char prior_message[1024];
-} scope;
+typedef wavert__mgpu_scope scope;
 
 /* The thread's default device: ordinal default_ordinal of CUDA if the CUDA driver reports a
  * device, else of HIP. */
@@ -74,6 +67,9 @@ static int scope_begin(scope *s) {
 static void scope_end(scope *s) {
   if (s->outside && wavert_call_end(&s->state) != WAVERT_OK) keep_first(s);
 }
+
+int wavert__mgpu_scope_begin(wavert__mgpu_scope *s) { return scope_begin(s); }
+void wavert__mgpu_scope_end(wavert__mgpu_scope *s) { scope_end(s); }
 
 static wavert_status record(wavert_status status) { return wavert__call_record(status); }
 

@@ -54,4 +54,21 @@ wavert_status wavert__cluster_extents(const wavert__backend *backend, const char
                                       const char *kernel, const int64_t cluster[3],
                                       const int64_t grid[3], uint32_t out[3]);
 
+/* The scope every mgpu* entry point runs in (mgpu.c): inside a host call, the call's device
+ * and stream, errors recorded in the call; outside one, a call begun on the thread's default
+ * device and ended by wavert__mgpu_scope_end, whose error becomes the thread's last error
+ * unless an earlier one is still pending (the first error is kept). */
+typedef struct wavert__mgpu_scope {
+  wavert_device *device;
+  void *stream; /* the call's stream */
+  int outside;  /* the call was begun here */
+  wavert_call_state state;
+  wavert_status prior; /* outside: the thread's pending error, kept as the first */
+  char prior_message[1024];
+} wavert__mgpu_scope;
+
+/* Enter the scope of an mgpu call; 0 (error reported) when there is no device. */
+int wavert__mgpu_scope_begin(wavert__mgpu_scope *s);
+void wavert__mgpu_scope_end(wavert__mgpu_scope *s);
+
 #endif /* WAVERT_MGPU_INTERNAL_H */
