@@ -143,7 +143,7 @@ def load(shared: bytes, runtime_library: str) -> SharedObjectModule | None:
         return None
     try:
         _load_runtime(runtime_library)
-        sparse.preload(sparse.named_in(object_code))   # as jit.JitModule does
+        sparse.preload(sparse.named_in(shared))   # as jit.JitModule does
         return SharedObjectModule(shared)
     except OSError as exc:
         log.debug("pre-linked host code not usable (%s); loading it with MCJIT", exc)
