@@ -73,7 +73,9 @@ def lower_rocdl(module: ir.Module, *, fmt: str = "auto", opt_level: int = 3,
     be ``"auto"`` or ``"hsaco"``. ``opt_level``: the kernels' optimisation level (0-3);
     ``line_info``: a DWARF line table from the MLIR locations (no variables)."""
     from .kernel_options import LINE_INFO_PIPELINE
-    from .kernels import extern_dynamic_shared_memory, gpu_modules, module_target
+    from .kernels import extern_dynamic_shared_memory
+    from .mlirutil import gpu_modules
+    from .targets import module_target
     from .mlirutil import run_pipeline
 
     if fmt not in ("auto", "hsaco"):

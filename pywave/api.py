@@ -191,9 +191,8 @@ def compile(text: "str | os.PathLike[str] | MlirModule", *,
     dumping = compiler.dump_root is not None
     described = cache.described(compiler.options(), pipeline.tool_versions())
     started = time.perf_counter()
-    with _memory_lock:
-        hit = _memory.get((text, described)) if not dumping else None
-    if hit is not None and not hit.closed:
+    hit = live_module((text, described)) if not dumping else None
+    if hit is not None:
         log.info("compile: in-memory cache hit")
         return hit
     cache_key = cache.key(text, described)
@@ -221,8 +220,27 @@ def compile(text: "str | os.PathLike[str] | MlirModule", *,
         module = CompiledModule(program)
     log.info("compile %s: %s for %s in %.1f ms", cache_key[:16], how, program.target.chip,
              (time.perf_counter() - started) * 1e3)
+    return adopt((text, described), module)
+
+
+def live_module(memo: tuple[str, str]) -> "CompiledModule | None":
+    """The open module that :func:`compile` (or :func:`pywave.compile_many`) made for
+    ``memo`` (the text and its described options: :func:`pywave.cache.described`) and that
+    is still alive, else None. Thread-safe."""
     with _memory_lock:
-        _memory[text, described] = module
+        found = _memory.get(memo)
+    return found if found is not None and not found.closed else None
+
+
+def adopt(memo: tuple[str, str], module: "CompiledModule") -> "CompiledModule":
+    """Register ``module`` as the live module of ``memo`` and return it; when another thread
+    registered an open one first, that one is returned (one module per text and options).
+    Thread-safe."""
+    with _memory_lock:
+        found = _memory.get(memo)
+        if found is not None and not found.closed:
+            return found
+        _memory[memo] = module
     return module
 
 
@@ -344,6 +362,11 @@ class CompiledModule:
     def target(self) -> str:
         """Target chip of the kernels (``"sm_90"``; several: ``"sm_80,sm_90"``)."""
         return self._program.target.chip
+
+    @property
+    def program(self) -> Program:
+        """The compiled program this module runs (plain data: what the disk cache keeps)."""
+        return self._program
 
     @property
     def binaries(self) -> list[Binary]:

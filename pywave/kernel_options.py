@@ -17,7 +17,7 @@ import logging
 from mlir import ir
 
 from .errors import CompileError
-from .kernels import gpu_modules
+from .mlirutil import gpu_modules
 from .lowering import LoweringOptions, nvvm_flags
 from .mlirutil import run_pipeline, sym_name
 from .program import Target

@@ -17,9 +17,10 @@ from mlir.dialects import arith, gpu
 
 from . import lowering, validate
 from .errors import CompileError
-from .mlirutil import run_pipeline, sym_name
+from .mlirutil import gpu_modules, kernels_of, run_pipeline, sym_name
 from .program import FORMATS, Binary, Target
-from .toolkit import Toolkit, cuda_toolkit, find_toolkit, ptx_isa
+from .targets import module_targets
+from .toolkit import Toolkit, find_toolkit, ptx_isa
 
 log = logging.getLogger("pywave.kernels")
 
@@ -48,15 +49,6 @@ NVVM_FORMATS = {f.name: f.serialised_as for f in FORMATS.values()
 
 def has_ptxas(toolkit: str | None) -> bool:
     return bool(toolkit) and os.access(os.path.join(toolkit, "bin", "ptxas"), os.X_OK)
-
-
-def gpu_modules(module: ir.Module) -> list[ir.Operation]:
-    return [op.operation for op in module.body.operations if op.operation.name == "gpu.module"]
-
-
-def kernels_of(gmod: ir.Operation) -> list[ir.Operation]:
-    return [op.operation for op in gmod.regions[0].blocks[0].operations
-            if op.operation.name == "gpu.func" and "gpu.kernel" in op.operation.attributes]
 
 
 def widen_bool_memrefs(module: ir.Module) -> set[tuple[str, int]]:
@@ -152,37 +144,6 @@ def check_element_width(t: ir.Type, where: str) -> None:
             f"{where} has the type {t}: MLIR's memref lowering cannot load or store elements "
             "narrower than 8 bits; declare the memref with i8 elements (bool tensors are "
             "8-bit) and convert with arith.trunci / arith.extui")
-
-
-def module_targets(gmod: ir.Operation) -> list[Target]:
-    """The targets of a ``gpu.module``'s ``#nvvm.target``/``#rocdl.target`` list, in order
-    ([] when it has none; a target without a chip gets MLIR's default). CompileError for
-    another kind of target, targets of two backends, and a chip LLVM does not know
-    (:func:`pywave.validate.chip`: LLVM asserts on some)."""
-    if "targets" not in gmod.attributes:
-        return []
-    out = []
-    for attr in ir.ArrayAttr(gmod.attributes["targets"]):
-        text = str(attr)
-        backend = "nvvm" if text.startswith("#nvvm.target") else \
-            "rocdl" if text.startswith("#rocdl.target") else None
-        if backend is None:
-            raise CompileError(f"gpu.module @{sym_name(gmod)} has the target {text}; pywave "
-                               "supports #nvvm.target and #rocdl.target")
-        chip = text.split('chip = "')[1].split('"')[0] if 'chip = "' in text else \
-            ("sm_50" if backend == "nvvm" else "gfx900")
-        validate.chip(chip, f"the chip of gpu.module @{sym_name(gmod)}")
-        out.append(Target(backend, chip))
-    if len({t.backend for t in out}) > 1:
-        raise CompileError(f"gpu.module @{sym_name(gmod)} lists targets of two backends: "
-                           + ", ".join(f"{t.chip} ({t.backend})" for t in out))
-    return out
-
-
-def module_target(gmod: ir.Operation) -> Target | None:
-    """The first of :func:`module_targets` (None when the module has none)."""
-    found = module_targets(gmod)
-    return found[0] if found else None
 
 
 def assign_targets(module: ir.Module, requested: Target | None,

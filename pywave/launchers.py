@@ -30,10 +30,10 @@ from mlir.dialects import func, gpu
 
 from .errors import CompileError
 from .kernel_api import launcher_name
-from .kernels import gpu_modules, kernels_of
+from .mlirutil import gpu_modules, kernels_of
 from .mlirutil import sym_name
 from .program import SIGNLESS, HostSignature, Param
-from .signature import _arg_name, _kernel_written_args, _param
+from .signature import arg_name, kernel_written_args, make_param
 
 log = logging.getLogger("pywave.launchers")
 
@@ -52,14 +52,14 @@ def add_launchers(module: ir.Module, text: str | None,
     prepare pipeline, while the kernel bodies exist) and return their signatures.
     ``bool_args``: (``"module::kernel"``, index) of memrefs that were ``i1`` (they take bool
     tensors)."""
-    written = _kernel_written_args(module)
+    written = kernel_written_args(module)
     kernels: list[tuple[str, str, list[Param], list[ir.Type]]] = []
     for gmod in gpu_modules(module):
         mname = sym_name(gmod)
         for kernel in kernels_of(gmod):
             kname = sym_name(kernel)
             args = _function_arguments(kernel)
-            names = [_arg_name(a, text) or f"arg{i}" for i, a in enumerate(args)]
+            names = [arg_name(a, text) or f"arg{i}" for i, a in enumerate(args)]
             params = _params(mname, kname, names, [a.type for a in args],
                              written.get(f"{mname}::{kname}", set()), bool_args)
             if params is not None:
@@ -73,7 +73,7 @@ def add_launchers(module: ir.Module, text: str | None,
                 log.debug("no launcher for @%s::@%s: not a plain symbol name", mname, kname)
                 continue
             _add_function(module, name, mname, kname, types)
-            extra = tuple(_param(name, len(params) + i, pname, ir.Type.parse(t), False)
+            extra = tuple(make_param(name, len(params) + i, pname, ir.Type.parse(t), False)
                           for i, (pname, t) in enumerate(LAUNCH_PARAMS))
             out.append(HostSignature(name, tuple(params) + extra))
     return out
@@ -97,7 +97,7 @@ def _params(mname: str, kname: str, names: list[str], types: list[ir.Type],
                       ir.MemRefType(t).memory_space)
             return None
         try:
-            param = _param(where, i, pname, t, i in written)
+            param = make_param(where, i, pname, t, i in written)
         except CompileError as exc:
             log.debug("no launcher for @%s: %s", where, exc)
             return None

@@ -280,10 +280,9 @@ def _prepare(index: int, item: object, disk_cache: bool, load: bool,
 
 def _cached(outcome: Outcome, disk_cache: bool, load: bool) -> bool:
     """Whether the input is served by a cache (then ``outcome.program`` is set for loading)."""
-    with api._memory_lock:
-        alive = api._memory.get(outcome.memo)
-    if load and alive is not None and not alive.closed:
-        outcome.program = alive._program
+    alive = api.live_module(outcome.memo) if load else None
+    if alive is not None:
+        outcome.program = alive.program
         return True
     if not disk_cache:
         return False
@@ -298,11 +297,6 @@ def _cached(outcome: Outcome, disk_cache: bool, load: bool) -> bool:
 def _module(outcome: Outcome) -> "api.CompiledModule":
     """The CompiledModule of a successful input: the live one of the in-memory cache, else a
     new one (registered there, as :func:`pywave.compile` does)."""
-    with api._memory_lock:
-        alive = api._memory.get(outcome.memo)
-        if alive is not None and not alive.closed:
-            return alive
-    module = api.CompiledModule(outcome.program)
-    with api._memory_lock:
-        api._memory[outcome.memo] = module
-    return module
+    alive = api.live_module(outcome.memo)
+    return alive if alive is not None else api.adopt(outcome.memo,
+                                                     api.CompiledModule(outcome.program))

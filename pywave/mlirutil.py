@@ -70,3 +70,14 @@ def diagnostic_error(what: str, exc: ir.MLIRError, text: str | None,
     return CompileError(message, filename=filename if where else None,
                         line=where[0] if where else None, column=where[1] if where else None,
                         source_line=source_line)
+
+
+def gpu_modules(module: ir.Module) -> list[ir.Operation]:
+    """The ``gpu.module`` ops at the top level of ``module``, in order."""
+    return [op.operation for op in module.body.operations if op.operation.name == "gpu.module"]
+
+
+def kernels_of(gmod: ir.Operation) -> list[ir.Operation]:
+    """The kernels (``gpu.func`` with ``gpu.kernel``) of a ``gpu.module``, in order."""
+    return [op.operation for op in gmod.regions[0].blocks[0].operations
+            if op.operation.name == "gpu.func" and "gpu.kernel" in op.operation.attributes]

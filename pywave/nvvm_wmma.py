@@ -22,7 +22,7 @@ from mlir import ir
 from mlir.dialects import llvm
 
 from .errors import CompileError
-from .kernels import gpu_modules
+from .mlirutil import gpu_modules
 from .mlirutil import run_pipeline
 
 #: Kinds MLIR 22's convert-gpu-to-nvvm lowers itself.

@@ -387,7 +387,7 @@ class Pipeline:
         else:
             from . import subgroups
             subgroups.lower_subgroup_ops(module)
-            fmt = _lowering.image_format(self.format, target.chip, kernels.cuda_toolkit()) \
+            fmt = _lowering.image_format(self.format, target.chip, toolkit.cuda_toolkit()) \
                 if len(target.chips) == 1 else self.format
             assembled = kernels.lower_nvvm(module, fmt=fmt, text=self.text,
                                            observe=rec.kernels_lowered
@@ -406,13 +406,14 @@ class Pipeline:
         to :func:`pywave.kernels.assign_targets`."""
         from mlir import ir
 
-        from . import kernels
+        from .mlirutil import gpu_modules, kernels_of
+        from .targets import module_target
         if target is None or target.backend != "nvvm":
             return
         attr = "[" + ", ".join(_lowering.nvvm_target(chip, self.lowering)
                                for chip in target.chips) + "]"
-        for gmod in kernels.gpu_modules(module):
-            if kernels.kernels_of(gmod) and kernels.module_target(gmod) is None:
+        for gmod in gpu_modules(module):
+            if kernels_of(gmod) and module_target(gmod) is None:
                 gmod.attributes["targets"] = ir.Attribute.parse(attr, module.context)
 
     def _start_dump(self) -> "dump.Dump | None":

@@ -31,7 +31,8 @@ from mlir import ir
 from mlir.dialects import llvm
 
 from . import jit
-from .kernels import gpu_modules, module_target
+from .mlirutil import gpu_modules
+from .targets import module_target
 from .program import BACKENDS
 
 _layouts: dict[tuple[str, str], str] = {}

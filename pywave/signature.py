@@ -64,7 +64,7 @@ def read_signatures(module: ir.Module, text: str | None,
     in MLIR's own test programs) or when ``strict`` is false (``pywave run``, which calls one
     entry by name); otherwise it is refused with CompileError. A module without entry points
     (kernels only) is valid."""
-    written = _kernel_written_args(module)
+    written = kernel_written_args(module)
     called = _called_functions(module)
     out = []
     for op in module.body.operations:
@@ -137,7 +137,7 @@ def _wave_signature(op: ir.Operation, text: str | None,
     params = []
     for i, arg in enumerate(args):
         dtype, flags = _viewed_dtype(arg)
-        params.append(Param(_arg_name(arg, text) or f"arg{i + 1}", "object", "!llvm.ptr",
+        params.append(Param(arg_name(arg, text) or f"arg{i + 1}", "object", "!llvm.ptr",
                             dtype=dtype, flags=flags, written=_object_written(arg, written)))
     return HostSignature(sym_name(op), tuple(params), (), WAVE_CONVENTION)
 
@@ -190,8 +190,8 @@ def _signature(op: ir.Operation, name: str, text: str | None,
                     for i, t in enumerate(ftype.results))
     params = []
     for i, arg in enumerate(block.arguments):
-        pname = _arg_name(arg, text) or f"arg{i}"
-        param = _param(name, i, pname, arg.type, _host_arg_written(arg, written))
+        pname = arg_name(arg, text) or f"arg{i}"
+        param = make_param(name, i, pname, arg.type, _host_arg_written(arg, written))
         if (name, i) in bool_args:
             param = dataclasses.replace(param, type=param.type.replace("xi8", "xi1"),
                                         dtype=(6, 8, 1), flags=param.flags & ~SIGNLESS)
@@ -216,7 +216,7 @@ def _result(op: ir.Operation, fname: str, index: int, t: ir.Type, was_bool: bool
             raise CompileError(f"{where} has element type {elem}; returned memrefs may have "
                                "the element types " + ", ".join(sorted(ELEMENT_DTYPES)))
         _check_returned_memory(op, index, where)
-    param = _param(fname, index, f"result{index}", t, False, what="result")
+    param = make_param(fname, index, f"result{index}", t, False, what="result")
     if param.kind != "memref":
         return param
     if was_bool:   # widened from memref<...xi1>: bool elements (DLPack kDLBool, 8 bits)
@@ -275,8 +275,11 @@ def _called_functions(module: ir.Module) -> set[str]:
     return out
 
 
-def _param(fname: str, index: int, name: str, t: ir.Type, written: bool,
-           what: str = "argument") -> Param:
+def make_param(fname: str, index: int, name: str, t: ir.Type, written: bool,
+               what: str = "argument") -> Param:
+    """The Param of a host function's (or launcher's) argument #``index`` named ``name`` of
+    MLIR type ``t`` (``written``: the code may write it; ``what``: "argument" or "result",
+    for messages). CompileError for a type Python cannot pass."""
     where = f"host function @{fname} {what} #{index} ('{name}')"
     text = str(t)
     if isinstance(t, ir.MemRefType):
@@ -314,7 +317,7 @@ def _param(fname: str, index: int, name: str, t: ir.Type, written: bool,
 _ARG_RE = re.compile(r"%([A-Za-z_$.\-][\w$.\-]*)")
 
 
-def _arg_name(arg: ir.BlockArgument, text: str | None) -> str | None:
+def arg_name(arg: ir.BlockArgument, text: str | None) -> str | None:
     """The source name (``%a``) of a block argument, read back at its location."""
     if text is None:
         return None
@@ -329,7 +332,7 @@ def _arg_name(arg: ir.BlockArgument, text: str | None) -> str | None:
     return found.group(1) if found else None
 
 
-def _kernel_written_args(module: ir.Module) -> dict[str, set[int]]:
+def kernel_written_args(module: ir.Module) -> dict[str, set[int]]:
     """``"mod::kernel"`` -> indices of memref kernel arguments that may be written."""
     out: dict[str, set[int]] = {}
     for gop in module.body.operations:
@@ -366,7 +369,7 @@ def _may_write(value: ir.Value, writes: Callable[[ir.OpOperand], bool] = lambda 
 
 def _host_arg_written(arg: ir.Value, kernels: dict[str, set[int]]) -> bool:
     """Whether a host memref argument may be written: by a kernel it is passed to (per
-    ``kernels``, from _kernel_written_args), as a gpu.memcpy destination, or by any op not
+    ``kernels``, from kernel_written_args), as a gpu.memcpy destination, or by any op not
     known to only read it."""
     if not isinstance(arg.type, ir.MemRefType):
         return False

@@ -34,7 +34,8 @@ from mlir.dialects import arith, gpu, nvvm
 
 from . import gpu_ids
 from .errors import CompileError
-from .kernels import gpu_modules, module_target
+from .mlirutil import gpu_modules
+from .targets import module_target
 
 #: The warp size of NVIDIA GPUs (the default cluster size).
 WARP_SIZE = 32

@@ -158,8 +158,8 @@ def kernel_arg_sizes(text: str) -> dict[str, list[int]]:
         module = parse.parse(text, ctx)
         kernels.widen_bool_memrefs(module)
         mlirutil.run_pipeline(module, kernels.PREPARE_PIPELINE, "prepare")
-        for gmod in kernels.gpu_modules(module):
-            for k in kernels.kernels_of(gmod):
+        for gmod in mlirutil.gpu_modules(module):
+            for k in mlirutil.kernels_of(gmod):
                 name = mlirutil.sym_name(k)
                 ftype = ir.FunctionType(ir.TypeAttr(k.attributes["function_type"]).value)
                 sizes = []

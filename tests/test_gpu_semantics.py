@@ -20,7 +20,7 @@ import pytest
 
 import pywave
 import pywave.api as api
-from pywave import kernels
+from pywave import kernels, mlirutil, toolkit
 from semantics import cases as cs
 from semantics import floats as fl
 from semantics import generate
@@ -207,7 +207,7 @@ def test_comparison_accepts_the_reference_and_rejects_a_wrong_result(all_cases):
 
 
 def _needs_libdevice() -> None:
-    if not kernels.has_ptxas(kernels.cuda_toolkit()):
+    if not kernels.has_ptxas(toolkit.cuda_toolkit()):
         pytest.skip("needs a CUDA toolkit (ptxas, libdevice) to compile the math kernels")
 
 
@@ -247,7 +247,7 @@ def test_unsupported_ops_are_exactly_those_listed(all_cases):
         module = ir.Module.parse(text)
         kernels.widen_bool_memrefs(module)
         run_pipeline(module, kernels.PREPARE_PIPELINE, "preparing", text)
-        for gmod in kernels.gpu_modules(module):
+        for gmod in mlirutil.gpu_modules(module):
             gmod.attributes["targets"] = ir.Attribute.parse(
                 '[#nvvm.target<chip = "sm_90">]')
         run_pipeline(module, kernels.NVVM_PIPELINE, "lowering to NVVM", text)
@@ -261,7 +261,7 @@ def test_unsupported_ops_are_exactly_those_listed(all_cases):
                 left.add((op.name, case.in_types[0]))
             return ir.WalkResult.ADVANCE
 
-        for gmod in kernels.gpu_modules(module):
+        for gmod in mlirutil.gpu_modules(module):
             gmod.walk(visit)
     assert left == UNSUPPORTED
 

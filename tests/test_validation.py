@@ -10,7 +10,7 @@ import time
 import pytest
 
 import pywave
-from pywave import kernels
+from pywave import kernels, mlirutil, toolkit
 from pywave.api import build
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
@@ -73,9 +73,9 @@ def test_pipeline_value_reaches_mlir_as_one_option():
     assert "toolkit={/opt/cu da format=bin}" in str(pm) and "format=isa" in str(pm)
 
 
-@pytest.mark.skipif(not kernels.has_ptxas(kernels.cuda_toolkit()), reason="needs ptxas")
+@pytest.mark.skipif(not kernels.has_ptxas(toolkit.cuda_toolkit()), reason="needs ptxas")
 def test_cuda_path_with_a_space(tmp_path, monkeypatch):
-    real = kernels.cuda_toolkit()
+    real = toolkit.cuda_toolkit()
     root = tmp_path / "cuda toolkit"
     (root / "bin").mkdir(parents=True)
     (root / "nvvm").symlink_to(os.path.join(real, "nvvm"))
@@ -273,11 +273,11 @@ def test_ptx_version_is_raised_only_where_no_features_were_given(given, expected
         ctx.allow_unregistered_dialects = False
         module = ir.Module.parse(f"module {{ gpu.module @k [{given}] {{ }} }}")
         assert kernels.raise_ptx_version(module, found) == 90
-        gmod = kernels.gpu_modules(module)[0]
+        gmod = mlirutil.gpu_modules(module)[0]
         assert str(ir.ArrayAttr(gmod.attributes["targets"])[0]) == expected
 
 
-@pytest.mark.skipif(not kernels.has_ptxas(kernels.cuda_toolkit()), reason="needs ptxas")
+@pytest.mark.skipif(not kernels.has_ptxas(toolkit.cuda_toolkit()), reason="needs ptxas")
 def test_kernel_with_5472_bytes_of_parameters_compiles():
     """137 memref<?xf32> descriptors of 40 bytes: 5,480 bytes, over PTX 7.8's 4 KiB limit
     (ptxas: "requires PTX ISA .version 8.1")."""
