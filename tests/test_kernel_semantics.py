@@ -97,14 +97,14 @@ def test_amd_translation_keeps_the_rocdl_data_layout():
     from mlir import ir
 
     from pywave import amdgpu, kernels
-    from pywave.mlirutil import run_pipeline
+    from pywave.mlirutil import gpu_modules, run_pipeline
     text = STORE_F64.replace("gpu.module @k {",
                              'gpu.module @k [#rocdl.target<chip = "gfx942">] {')
     with ir.Context():
         module = ir.Module.parse(text)
         run_pipeline(module, "builtin.module(" + amdgpu.ROCDL_PIPELINE.format(chip="gfx942")
                      + ")", "lowering to ROCDL")
-        (gmod,) = kernels.gpu_modules(module)
+        (gmod,) = gpu_modules(module)
         llvm_ir = amdgpu.translate(gmod)
     stores = re.findall(r"store (?:double|i64) .*, align (\d+)", llvm_ir)
     assert stores and set(stores) == {"8"}, llvm_ir

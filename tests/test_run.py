@@ -128,7 +128,8 @@ def test_nvgpu_on_sm_90a():
 
 def test_old_chip_gets_ptx_when_ptxas_dropped_it():
     from pywave import kernels
-    toolkit = kernels.cuda_toolkit()
+    from pywave.toolkit import cuda_toolkit
+    toolkit = cuda_toolkit()
     art = pipeline.Pipeline((RUNNER / "host_memref.mlir").read_text(), target="sm_70",
                             run_entry="main").run()
     ptxas = os.path.join(toolkit or "", "bin", "ptxas")
