@@ -215,7 +215,7 @@ def compile(text: "str | os.PathLike[str] | MlirModule", *,
                 raise
             raise hinted from exc
         if disk_cache:
-            program = cache.store(cache_key, program)   # with its pre-linked host code
+            program = cache.store(cache_key, program) or program   # as stored: pre-linked
         how = "compiled (cache miss)" if disk_cache and not dumping else "compiled (cache off)"
         module = CompiledModule(program)
     log.info("compile %s: %s for %s in %.1f ms", cache_key[:16], how, program.target.chip,

@@ -124,12 +124,19 @@ _FIRST = """
 def press(delay):
     time.sleep(delay)
     os.kill(os.getpid(), signal.SIGINT)
-threading.Thread(target=press, args=(float(sys.argv[2]),)).start()
+presser = threading.Thread(target=press, args=(float(sys.argv[2]),))
+first = "late"
 try:
-    build("first")
-    first = "finished"
-except KeyboardInterrupt:
-    first = "interrupted"
+    try:
+        presser.start()
+        build("first")
+        first = "finished"
+    except KeyboardInterrupt:
+        first = "interrupted"
+    presser.join()
+except KeyboardInterrupt:       # the first compile was done before the press
+    pass
+absorb(presser.join)
 absorb(time.sleep, 0.2)
 other = {}
 def valid():
