@@ -13,7 +13,8 @@
  *   0. parse_call_keywords: the argument count, keyword `stream` only;
  *   1. in argument order: scalars are range-checked and packed (pack_scalar); each tensor is
  *      classified (classify_tensor: exchange API / protocol / raw capsule), its device read
- *      and checked: the function's device type, one device id for all;
+ *      and checked: the function's device type, one device id for all; an exchange-API
+ *      tensor's descriptor is filled at once (its view is borrowed);
  *   2. choose_stream: `stream=` if given; else the exchange API's current_work_stream; else
  *      CuPy's current stream when a CuPy array is among the arguments; else the legacy default;
  *   3. take_tensor: protocol producers are asked for a capsule with __dlpack__(stream=S) so

@@ -85,9 +85,18 @@ typedef struct {
   Py_ssize_t slot; /* first slot */
   Py_ssize_t tensor_index; /* index among the memref parameters */
   wavert_memref_type mtype;
-  int64_t *layout;    /* owned: sizes[rank] then strides[rank] */
+  int64_t *layout;    /* owned: sizes[rank], strides[rank], then the memo's 4 * rank + 1 words */
   PyObject *name;     /* str */
   PyObject *type_str; /* "memref<?xf32>", "f32" */
+  /* The descriptor memo (tensors.c): the last tensor layout whose descriptor was derived for
+   * this parameter. Key: memo_dtype, memo_strides (strides given), memo_key[0..rank) the
+   * shape and memo_key[rank..2*rank) the strides; value: memo_key[2*rank..) the descriptor
+   * words after allocated/aligned (offset, sizes, strides), memo_offset_bytes (the static
+   * offset in bytes) and memo_empty. Only read and written with the GIL held. */
+  int64_t *memo_key;  /* into layout */
+  uint64_t memo_offset_bytes;
+  DLDataType memo_dtype;
+  uint8_t memo_valid, memo_strides, memo_empty;
 } param_t;
 
 /* The host code of one compiled module, shared by its HostFunctions (hostfunction.c): counts
