@@ -752,7 +752,8 @@ PyMODINIT_FUNC PyInit__native(void) {
   if (PyModule_AddObject(m, "DYNAMIC", PyLong_FromLongLong(WAVERT_DYNAMIC)) < 0 ||
       PyModule_AddIntConstant(m, "MEMREF_SIGNLESS", WAVERT_MEMREF_SIGNLESS) < 0 ||
       PyModule_AddIntConstant(m, "MEMREF_STRIDED", WAVERT_MEMREF_STRIDED) < 0 ||
-      PyModule_AddIntConstant(m, "STACK_SLOTS", STACK_SLOTS) < 0) {
+      PyModule_AddIntConstant(m, "STACK_SLOTS", STACK_SLOTS) < 0 ||
+      PyModule_AddIntConstant(m, "STACK_TENSORS", STACK_TENSORS) < 0) {
     Py_DECREF(m);
     return NULL;
   }

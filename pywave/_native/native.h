@@ -27,9 +27,10 @@
 #include "wavert.h"
 #include "wavert_jit.h"
 
-/* Signatures up to these sizes need no allocation per call. */
-#define STACK_SLOTS 256
-#define STACK_TENSORS 32
+/* Signatures up to these sizes need no allocation per call (64 rank-1 memrefs: 320 slots;
+ * the call state is then about 7.5 KiB of stack). */
+#define STACK_SLOTS 384
+#define STACK_TENSORS 64
 /* Types remembered by the exchange-API / protocol cache (round-robin when full). */
 #define TYPE_CACHE_SIZE 32
 /* Device handles cached per device type (ordinals below this). */
