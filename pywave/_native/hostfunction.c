@@ -225,6 +225,7 @@ static int call_state_init(HostFunction *self, call_state *c) {
   c->dev_arg = -1;
   c->stream_api = NULL;
   c->any_cupy = 0;
+  c->to_take = 0;
   const Py_ssize_t words = self->nslots + self->nresult_slots;
   if (words > STACK_SLOTS && !(c->slots = PyMem_Malloc((size_t)words * sizeof *c->slots))) {
     PyErr_NoMemory();
@@ -241,7 +242,8 @@ static int call_state_init(HostFunction *self, call_state *c) {
 /* Run the tensors' deleters and free what call_state_init allocated. */
 static void call_state_release(call_state *c) {
   Py_XDECREF(c->stream_value);
-  release_tensors(c->ts, c->nstate);
+  if (c->to_take) /* only pass 3 takes tensors that own something */
+    release_tensors(c->ts, c->nstate);
   if (c->slots != c->slots_buf)
     PyMem_Free(c->slots);
   if (c->ts && c->ts != c->ts_buf)
@@ -324,7 +326,7 @@ static PyObject *hf_vectorcall(PyObject *self_, PyObject *const *args, size_t na
   /* 2. the stream; 3. the tensors taken and their descriptors filled; 4. the call */
   if (choose_stream(self, &c) < 0)
     goto done;
-  for (Py_ssize_t i = 0; i < nargs; i++)
+  for (Py_ssize_t i = 0; c.to_take && i < nargs; i++)
     if (self->p[i].is_memref && take_tensor(self, &c, i, args[i]) < 0)
       goto done;
   if (run_entry(self, &c) < 0)

@@ -159,6 +159,7 @@ typedef struct {
   const DLPackExchangeAPI *stream_api; /* exchange API of the first such tensor, or NULL */
   int any_cupy;             /* a CuPy array is among the arguments */
   int cupy_stream;          /* the stream is CuPy's current one on dev_id (choose_stream) */
+  Py_ssize_t to_take;       /* tensors left for pass 3 (all but exchange-API ones) */
   uint64_t slots_buf[STACK_SLOTS];
   tensor_state ts_buf[STACK_TENSORS];
 } call_state;

@@ -219,10 +219,16 @@ static PyObject *call_dlpack(PyObject *obj, PyObject *stream_value) {
  * message). Nothing is keyed on the tensor object, its id or a version counter: a tensor
  * resized, restrided or viewed as another dtype in place, or another tensor at the same
  * address, has another key or is checked from its own fields. */
+static inline uint32_t dtype_word(DLDataType d) {
+  uint32_t w;
+  memcpy(&w, &d, sizeof w); /* code, bits, lanes: 4 bytes, no padding */
+  return w;
+}
+
 static inline int memo_hit(const param_t *p, const DLTensor *t, int64_t *words) {
   const int32_t rank = p->mtype.rank;
-  if (!p->memo_valid || t->ndim != rank || t->dtype.code != p->memo_dtype.code ||
-      t->dtype.bits != p->memo_dtype.bits || t->dtype.lanes != p->memo_dtype.lanes ||
+  if (!p->memo_valid || t->ndim != rank ||
+      dtype_word(t->dtype) != dtype_word(p->memo_dtype) ||
       (t->strides != NULL) != p->memo_strides || (rank > 0 && t->shape == NULL))
     return 0;
   const int64_t *key = p->memo_key;
@@ -239,7 +245,13 @@ static inline int memo_hit(const param_t *p, const DLTensor *t, int64_t *words) 
     return 0;
   words[0] = (int64_t)data;
   words[1] = (int64_t)(first - p->memo_offset_bytes);
-  memcpy(words + 2, key + 2 * rank, sizeof(int64_t) * (size_t)(1 + 2 * rank));
+  if (rank == 1) { /* the common case, without memcpy's call */
+    words[2] = key[2];
+    words[3] = key[3];
+    words[4] = key[4];
+  } else {
+    memcpy(words + 2, key + 2 * rank, sizeof(int64_t) * (size_t)(1 + 2 * rank));
+  }
   return 1;
 }
 
@@ -778,6 +790,7 @@ static int classify_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyOb
   t->deferred = 0;
   t->cupy = 0;
   c->nstate = p->tensor_index + 1;
+  c->to_take++; /* every route but the exchange API's is taken in pass 3 */
   int32_t type, id;
   if (PyCapsule_CheckExact(v)) {
     const DLTensor *dl;
@@ -799,6 +812,7 @@ static int classify_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyOb
   const DLPackExchangeAPI *const api = ti->api;
   t->route = route;
   if (route == ROUTE_EXCHANGE) {
+    c->to_take--;
     if (api->dltensor_from_py_object_no_sync(v, &t->local) != 0) {
       if (!PyErr_Occurred())
         PyErr_SetString(PyExc_RuntimeError, "DLPack exchange API conversion failed");
