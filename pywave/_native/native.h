@@ -78,6 +78,8 @@ typedef enum {
 static const char *const scalar_kind_names[SK_COUNT] = {"i1",    "i8",  "i16",  "i32", "i64",
                                                         "index", "f16", "bf16", "f32", "f64"};
 
+enum { MEMO_NONE = 0, MEMO_COMPACT = 1, MEMO_STRIDES = 2 };
+
 typedef struct {
   uint8_t is_memref;
   uint8_t kind;    /* scalar_kind for scalars */
@@ -90,14 +92,15 @@ typedef struct {
   PyObject *name;     /* str */
   PyObject *type_str; /* "memref<?xf32>", "f32" */
   /* The descriptor memo (tensors.c): the last tensor layout whose descriptor was derived for
-   * this parameter. Key: memo_dtype, memo_strides (strides given), memo_key[0..rank) the
+   * this parameter. Key: memo_dtype, memo_state (MEMO_NONE: nothing remembered; MEMO_COMPACT:
+   * the tensor gave no strides; MEMO_STRIDES: it gave them), memo_key[0..rank) the
    * shape and memo_key[rank..2*rank) the strides; value: memo_key[2*rank..) the descriptor
    * words after allocated/aligned (offset, sizes, strides), memo_offset_bytes (the static
    * offset in bytes) and memo_empty. Only read and written with the GIL held. */
   int64_t *memo_key;  /* into layout */
   uint64_t memo_offset_bytes;
   DLDataType memo_dtype;
-  uint8_t memo_valid, memo_strides, memo_empty;
+  uint8_t memo_state, memo_empty;
 } param_t;
 
 /* The host code of one compiled module, shared by its HostFunctions (hostfunction.c): counts

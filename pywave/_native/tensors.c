@@ -227,9 +227,8 @@ static inline uint32_t dtype_word(DLDataType d) {
 
 static inline int memo_hit(const param_t *p, const DLTensor *t, int64_t *words) {
   const int32_t rank = p->mtype.rank;
-  if (!p->memo_valid || t->ndim != rank ||
-      dtype_word(t->dtype) != dtype_word(p->memo_dtype) ||
-      (t->strides != NULL) != p->memo_strides || (rank > 0 && t->shape == NULL))
+  if ((t->strides ? MEMO_STRIDES : MEMO_COMPACT) != p->memo_state || t->ndim != rank ||
+      dtype_word(t->dtype) != dtype_word(p->memo_dtype) || (rank > 0 && t->shape == NULL))
     return 0;
   const int64_t *key = p->memo_key;
   for (int32_t d = 0; d < rank; d++)
@@ -269,9 +268,8 @@ static void memo_store(param_t *p, const DLTensor *t, const int64_t *words) {
   /* aligned = data + byte_offset - offset bytes, neither sum wrapping once accepted */
   p->memo_offset_bytes = (uint64_t)(uintptr_t)t->data + t->byte_offset - (uint64_t)words[1];
   p->memo_dtype = t->dtype;
-  p->memo_strides = t->strides != NULL;
   p->memo_empty = empty;
-  p->memo_valid = 1;
+  p->memo_state = t->strides ? MEMO_STRIDES : MEMO_COMPACT;
 }
 
 /* The memref descriptor of tensor argument `i` into its slots: from the memo, or derived and
@@ -776,6 +774,26 @@ static int cupy_take(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *
   return check_device(self, c, i, v, cupy_in.device_type, m.device_id, 0) < 0 ? -1 : 1;
 }
 
+/* Phase 1 for an exchange-API tensor (torch): its borrowed view, device (checked) and, while
+ * the view is current (before any Python code runs), its descriptor. */
+static int classify_exchange(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v,
+                             tensor_state *t, const DLPackExchangeAPI *api) {
+  t->route = ROUTE_EXCHANGE;
+  if (api->dltensor_from_py_object_no_sync(v, &t->local) != 0) {
+    if (!PyErr_Occurred())
+      PyErr_SetString(PyExc_RuntimeError, "DLPack exchange API conversion failed");
+    raise_chained_arg(ArgumentError, self->p[i].name, i, NULL);
+    return -1;
+  }
+  t->t = &t->local;
+  if (!c->stream_api)
+    c->stream_api = api;
+  if (check_device(self, c, i, v, (int32_t)t->local.device.device_type,
+                   t->local.device.device_id, 0) < 0)
+    return -1;
+  return fill_descriptor(self, c, i, t->t);
+}
+
 /* Phase 1 for tensor argument `i`: its route and device (checked), without taking it; an
  * exchange-API tensor's descriptor is filled here too, while its borrowed view is current.
  * Protocol tensors after the first tensor are left for take_tensor to check from their own
@@ -783,16 +801,25 @@ static int cupy_take(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *
 static int classify_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v) {
   param_t *p = &self->p[i];
   tensor_state *t = &c->ts[p->tensor_index];
+  t->managed = NULL; /* release_tensors and build_results read it for every tensor */
+  c->nstate = p->tensor_index + 1;
+  type_info miss;
+  const type_info *ti = NULL;
+  if (!PyCapsule_CheckExact(v) && type_info_get(Py_TYPE(v), &miss, &ti) < 0) {
+    raise_chained_arg(ArgumentError, p->name, i, NULL);
+    return -1;
+  }
+  if (ti && ti->route == ROUTE_EXCHANGE)
+    return classify_exchange(self, c, i, v, t, ti->api);
+  /* Every other route is taken in pass 3. */
+  c->to_take++;
   t->t = NULL;
-  t->managed = NULL;
   t->versioned = 0;
   t->read_only = 0;
   t->deferred = 0;
   t->cupy = 0;
-  c->nstate = p->tensor_index + 1;
-  c->to_take++; /* every route but the exchange API's is taken in pass 3 */
   int32_t type, id;
-  if (PyCapsule_CheckExact(v)) {
+  if (!ti) {
     const DLTensor *dl;
     if (classify_capsule(p, i, v, t, &dl) < 0)
       return -1;
@@ -801,33 +828,9 @@ static int classify_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyOb
     id = dl->device.device_id;
     return check_device(self, c, i, v, type, id, 0);
   }
-  type_info miss;
-  const type_info *ti;
-  if (type_info_get(Py_TYPE(v), &miss, &ti) < 0) {
-    raise_chained_arg(ArgumentError, p->name, i, NULL);
-    return -1;
-  }
   const uint8_t route = ti->route;
   uint8_t flags = ti->flags;
-  const DLPackExchangeAPI *const api = ti->api;
   t->route = route;
-  if (route == ROUTE_EXCHANGE) {
-    c->to_take--;
-    if (api->dltensor_from_py_object_no_sync(v, &t->local) != 0) {
-      if (!PyErr_Occurred())
-        PyErr_SetString(PyExc_RuntimeError, "DLPack exchange API conversion failed");
-      raise_chained_arg(ArgumentError, p->name, i, NULL);
-      return -1;
-    }
-    t->t = &t->local;
-    if (!c->stream_api)
-      c->stream_api = api;
-    /* The view is borrowed: its descriptor is filled now, before any Python code runs. */
-    if (check_device(self, c, i, v, (int32_t)t->local.device.device_type,
-                     t->local.device.device_id, 0) < 0)
-      return -1;
-    return fill_descriptor(self, c, i, t->t);
-  }
   if (route == ROUTE_PROTOCOL) {
     if ((flags & TYPE_JAX) && p->written)
       return read_only_error(p, i, "JAX arrays are immutable");
