@@ -12,7 +12,9 @@ host function:
 - in-memory hit: ``pywave.compile`` of text already compiled, median of --hits calls (µs);
 - fresh process: wall time of ``python -c "import pywave; pywave.compile(open(F).read(),
   target=...)"`` with a cold cache (a new empty PYWAVE_CACHE_DIR each run) against a warm one
-  (on-disk hit), min and median over --runs runs each, and ``python -c pass`` for scale.
+  (on-disk hit), min and median over --runs runs each, and ``python -c pass``,
+  ``python -c "import site"`` and ``python -c "import pywave"`` for scale (an editable
+  install's import runs its rebuild check in every process: measure an installed wheel).
 
 Targets (issues #4, #15): on-disk hit in a fresh process <= 15% of the cold-compile process
 time; in-memory hit <= 50 µs. The warm start is also measured without the pre-linked host code
@@ -31,7 +33,7 @@ import tempfile
 import time
 
 import pywave
-from pywave import api, pipeline
+from pywave import api, info, pipeline
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VECTOR_ADD = os.path.join(HERE, "..", "examples", "vector_add.mlir")
@@ -111,6 +113,10 @@ def memory_hit_us(text: str, target: str, hits: int) -> float:
 #: The warm start without pywave.sharedobj's pre-linked host code (its cache was filled with
 #: no C compiler driver), as before it: llvmlite imported and the object loaded with MCJIT.
 WARM_MCJIT = "warm cache, MCJIT (no .pwso)"
+#: Floors of a fresh process beside ``python -c pass``: the site module, and pywave imported
+#: (an editable install's import runs its rebuild check, ninja, in every process).
+FLOOR_SITE = "python -c 'import site'"
+FLOOR_IMPORT = "python -c 'import pywave'"
 NO_LINKER = "/nonexistent/cc"
 
 
@@ -126,8 +132,8 @@ def fresh_process(path: str, target: str, runs: int) -> dict[str, tuple[float, f
         subprocess.run(argv, env=run_env, check=True, cwd=root)
         return time.perf_counter() - start
 
-    out = {"python -c pass": [], "cold cache": [], "warm cache (disk hit)": [],
-           WARM_MCJIT: []}
+    out = {"python -c pass": [], FLOOR_SITE: [], FLOOR_IMPORT: [], "cold cache": [],
+           "warm cache (disk hit)": [], WARM_MCJIT: []}
     root = tempfile.mkdtemp(prefix="pywave-bench-")
     try:
         warm_dir, mcjit_dir = os.path.join(root, "warm"), os.path.join(root, "warm-mcjit")
@@ -135,6 +141,8 @@ def fresh_process(path: str, target: str, runs: int) -> dict[str, tuple[float, f
         wall([sys.executable, "-c", code], mcjit_dir, CC=NO_LINKER)   # ... unlinked host code
         for i in range(runs):                                     # interleaved: same noise
             out["python -c pass"].append(wall([sys.executable, "-c", "pass"]))
+            out[FLOOR_SITE].append(wall([sys.executable, "-c", "import site"]))
+            out[FLOOR_IMPORT].append(wall([sys.executable, "-c", "import pywave"]))
             out["cold cache"].append(wall([sys.executable, "-c", code],
                                           os.path.join(root, f"cold{i}")))
             out["warm cache (disk hit)"].append(wall([sys.executable, "-c", code], warm_dir))
@@ -158,7 +166,7 @@ def main() -> None:
         fh.write(many_kernels(20))
     cases = [("vector_add", os.path.abspath(VECTOR_ADD)), ("20 kernels", many)]
     print(f"pywave {pywave.__version__}, target {args.target}, python {sys.version.split()[0]}, "
-          f"versions {pipeline.tool_versions()}")
+          f"versions {pipeline.tool_versions()}, editable install: {info.installation()['editable']}")
     met = True
     try:
         for name, path in cases:
@@ -180,7 +188,7 @@ def main() -> None:
             walls = fresh_process(path, args.target, args.runs)
             print(f"fresh process, ms over {args.runs} runs:   min   median")
             for label, (lo, med) in walls.items():
-                print(f"  {label:<24}{1e3 * lo:8.1f} {1e3 * med:8.1f}")
+                print(f"  {label:<28}{1e3 * lo:8.1f} {1e3 * med:8.1f}")
             cold, warm = walls["cold cache"], walls["warm cache (disk hit)"]
             ratio_min, ratio_med = warm[0] / cold[0], warm[1] / cold[1]
             ok = ratio_med <= 0.15

@@ -1,12 +1,15 @@
 """Instructions per call of a pywave host function, counted with callgrind on libwavert's
 recording driver stand-in (no GPU, no torch needed).
 
-    python3 bench/launch_instructions.py [--cases empty,exchange3] [--annotate DIR]
+    python3 bench/launch_instructions.py [--cases empty,exchange3,exchange16,exchange64]
+                                         [--annotate DIR]
 
-Cases (bench/launch.py's module, compiled for sm_90 and served from the disk cache):
-  empty      ``mod.empty()``: no arguments, one launch of a kernel without parameters;
-  exchange3  ``mod.add(a, b, c)`` with three 1-element float32 "CUDA" tensors that take the
-             DLPack C exchange API route of torch tensors (bench/exchange_standin.c).
+Cases (bench/launch.py's modules, compiled for sm_90 and served from the disk cache):
+  empty       ``mod.empty()``: no arguments, one launch of a kernel without parameters;
+  exchange3   ``mod.add(a, b, c)`` with three 1-element float32 "CUDA" tensors that take the
+              DLPack C exchange API route of torch tensors (bench/exchange_standin.c);
+  exchangeN   (N = 16, 64) ``args<N>`` of bench/launch.py's argument-count curve with N such
+              tensors.
 Device 0's primary context is made current first (what torch and CuPy leave), so a call
 makes one driver call, the launch. Per case, the program runs under callgrind twice, with N = 1000 and 11000 calls; the
 difference / 10000 cancels start-up and compilation. Printed per call: "whole" (everything:
@@ -37,7 +40,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 LOG = logging.getLogger("bench.launch_instructions")
-CASES = ("empty", "exchange3")
+CASES = ("empty", "exchange3", "exchange16", "exchange64")
+#: Tensor counts of the exchangeN cases (bench/launch.py's args<N> functions).
+CURVE_COUNTS = (16, 64)
 CALLS = (1000, 11000)
 #: Exit status when this machine cannot run the benchmark (automake's "skipped").
 SKIPPED = 77
@@ -86,13 +91,19 @@ def worker(case: str, calls: int, standin: str) -> None:
             __slots__ = ("dl",)
             __dlpack_c_exchange_api__ = lib.standin_exchange_api_capsule()
 
-        fakes = [FakeTensor(shape=(1,), data=0x10000 * (k + 1)) for k in range(3)]
+        count = 3 if case == "exchange3" else int(case.removeprefix("exchange"))
+        fakes = [FakeTensor(shape=(1,), data=0x10000 * (k + 1)) for k in range(count)]
         held = []
         for fake in fakes:
             t = Tensor()
             t.dl = ctypes.addressof(fake.mt.dl_tensor)
             held.append(t)
-        fn, args = mod.add, tuple(held)
+        if count == 3:
+            fn = mod.add
+        else:
+            curve = pywave.compile(launch.args_module(CURVE_COUNTS), target="sm_90")
+            fn = getattr(curve, f"args{count}")
+        args = tuple(held)
     for _ in range(calls):
         fn(*args)
     mod.close()
@@ -177,8 +188,9 @@ def main() -> None:
     out_dir = Path(args.annotate or tempfile.mkdtemp(prefix="pywave-instructions-"))
     out_dir.mkdir(parents=True, exist_ok=True)
     standin = build_standin(out_dir)
-    subprocess.run([sys.executable, __file__, "--worker", "empty", "1", str(standin)],
-                   env=dict(os.environ, WAVERT_CUDA_LIBRARY=str(fake)), check=True)  # warm cache
+    for warm in ("empty", "exchange16"):  # fill the compile cache outside callgrind
+        subprocess.run([sys.executable, __file__, "--worker", warm, "1", str(standin)],
+                       env=dict(os.environ, WAVERT_CUDA_LIBRARY=str(fake)), check=True)
     LOG.info("%-10s %10s %10s %10s", "case", "whole", "native", "stand-in")
     for case in args.cases.split(","):
         if case not in CASES:

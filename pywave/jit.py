@@ -116,14 +116,15 @@ def initialise(runtime_library: str | None = None) -> None:
 
 
 @functools.cache
-def target_machine(opt_level: int, portable: bool = False) -> llvm.TargetMachine:
-    """The host's target machine at ``opt_level`` (one per level, reused); ``portable``: the
-    generic CPU of the host's triple, for code that runs on other machines."""
+def target_machine(opt_level: int) -> llvm.TargetMachine:
+    """The target machine of host code at ``opt_level`` (one per level, reused): the generic
+    CPU of the host's triple. Host code is launch glue (descriptor words, driver calls), and
+    its object is kept in the disk cache, whose key does not hold the host CPU: one built for
+    this CPU's extensions (AVX-512) would die of SIGILL on another machine sharing the cache
+    (a home directory on NFS) or under valgrind."""
     initialise()
     target = llvm.Target.from_triple(llvm.get_process_triple())
-    cpu, features = ("generic", "") if portable else \
-        (llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten())
-    return target.create_target_machine(cpu=cpu, features=features, opt=opt_level,
+    return target.create_target_machine(cpu="generic", features="", opt=opt_level,
                                         reloc="pic", codemodel="jitdefault")
 
 
@@ -132,13 +133,14 @@ def compile_object(llvm_ir: str, *, opt_level: int = 2, library: bool = False,
     """Optimise ``llvm_ir`` at ``opt_level`` (0-3) and emit (object code, assembly text);
     the assembly is emitted only with ``assembly=True`` (else "": it costs a second codegen).
 
-    ``library=True`` makes an object to link into a shared library (``pywave.export``): the
-    generic CPU and every defined symbol hidden (so a host function named ``main`` cannot
+    The code is for the generic CPU of the host's triple (:func:`target_machine`).
+    ``library=True`` makes an object to link into a shared library (``pywave.export``): every
+    defined symbol hidden (so a host function named ``main`` cannot
     clash with a program's; the library's wrapper still reaches the packed entries and
     ``_pywave_release_kernels``)."""
     if opt_level not in (0, 1, 2, 3):
         raise CompileError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
-    tm = target_machine(opt_level, library)
+    tm = target_machine(opt_level)
     try:
         module = llvm.parse_assembly(llvm_ir)
         module.link_in(llvm.parse_assembly(SOFTFLOAT_IR))

@@ -272,7 +272,8 @@ class Pipeline:
     def options(self) -> dict:
         """The options that decide the output (with the text: the compile-cache key)."""
         out = {"target": self.target.name, "chip": self.target.chip,
-               "opt_level": self.opt_level, "format": self.format}
+               "opt_level": self.opt_level, "format": self.format,
+               "host_cpu": "generic"}    # jit.target_machine; entries from before it differ
         if self.replacements:
             out["binaries"] = images.digest(self.replacements)
         if not self.target.chip.startswith("gfx"):     # NVIDIA or not yet known: ptxas counts

@@ -1032,12 +1032,13 @@ def test_large_signature_uses_heap_slots():
     f, _ = make(params, entry=e)
     f(*range(n))
     assert e.calls == [list(range(n))]
-    params = tuple(memref(f"t{i}") for i in range(40))  # more tensors than the stack array
-    e = Entry(5 * 40)
+    k = _native.STACK_TENSORS + 8  # more tensors than the stack array
+    params = tuple(memref(f"t{i}") for i in range(k))
+    e = Entry(5 * k)
     f, _ = make(params, entry=e)
-    ts = [FakeTensor(data=0x1000 * (i + 1)) for i in range(40)]
+    ts = [FakeTensor(data=0x1000 * (i + 1)) for i in range(k)]
     f(*[t.capsule() for t in ts])
-    assert [e.calls[0][5 * i] for i in range(40)] == [0x1000 * (i + 1) for i in range(40)]
+    assert [e.calls[0][5 * i] for i in range(k)] == [0x1000 * (i + 1) for i in range(k)]
     assert all(t.deleted == 1 for t in ts)
 
 

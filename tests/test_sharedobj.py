@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -196,3 +197,21 @@ def test_a_shared_object_lacking_the_modules_symbols_falls_back_to_mcjit(tmp_pat
         assert "has no symbol" in caplog.text and "MCJIT" in caplog.text
     finally:
         module.close()
+
+
+def test_host_code_uses_no_cpu_extensions():
+    """The cached host object must run on any CPU of the triple (the cache key does not hold
+    the CPU): a 512-byte copy, which the host CPU's AVX/AVX-512 would vectorise, stays in
+    SSE2 registers."""
+    from pywave import jit
+
+    ir = textwrap.dedent("""
+        define void @copy(ptr %dst, ptr %src) {
+          %v = load [64 x i64], ptr %src
+          store [64 x i64] %v, ptr %dst
+          ret void
+        }
+        """)
+    _, assembly = jit.compile_object(ir, opt_level=3, assembly=True)
+    assert "movups" in assembly or "movaps" in assembly, assembly
+    assert "ymm" not in assembly and "zmm" not in assembly, assembly

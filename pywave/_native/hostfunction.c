@@ -13,7 +13,8 @@
  *   0. parse_call_keywords: the argument count, keyword `stream` only;
  *   1. in argument order: scalars are range-checked and packed (pack_scalar); each tensor is
  *      classified (classify_tensor: exchange API / protocol / raw capsule), its device read
- *      and checked: the function's device type, one device id for all;
+ *      and checked: the function's device type, one device id for all; an exchange-API
+ *      tensor's descriptor is filled at once (its view is borrowed);
  *   2. choose_stream: `stream=` if given; else the exchange API's current_work_stream; else
  *      CuPy's current stream when a CuPy array is among the arguments; else the legacy default;
  *   3. take_tensor: protocol producers are asked for a capsule with __dlpack__(stream=S) so
@@ -225,6 +226,7 @@ static int call_state_init(HostFunction *self, call_state *c) {
   c->stream_api = NULL;
   c->any_cupy = 0;
   c->objects = NULL;
+  c->to_take = 0;
   const Py_ssize_t words = self->nslots + self->nresult_slots;
   if (words > STACK_SLOTS && !(c->slots = PyMem_Malloc((size_t)words * sizeof *c->slots))) {
     PyErr_NoMemory();
@@ -246,7 +248,8 @@ static int call_state_init(HostFunction *self, call_state *c) {
 /* Run the tensors' deleters and free what call_state_init allocated. */
 static void call_state_release(call_state *c) {
   Py_XDECREF(c->stream_value);
-  release_tensors(c->ts, c->nstate);
+  if (c->to_take) /* only pass 3 takes tensors that own something */
+    release_tensors(c->ts, c->nstate);
   if (c->slots != c->slots_buf)
     PyMem_Free(c->slots);
   if (c->ts && c->ts != c->ts_buf)
@@ -343,7 +346,7 @@ static PyObject *hf_vectorcall(PyObject *self_, PyObject *const *args, size_t na
   /* 2. the stream; 3. the tensors taken and their descriptors filled; 4. the call */
   if (choose_stream(self, &c) < 0)
     goto done;
-  for (Py_ssize_t i = 0; i < nargs; i++) {
+  for (Py_ssize_t i = 0; c.to_take && i < nargs; i++) {
     const param_t *p = &self->p[i];
     const int tensor = p->is_memref ||
                        (p->is_object && c.objects[p->tensor_index].kind == WAVERT_OBJECT_TENSOR);
@@ -810,7 +813,8 @@ PyMODINIT_FUNC PyInit__native(void) {
   if (PyModule_AddObject(m, "DYNAMIC", PyLong_FromLongLong(WAVERT_DYNAMIC)) < 0 ||
       PyModule_AddIntConstant(m, "MEMREF_SIGNLESS", WAVERT_MEMREF_SIGNLESS) < 0 ||
       PyModule_AddIntConstant(m, "MEMREF_STRIDED", WAVERT_MEMREF_STRIDED) < 0 ||
-      PyModule_AddIntConstant(m, "STACK_SLOTS", STACK_SLOTS) < 0) {
+      PyModule_AddIntConstant(m, "STACK_SLOTS", STACK_SLOTS) < 0 ||
+      PyModule_AddIntConstant(m, "STACK_TENSORS", STACK_TENSORS) < 0) {
     Py_DECREF(m);
     return NULL;
   }

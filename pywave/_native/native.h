@@ -28,9 +28,10 @@
 #include "wavert.h"
 #include "wavert_jit.h"
 
-/* Signatures up to these sizes need no allocation per call. */
-#define STACK_SLOTS 256
-#define STACK_TENSORS 32
+/* Signatures up to these sizes need no allocation per call (64 rank-1 memrefs: 320 slots;
+ * the call state is then about 7.5 KiB of stack). */
+#define STACK_SLOTS 384
+#define STACK_TENSORS 64
 /* Types remembered by the exchange-API / protocol cache (round-robin when full). */
 #define TYPE_CACHE_SIZE 32
 /* Device handles cached per device type (ordinals below this). */
@@ -78,6 +79,8 @@ typedef enum {
 static const char *const scalar_kind_names[SK_COUNT] = {"i1",    "i8",  "i16",  "i32", "i64",
                                                         "index", "f16", "bf16", "f32", "f64"};
 
+enum { MEMO_NONE = 0, MEMO_COMPACT = 1, MEMO_STRIDES = 2 };
+
 typedef struct {
   uint8_t is_memref;
   uint8_t is_object; /* Wave's convention: any object, read into a wavert_object */
@@ -87,9 +90,19 @@ typedef struct {
   Py_ssize_t slot; /* first slot */
   Py_ssize_t tensor_index; /* index among the memref (or object) parameters */
   wavert_memref_type mtype;
-  int64_t *layout;    /* owned: sizes[rank] then strides[rank] */
+  int64_t *layout;    /* owned: sizes[rank], strides[rank], then the memo's 4 * rank + 1 words */
   PyObject *name;     /* str */
   PyObject *type_str; /* "memref<?xf32>", "f32" */
+  /* The descriptor memo (tensors.c): the last tensor layout whose descriptor was derived for
+   * this parameter. Key: memo_dtype, memo_state (MEMO_NONE: nothing remembered; MEMO_COMPACT:
+   * the tensor gave no strides; MEMO_STRIDES: it gave them), memo_key[0..rank) the
+   * shape and memo_key[rank..2*rank) the strides; value: memo_key[2*rank..) the descriptor
+   * words after allocated/aligned (offset, sizes, strides), memo_offset_bytes (the static
+   * offset in bytes) and memo_empty. Only read and written with the GIL held. */
+  int64_t *memo_key;  /* into layout */
+  uint64_t memo_offset_bytes;
+  DLDataType memo_dtype;
+  uint8_t memo_state, memo_empty;
 } param_t;
 
 /* The host code of one compiled module, shared by its HostFunctions (hostfunction.c): counts
@@ -153,6 +166,7 @@ typedef struct {
   int any_cupy;             /* a CuPy array is among the arguments */
   int cupy_stream;          /* the stream is CuPy's current one on dev_id (choose_stream) */
   wavert_object *objects;   /* Wave's convention: one per parameter (NULL otherwise) */
+  Py_ssize_t to_take;       /* tensors left for pass 3 (all but exchange-API ones) */
   uint64_t slots_buf[STACK_SLOTS];
   tensor_state ts_buf[STACK_TENSORS];
 } call_state;

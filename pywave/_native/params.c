@@ -190,7 +190,8 @@ static int parse_dtype(PyObject *obj, Py_ssize_t index, param_t *p) {
   return 0;
 }
 
-/* The `sizes` and `strides` fields into p->layout (sizes[rank] then strides[rank]). */
+/* The `sizes` and `strides` fields into p->layout (sizes[rank] then strides[rank]; the
+ * descriptor memo's words follow). */
 static int parse_layout(PyObject *sizes, PyObject *strides, param_t *p) {
   if (!PyTuple_Check(sizes) || PyTuple_GET_SIZE(sizes) > 1024) {
     PyErr_Format(PyExc_TypeError,
@@ -213,7 +214,7 @@ static int parse_layout(PyObject *sizes, PyObject *strides, param_t *p) {
                  p->name);
     return -1;
   }
-  p->layout = PyMem_Malloc(sizeof(int64_t) * (size_t)(2 * rank + 1));
+  p->layout = PyMem_Malloc(sizeof(int64_t) * (size_t)(6 * rank + 1));
   if (!p->layout) {
     PyErr_NoMemory();
     return -1;
@@ -234,6 +235,7 @@ static int parse_layout(PyObject *sizes, PyObject *strides, param_t *p) {
   p->mtype.rank = (int32_t)rank;
   p->mtype.sizes = p->layout;
   p->mtype.strides = p->layout + rank;
+  p->memo_key = p->layout + 2 * rank;
   return 0;
 }
 

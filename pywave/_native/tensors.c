@@ -9,7 +9,9 @@
  *                 with __dlpack__(stream=S) in pass 2, once the stream S is known;
  *   capsule       a raw "dltensor" / "dltensor_versioned" PyCapsule passed by the caller.
  * Capsules taken are renamed "used_*" (never consumed twice) and their deleters run exactly
- * once, after the call (release_tensors).
+ * once, after the call (release_tensors). Each parameter remembers the last layout it accepted
+ * (the descriptor memo), so a tensor of the same dtype, shape and strides skips re-deriving
+ * its descriptor; every check still applies (see "The descriptor memo").
  */
 #include "native.h"
 
@@ -201,6 +203,102 @@ static PyObject *call_dlpack(PyObject *obj, PyObject *stream_value) {
     PyErr_Clear();
   }
   return PyObject_VectorcallMethod(str_dlpack, argv, 1, NULL);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* The descriptor memo                                                                      */
+/* ---------------------------------------------------------------------------------------- */
+/* wavert_memref_from_dltensor is a pure function of the parameter's memref type (fixed) and
+ * the tensor's dtype, ndim, shape and strides (their values), data and byte_offset. All it
+ * checks but two (data not NULL unless the tensor is empty; data + byte_offset not wrapping)
+ * and all the descriptor words but two (allocated, aligned) depend on dtype, ndim, shape and
+ * strides alone. So each parameter remembers the last of those it accepted with the words
+ * derived from them (param_t.memo_*), and a tensor with the same dtype, ndim, shape and
+ * strides, compared value by value, gets those words, its own address words and the two
+ * address checks; anything else takes the full derivation (which also raises, with its
+ * message). Nothing is keyed on the tensor object, its id or a version counter: a tensor
+ * resized, restrided or viewed as another dtype in place, or another tensor at the same
+ * address, has another key or is checked from its own fields. */
+static inline uint32_t dtype_word(DLDataType d) {
+  uint32_t w;
+  memcpy(&w, &d, sizeof w); /* code, bits, lanes: 4 bytes, no padding */
+  return w;
+}
+
+static inline int memo_hit(const param_t *p, const DLTensor *t, int64_t *words) {
+  const int32_t rank = p->mtype.rank;
+  if ((t->strides ? MEMO_STRIDES : MEMO_COMPACT) != p->memo_state || t->ndim != rank ||
+      dtype_word(t->dtype) != dtype_word(p->memo_dtype) || (rank > 0 && t->shape == NULL))
+    return 0;
+  const int64_t *key = p->memo_key;
+  for (int32_t d = 0; d < rank; d++)
+    if (t->shape[d] != key[d])
+      return 0;
+  if (t->strides)
+    for (int32_t d = 0; d < rank; d++)
+      if (t->strides[d] != key[rank + d])
+        return 0;
+  const uint64_t data = (uint64_t)(uintptr_t)t->data;
+  uint64_t first;
+  if ((data == 0 && !p->memo_empty) || __builtin_add_overflow(data, t->byte_offset, &first))
+    return 0;
+  words[0] = (int64_t)data;
+  words[1] = (int64_t)(first - p->memo_offset_bytes);
+  if (rank == 1) { /* the common case, without memcpy's call */
+    words[2] = key[2];
+    words[3] = key[3];
+    words[4] = key[4];
+  } else {
+    memcpy(words + 2, key + 2 * rank, sizeof(int64_t) * (size_t)(1 + 2 * rank));
+  }
+  return 1;
+}
+
+/* Remember tensor `t`, whose descriptor `words` wavert_memref_from_dltensor just derived. */
+static void memo_store(param_t *p, const DLTensor *t, const int64_t *words) {
+  const int32_t rank = p->mtype.rank;
+  int64_t *key = p->memo_key;
+  uint8_t empty = 0;
+  for (int32_t d = 0; d < rank; d++) {
+    key[d] = t->shape[d];
+    key[rank + d] = t->strides ? t->strides[d] : 0;
+    empty |= t->shape[d] == 0;
+  }
+  memcpy(key + 2 * rank, words + 2, sizeof(int64_t) * (size_t)(1 + 2 * rank));
+  /* aligned = data + byte_offset - offset bytes, neither sum wrapping once accepted */
+  p->memo_offset_bytes = (uint64_t)(uintptr_t)t->data + t->byte_offset - (uint64_t)words[1];
+  p->memo_dtype = t->dtype;
+  p->memo_empty = empty;
+  p->memo_state = t->strides ? MEMO_STRIDES : MEMO_COMPACT;
+}
+
+/* The memref descriptor of tensor argument `i` into its slots: from the memo, or derived and
+ * checked by libwavert (ArgumentError naming the argument on a mismatch). */
+static inline int fill_descriptor(HostFunction *self, call_state *c, Py_ssize_t i,
+                                  const DLTensor *t) {
+  param_t *p = &self->p[i];
+  int64_t *words = (int64_t *)&c->slots[p->slot];
+  if (memo_hit(p, t, words))
+    return 0;
+  if (wavert_memref_from_dltensor(t, &p->mtype, words) != WAVERT_OK) {
+    PyErr_Format(ArgumentError, "argument '%U' (#%zd): %s", p->name, i, wavert_last_error());
+    return -1;
+  }
+  memo_store(p, t, words);
+  return 0;
+}
+
+/* A checked tensor put to use: argument `i`'s memref descriptor filled (fill_descriptor), or,
+ * for an object argument of Wave's convention, its record pointed at the tensor (objects.c)
+ * after the dtype check the host code states. */
+static int use_tensor(HostFunction *self, call_state *c, Py_ssize_t i, const DLTensor *t) {
+  const param_t *p = &self->p[i];
+  if (!p->is_object)
+    return fill_descriptor(self, c, i, t);
+  if (p->mtype.dtype.bits && !object_dtype_fits(p, t->dtype))
+    return object_dtype_error(p, i, t->dtype);
+  c->objects[p->tensor_index].tensor = t;
+  return 0;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -689,21 +787,52 @@ static int cupy_take(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *
   return check_device(self, c, i, v, cupy_in.device_type, m.device_id, 0) < 0 ? -1 : 1;
 }
 
-/* Phase 1 for tensor argument `i`: its route and device (checked), without taking it.
+/* Phase 1 for an exchange-API tensor (torch): its borrowed view, device (checked) and, while
+ * the view is current (before any Python code runs), its descriptor. */
+static int classify_exchange(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v,
+                             tensor_state *t, const DLPackExchangeAPI *api) {
+  t->route = ROUTE_EXCHANGE;
+  if (api->dltensor_from_py_object_no_sync(v, &t->local) != 0) {
+    if (!PyErr_Occurred())
+      PyErr_SetString(PyExc_RuntimeError, "DLPack exchange API conversion failed");
+    raise_chained_arg(ArgumentError, self->p[i].name, i, NULL);
+    return -1;
+  }
+  t->t = &t->local;
+  if (!c->stream_api)
+    c->stream_api = api;
+  if (check_device(self, c, i, v, (int32_t)t->local.device.device_type,
+                   t->local.device.device_id, 0) < 0)
+    return -1;
+  return use_tensor(self, c, i, t->t);
+}
+
+/* Phase 1 for tensor argument `i`: its route and device (checked), without taking it; an
+ * exchange-API tensor's descriptor is filled here too, while its borrowed view is current.
  * Protocol tensors after the first tensor are left for take_tensor to check from their own
  * DLTensor, which saves a __dlpack_device__() call per argument. */
 static int classify_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v) {
   param_t *p = &self->p[i];
   tensor_state *t = &c->ts[p->tensor_index];
+  t->managed = NULL; /* release_tensors and build_results read it for every tensor */
+  c->nstate = p->tensor_index + 1;
+  type_info miss;
+  const type_info *ti = NULL;
+  if (!PyCapsule_CheckExact(v) && type_info_get(Py_TYPE(v), &miss, &ti) < 0) {
+    raise_chained_arg(ArgumentError, p->name, i, NULL);
+    return -1;
+  }
+  if (ti && ti->route == ROUTE_EXCHANGE)
+    return classify_exchange(self, c, i, v, t, ti->api);
+  /* Every other route is taken in pass 3. */
+  c->to_take++;
   t->t = NULL;
-  t->managed = NULL;
   t->versioned = 0;
   t->read_only = 0;
   t->deferred = 0;
   t->cupy = 0;
-  c->nstate = p->tensor_index + 1;
   int32_t type, id;
-  if (PyCapsule_CheckExact(v)) {
+  if (!ti) {
     const DLTensor *dl;
     if (classify_capsule(p, i, v, t, &dl) < 0)
       return -1;
@@ -712,29 +841,9 @@ static int classify_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyOb
     id = dl->device.device_id;
     return check_device(self, c, i, v, type, id, 0);
   }
-  type_info miss;
-  const type_info *ti;
-  if (type_info_get(Py_TYPE(v), &miss, &ti) < 0) {
-    raise_chained_arg(ArgumentError, p->name, i, NULL);
-    return -1;
-  }
   const uint8_t route = ti->route;
   uint8_t flags = ti->flags;
-  const DLPackExchangeAPI *const api = ti->api;
   t->route = route;
-  if (route == ROUTE_EXCHANGE) {
-    if (api->dltensor_from_py_object_no_sync(v, &t->local) != 0) {
-      if (!PyErr_Occurred())
-        PyErr_SetString(PyExc_RuntimeError, "DLPack exchange API conversion failed");
-      raise_chained_arg(ArgumentError, p->name, i, NULL);
-      return -1;
-    }
-    t->t = &t->local;
-    if (!c->stream_api)
-      c->stream_api = api;
-    return check_device(self, c, i, v, (int32_t)t->local.device.device_type,
-                        t->local.device.device_id, 0);
-  }
   if (route == ROUTE_PROTOCOL) {
     if ((flags & TYPE_JAX) && p->written)
       return read_only_error(p, i, "JAX arrays are immutable");
@@ -851,10 +960,13 @@ static void repair_cupy_strides(DLTensor *t) {
 
 /* Phase 3 for tensor argument `i`: take capsule and protocol tensors (their deleters are now
  * ours), check device and writability, and fill the memref descriptor in the slots (for an
- * object argument of Wave's convention, point its record at the tensor). */
+ * object argument of Wave's convention, point its record at the tensor; an exchange-API
+ * tensor's was done in pass 1). */
 static int take_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v) {
   param_t *p = &self->p[i];
   tensor_state *t = &c->ts[p->tensor_index];
+  if (t->route == ROUTE_EXCHANGE) /* filled in pass 1 */
+    return 0;
   int64_t strides[CUPY_MAX_RANK];
   if (t->route == ROUTE_CUPY) {
     /* An object of Wave's convention keeps its DLTensor past this function, whose `strides`
@@ -878,15 +990,5 @@ static int take_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject
     if (t->cupy)
       repair_cupy_strides((DLTensor *)t->t);
   }
-  if (p->is_object) { /* Wave's convention: the record points at the tensor (objects.c) */
-    if (p->mtype.dtype.bits && !object_dtype_fits(p, t->t->dtype))
-      return object_dtype_error(p, i, t->t->dtype);
-    c->objects[p->tensor_index].tensor = t->t;
-    return 0;
-  }
-  if (wavert_memref_from_dltensor(t->t, &p->mtype, (int64_t *)&c->slots[p->slot]) != WAVERT_OK) {
-    PyErr_Format(ArgumentError, "argument '%U' (#%zd): %s", p->name, i, wavert_last_error());
-    return -1;
-  }
-  return 0;
+  return use_tensor(self, c, i, t->t);
 }
