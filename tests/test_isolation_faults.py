@@ -227,10 +227,18 @@ def test_worker_killed_while_idle_is_replaced_without_a_report(own_server, monke
 
 
 def test_worker_killed_from_outside_mid_compile_is_no_crash(own_server, tmp_path):
-    own_server(SLOW_ON_MARK)
+    marker = tmp_path / "lowering"
+    own_server(SLOW_ON_MARK.replace("time.sleep(3)", f"(open({str(marker)!r}, 'w').close(), "
+                                    "time.sleep(3))"))
     _build("warm")
     (worker,) = isolation.POOL._idle
-    threading.Timer(1.0, os.kill, (worker.pid, signal.SIGKILL)).start()
+
+    def kill_once_lowering() -> None:    # the worker is inside the compile, whatever the load
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.kill(worker.pid, signal.SIGKILL)
+    threading.Thread(target=kill_once_lowering).start()
     with pytest.raises(pywave.CompileError, match="killed by SIGKILL.*not a compiler crash"):
         _build("slow", "// SLOW\n")
     assert _crash_files(tmp_path) == []
