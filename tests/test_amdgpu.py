@@ -245,9 +245,20 @@ def test_rocdl_target_attribute_is_honoured(mlir):
     text = mlir("bad/scale_with_rocdl_target.mlir")
     art = build(text, target="gfx942")
     assert [b.format for b in art.binaries] == ["hsaco"]
-    art = build(text.replace('#rocdl.target<chip = "gfx942">', '#rocdl.target<chip = "gfx90a">'),
-                target="gfx942")
+    gfx90a = text.replace('#rocdl.target<chip = "gfx942">', '#rocdl.target<chip = "gfx90a">')
+    art = build(gfx90a)                     # no target=: the chip the IR names
     assert Elf(art.binaries[0].data).flags & EF_AMDGPU_MACH_MASK == EF_AMDGPU_MACH["gfx90a"]
+
+
+def test_requested_chip_wins_over_the_rocdl_target_with_a_warning(mlir, caplog):
+    """README "Targets and chips": target= wins over the IR's chips, and a warning names both."""
+    import logging
+    gfx90a = mlir("bad/scale_with_rocdl_target.mlir").replace(
+        '#rocdl.target<chip = "gfx942">', '#rocdl.target<chip = "gfx90a">')
+    with caplog.at_level(logging.WARNING, logger="pywave"):
+        art = build(gfx90a, target="gfx942")
+    assert Elf(art.binaries[0].data).flags & EF_AMDGPU_MACH_MASK == EF_AMDGPU_MACH["gfx942"]
+    assert "gfx90a" in caplog.text and "gfx942" in caplog.text
 
 
 def test_device_library_is_linked_for_math(mlir):
