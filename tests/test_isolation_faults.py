@@ -388,7 +388,7 @@ threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
 texts = [TEXT.replace("@add", f"@many{i}") + "// SLOW\\n" for i in range(8)]
 started = time.monotonic()
 try:
-    pywave.compile_many(texts, jobs=2, target="sm_90", format="ptx", disk_cache=False)
+    pywave.compile_many(texts, jobs=JOBS, target="sm_90", format="ptx", disk_cache=False)
     outcome = "finished"
 except KeyboardInterrupt:
     outcome = "interrupted"
@@ -401,10 +401,65 @@ print(json.dumps({"outcome": outcome, "after": interrupted_after,
 """
 
 
-def test_ctrl_c_stops_compile_many_at_once(tmp_path):
-    """8 compiles of 3 s on 2 workers, Ctrl-C after 1 s: KeyboardInterrupt within a second
-    (not after the remaining 11 s), and the pool is whole afterwards."""
-    got = user_process(_MANY, SLOW_ON_MARK, tmp_path)
+@pytest.mark.parametrize("jobs", [2, 4])
+def test_ctrl_c_stops_compile_many_at_once(tmp_path, jobs):
+    """8 compiles of 3 s on 2 or 4 workers, Ctrl-C after 1 s: KeyboardInterrupt within a
+    second (not after the remaining compiles), and once the running ones end the pool is back
+    within its default bound of 2 (4 workers stayed after an interrupted jobs=4)."""
+    got = user_process(_MANY.replace("JOBS", str(jobs)), SLOW_ON_MARK, tmp_path)
     assert got["outcome"] == "interrupted" and got["after"] < 2.5, got
     assert got["next"] < 10 and got["workers"] <= 2, got
     _stop_servers(tmp_path)
+
+
+_NO_SIGPIPE = """
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)     # as CLI tools piping into `head` do
+build("first")
+server = isolation.POOL._server.pid
+(worker,) = isolation.POOL._idle
+os.kill(server, signal.SIGKILL)
+os.kill(worker.pid, signal.SIGKILL)
+time.sleep(0.3)
+build("second")                                   # writes to the dead server and worker
+print(json.dumps({"ok": True}))
+"""
+
+
+def test_a_dead_server_never_raises_sigpipe_in_the_users_process(tmp_path):
+    """With SIGPIPE's default action restored, the writes to a dead server's socket and a dead
+    worker's pipe ended the user's process (status 141); they are errors pywave handles."""
+    assert user_process(_NO_SIGPIPE, "pass", tmp_path) == {"ok": True}
+    _stop_servers(tmp_path)
+
+
+def test_compile_from_a_removed_working_folder(own_server, tmp_path, monkeypatch):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    _build("from_nowhere")
+    assert _crash_files(tmp_path) == []
+
+
+def test_a_crash_is_named_when_its_exit_status_is_lost(own_server, tmp_path):
+    """The server (which reaps workers) killed, then the reused worker crashes mid-compile:
+    its fault handler's words on stderr still make it a crash, with a reproducer."""
+    own_server(CRASH_ON_MARK)
+    _build("before")
+    os.kill(isolation.POOL._server.pid, signal.SIGKILL)
+    time.sleep(0.3)
+    with pytest.raises(pywave.CompileError, match="crashed.*exit status is unknown"):
+        _build("crash_orphan", "// CRASH\n")
+    assert len(_crash_files(tmp_path)) == 2
+
+
+def test_socket_paths_are_counted_in_bytes(monkeypatch, tmp_path):
+    from pywave.isolation import files
+    wide = tmp_path / ("\u00e9" * 40)             # 40 characters, 80 bytes
+    wide.mkdir()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(wide))
+    monkeypatch.setenv("TMPDIR", str(wide))
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    folder = files.runtime_dir()
+    assert len(os.fsencode(os.path.join(folder, "srv-" + "0" * 20 + ".sock"))) <= 107

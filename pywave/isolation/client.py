@@ -13,6 +13,7 @@ a discard path blocks, so an interrupt, a timeout or a death always returns the 
 
 from __future__ import annotations
 
+import array
 import fcntl
 import hashlib
 import json
@@ -205,7 +206,7 @@ class Worker:
         view = memoryview(data)
         while view:
             try:
-                view = view[os.write(self._requests, view):]
+                view = view[protocol.write_some(self._requests, view):]
                 continue
             except BlockingIOError:
                 pass
@@ -391,7 +392,11 @@ class ServerConnection:
             self._seq += 1
             seq = self._seq
             try:
-                socket.send_fds(self.sock, [protocol.FORK.pack(b"F", seq)], fds)
+                # sendmsg, not socket.send_fds, which drops its flags: MSG_NOSIGNAL keeps a
+                # dead server's socket from raising SIGPIPE (EPIPE instead)
+                self.sock.sendmsg([protocol.FORK.pack(b"F", seq)],
+                                  [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))],
+                                  socket.MSG_NOSIGNAL)
                 return self._reply(seq, deadline)
             except OSError as exc:
                 raise ServerUnavailable(f"compile server at {self.path}: {exc}") from None
@@ -593,7 +598,7 @@ def stop_server() -> bool:
         return False
     try:
         connection.sock.settimeout(5.0)    # a stopped server: do not wait for it
-        connection.sock.sendall(protocol.FORK.pack(b"Q", 0))
+        connection.sock.sendall(protocol.FORK.pack(b"Q", 0), socket.MSG_NOSIGNAL)
         connection.sock.recv(1)     # EOF once it exited
     except OSError:
         pass
@@ -654,7 +659,8 @@ class Pool:
                     except BaseException:
                         self._discard(lease)    # interrupted: its pipe is out of step
                         raise
-                    self._hand_back(lease[0])
+                    self._hand_back(lease[0], burst)
+                    burst = False           # its burst ended in _hand_back
                     if outcome == "ok":
                         return value
                     raise value
@@ -703,20 +709,30 @@ class Pool:
             with self._lock:
                 self._count -= 1
 
-    def _hand_back(self, worker: Worker) -> None:
-        """Back to the idle list; closed instead when worn out, or when the pool is above
-        its default bound and no ``workers=`` burst still runs."""
+    def _hand_back(self, worker: Worker, burst: bool) -> None:
+        """Back to the idle list (``burst``: this call raised the bound, and ends its burst
+        here). Closed instead when worn out or above the default bound while no burst runs;
+        the last burst to end also closes the idle workers above the bound."""
+        default = options.pool_size()
         with self._lock:
-            surplus = self._bursts == 0 and self._count > options.pool_size()
+            if burst:
+                self._bursts -= 1
+            surplus = self._bursts == 0 and self._count > default
             keep = not surplus and not worker.worn_out()
             if keep:
                 self._idle.append(worker)
             else:
                 self._count -= 1
+            extra = max(0, min(len(self._idle), self._count - default)) \
+                if self._bursts == 0 else 0
+            closing, self._idle = self._idle[:extra], self._idle[extra:]
+            self._count -= extra
         if not keep:
             log.debug("compile worker %d closed after %d compiles%s", worker.pid,
                       worker.compiles, " (above the pool's bound)" if surplus else "")
             worker.close()
+        for idle in closing:
+            idle.close()
 
     # Workers ----------------------------------------------------------------------------
     def _new_worker(self, shield: Shield, deadline: protocol.Deadline) -> Worker:

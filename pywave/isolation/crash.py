@@ -27,6 +27,10 @@ log = logging.getLogger("pywave.isolation")
 _MESSAGE_PATTERNS = (re.compile(r"Assertion .* failed"), re.compile(r"LLVM ERROR:"),
                      re.compile(r"terminate called|what\(\):"),
                      re.compile(r"Fatal Python error"), re.compile(r"\berror\b", re.I))
+#: What a crashing compiler writes last (an assertion, LLVM's fatal error, a C++ exception,
+#: Python's fault handler naming a fatal signal).
+_CRASH_WORDS = re.compile(r"Assertion .* failed|LLVM ERROR:|terminate called|what\(\):|"
+                          r"Fatal Python error")
 #: Signals that other processes send (the OOM killer, a user's kill): a worker that died of
 #: one was killed, it did not crash, and no reproducer is written.
 EXTERNAL_SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
@@ -59,10 +63,15 @@ def describe_exit(code: int | None) -> str:
 def died(code: int | None, stage: str, stderr: str) -> WorkerDied:
     """The WorkerDied for a worker that ended with ``code`` (None: unknown) mid-request."""
     if code is None:
+        said = last_message(stderr)
+        if _CRASH_WORDS.search(said):   # its exit status is lost, its last words are not
+            return WorkerDied(f"crashed (its exit status is unknown: the compile server that "
+                              f"reaps it is gone)", stage, stderr)
         return WorkerDied("worker ended and its exit status is unknown (the compile server "
                           "that reaps it is gone too: a logout, the OOM killer or a kill of "
-                          "its process group), which is not counted as a compiler crash; "
-                          "compiling again starts a new worker", stage, stderr, crash=False)
+                          "its process group), and it wrote no crash message, so this is not "
+                          "counted as a compiler crash; compiling again starts a new worker",
+                          stage, stderr, crash=False)
     if code < 0 and -code in EXTERNAL_SIGNALS:
         name = signal.Signals(-code).name
         return WorkerDied(f"worker was killed by {name} (signal {-code}) from outside "

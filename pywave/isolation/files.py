@@ -50,13 +50,20 @@ def runtime_dir() -> str:
     that is set, else ``<temp dir>/pywave-<uid>`` (``/tmp/pywave-<uid>`` when the temp
     folder's path is too long for a Unix socket's 108 bytes)."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and os.path.isabs(runtime) and len(runtime) <= _LONGEST_BASE \
-            and os.path.isdir(runtime):
+    if runtime and os.path.isabs(runtime) and _fits(runtime) and os.path.isdir(runtime):
         return private_dir(os.path.join(runtime, "pywave"))
     base = tempfile.gettempdir()
-    if len(base) > _LONGEST_BASE:
+    if not _fits(base):
         base = "/tmp"
     return private_dir(os.path.join(base, f"pywave-{os.getuid()}"))
+
+
+def _fits(base: str) -> bool:
+    """Whether socket paths under ``base`` fit (counted in bytes, as the kernel does)."""
+    try:
+        return len(os.fsencode(base)) <= _LONGEST_BASE
+    except UnicodeError:
+        return False
 
 
 def create_pair(folder: str, stem: str, first: tuple[str, bytes],

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import pickle
 import select
+import signal
 import struct
 import time
 
@@ -105,6 +106,23 @@ class FrameReader:
             if not chunk:
                 return None
             self._buffer += chunk
+
+
+def write_some(fd: int, data: memoryview) -> int:
+    """``os.write`` that never raises SIGPIPE (a program may have restored its default action,
+    which ends the process): a closed reader is BrokenPipeError. SIGPIPE is blocked on this
+    thread for the write, and one it raised is taken before unblocking."""
+    if not hasattr(signal, "pthread_sigmask"):
+        return os.write(fd, data)
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
+    try:
+        return os.write(fd, data)
+    except BrokenPipeError:
+        if signal.SIGPIPE not in old:
+            signal.sigtimedwait({signal.SIGPIPE}, 0)
+        raise
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def rss_bytes() -> int:

@@ -11,6 +11,7 @@ longer waits for.
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
 import pickle
@@ -37,7 +38,8 @@ def main(client_pidfd: int | None) -> None:
     a pidfd of the client's process, else the parent is the client)."""
     signal.pthread_sigmask(signal.SIG_SETMASK, ())     # not the client's blocked signals
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    watch_client(client_pidfd)
+    faulthandler.enable()   # a fatal signal's name and traceback on stderr: the client quotes
+    watch_client(client_pidfd)   # them even when the exit status is lost with the server
     serve()
 
 
@@ -72,6 +74,9 @@ def serve() -> None:
                                   name="pywave-compile")
         thread.start()
         thread.join()
+        if not result:                  # the thread died outside _serve_one's handler
+            result.append(("error", CompileError("the compile worker's build thread ended "
+                                                 "without a result; see its stderr")))
         send(("done", *result[0], protocol.rss_bytes()))
 
 
@@ -111,10 +116,11 @@ def _serve_one(request: dict[str, Any]) -> tuple:
     os.environ.clear()
     os.environ.update(request["env"])
     os.environ[ENV_ISOLATE] = "0"
-    try:
-        os.chdir(request["cwd"])
-    except OSError as exc:
-        log.debug("worker cannot enter %s: %s", request["cwd"], exc)
+    if request["cwd"] is not None:      # None: the client's working folder was removed
+        try:
+            os.chdir(request["cwd"])
+        except OSError as exc:
+            log.debug("worker cannot enter %s: %s", request["cwd"], exc)
     try:
         done = request["pipeline"].run()
         return ("ok", done.program() if request["kind"] == "program" else done)
