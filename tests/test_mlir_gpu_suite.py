@@ -106,7 +106,7 @@ def test_the_prelude_becomes_one_pass_pipeline_for_pywave_run():
     one --pass-pipeline; pywave provides mlir-opt's test passes under their names."""
     spec = _one('// RUN: mlir-opt %s -transform-interpreter \\\n'
                 '// RUN:   -test-transform-dialect-erase-schedule \\\n'
-                '// RUN:   -gpu-lower-to-nvvm-pipeline="cubin-chip=sm_80 cubin-features=+ptx76" \\\n'
+                '// RUN:   -gpu-lower-to-nvvm-pipeline="cubin-chip=sm_80" \\\n'
                 '// RUN: | mlir-runner --entry-point-result=void | FileCheck %s\n')
     assert spec.prelude == ["transform-interpreter", "test-transform-dialect-erase-schedule"]
     assert spec.pywave_args()[:3] == [

