@@ -5,7 +5,9 @@
 
 The pipeline is MLIR's textual pass-pipeline syntax anchored on the module,
 ``builtin.module(canonicalize, func.func(cse), gpu.module(...))``, with any pass or pass
-pipeline the MLIR Python bindings register. It runs one pass at a time (each leaf of the
+pipeline the MLIR Python bindings register, and pywave's own passes
+(:mod:`pywave.transform_passes`: stand-ins for mlir-opt's test-only transform-dialect passes,
+also under their mlir-opt names). It runs one pass at a time (each leaf of the
 nesting in order, as its own ``builtin.module(anchor(...)(pass))`` pass manager: the same
 result, since a nested pass sees one op of its anchor at a time), so that a failure names the
 pass that failed, with MLIR's diagnostics (the op and its location in the input).
@@ -19,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from . import transform_passes
 from .errors import CompileError
 
 if TYPE_CHECKING:
@@ -64,7 +67,8 @@ def check(passes: Any, parameter: str = "passes") -> str | None:
         Not a str (nor None).
     CompileError
         Empty, longer than :data:`MAX_LENGTH`, not UTF-8 text, not ``builtin.module(...)``,
-        or with unbalanced brackets or quotes; the message names ``parameter`` and the value.
+        with unbalanced brackets or quotes, or with one of pywave's own passes nested below
+        the module or given options; the message names ``parameter`` and the value.
     """
     if passes is None:
         return None
@@ -85,7 +89,8 @@ def check(passes: Any, parameter: str = "passes") -> str | None:
         raise CompileError(f"{parameter}={shown!r} is not a pass pipeline on the module: "
                            f"expected {ROOT}(PASS, ...), e.g. "
                            "'builtin.module(canonicalize, func.func(cse))'")
-    split(passes, parameter)          # balanced brackets and quotes
+    for step in split(passes, parameter):          # balanced brackets and quotes
+        transform_passes.check(step.text, step.anchors, ROOT, parameter)
     return passes
 
 
@@ -190,29 +195,46 @@ class _Splitter:
 
 
 def run(module: "ir.Module", passes: str, text: str | None, filename: str) -> None:
-    """Run the pipeline ``passes`` on ``module``, one pass at a time (:func:`split`).
+    """Run the pipeline ``passes`` on ``module``, one pass at a time (:func:`split`); pywave's
+    own passes (:mod:`pywave.transform_passes`) run in their place among MLIR's.
 
     Raises
     ------
     CompileError
-        The whole pipeline does not parse (an unknown pass or pipeline, a bad option or
-        option value: MLIR's message, naming the pass), or a pass failed (naming it, with
-        MLIR's diagnostics: the op, ``filename:line:column`` and the source line).
+        A pass of the pipeline does not parse (an unknown pass or pipeline, a bad option or
+        option value: MLIR's message, naming the pass; an own pass misplaced), or a pass
+        failed (naming it, with MLIR's diagnostics: the op, ``filename:line:column`` and the
+        source line).
     """
-    from mlir import ir, passmanager
+    from mlir import ir
 
     from .mlirutil import diagnostic_error
 
+    steps = split(passes)
+    managers = [_manager(step, passes, module.context) for step in steps]
+    for step, manager in zip(steps, managers):
+        try:
+            if manager is None:
+                transform_passes.lookup(step.text).apply(module)
+            else:
+                manager.run(module.operation)
+        except ir.MLIRError as exc:
+            raise diagnostic_error(f"the pass {step.name!r} of passes= failed", exc, text,
+                                   filename, note_lines=NOTE_LINES) from None
+        except CompileError as exc:
+            raise CompileError(f"the pass {step.name!r} of passes= failed: {exc}") from None
+
+
+def _manager(step: Pass, passes: str, context: "ir.Context") -> Any:
+    """The pass manager running ``step`` alone, None for one of pywave's own passes."""
+    from mlir import ir, passmanager
+
+    transform_passes.check(step.text, step.anchors, ROOT, "passes")
+    if transform_passes.lookup(step.text) is not None:
+        return None
     try:
-        passmanager.PassManager.parse(passes, module.context)
+        return passmanager.PassManager.parse(step.pipeline, context)
     except (ValueError, ir.MLIRError) as exc:
         reason = "\n".join(line for line in str(exc).strip().splitlines() if line.strip())
         raise CompileError(f"passes={passes!r} is not a pipeline MLIR can run: "
                            f"{reason}") from None
-    for step in split(passes):
-        manager = passmanager.PassManager.parse(step.pipeline, module.context)
-        try:
-            manager.run(module.operation)
-        except ir.MLIRError as exc:
-            raise diagnostic_error(f"the pass {step.name!r} of passes= failed", exc, text,
-                                   filename, note_lines=NOTE_LINES) from None

@@ -67,7 +67,7 @@ def test_hand_written_rocdl_pipeline_with_chip_substitution():
 def test_pre_passes_env_and_compiler_output_checks():
     spec = _one("// RUN: mlir-opt %s -convert-vector-to-gpu -gpu-lower-to-nvvm-pipeline "
                 "| env SOME_VAR=1 mlir-runner --entry-point-result=void\n")
-    assert spec.pre_passes == ["convert-vector-to-gpu"] and spec.env == {"SOME_VAR": "1"}
+    assert spec.prelude == ["convert-vector-to-gpu"] and spec.env == {"SOME_VAR": "1"}
     assert spec.runs_program and not spec.filecheck
     check = _one('// RUN: mlir-opt %s -gpu-lower-to-nvvm-pipeline="cubin-chip=sm_75" '
                  "-debug-only=some-stage 2>&1 | FileCheck %s --check-prefix=ISA\n")
@@ -101,30 +101,98 @@ def test_gpu_to_cubin_in_a_pass_pipeline_asks_for_a_cubin():
     assert spec.compile["chip"] == "sm_80" and spec.compile["format"] == "cubin"
 
 
-SCHEDULED = """
-func.func @f(%a: memref<4xf32>) {
-  %c = arith.constant 1.0 : f32
-  linalg.fill ins(%c : f32) outs(%a : memref<4xf32>)
-  return
-}
-transform.sequence failures(propagate) {
-^bb1(%root: !transform.any_op):
-  %fill = transform.structured.match ops{["linalg.fill"]} in %root
-    : (!transform.any_op) -> !transform.any_op
-  %loop = transform.structured.convert_to_loops %fill
-    : (!transform.any_op) -> !transform.any_op
-}
+def test_the_prelude_becomes_one_pass_pipeline_for_pywave_run():
+    """Upstream's transform RUN lines: the passes before the lowering, in flag order, as
+    one --pass-pipeline; pywave provides mlir-opt's test passes under their names."""
+    spec = _one('// RUN: mlir-opt %s -transform-interpreter \\\n'
+                '// RUN:   -test-transform-dialect-erase-schedule \\\n'
+                '// RUN:   -gpu-lower-to-nvvm-pipeline="cubin-chip=sm_80" \\\n'
+                '// RUN: | mlir-runner --entry-point-result=void | FileCheck %s\n')
+    assert spec.prelude == ["transform-interpreter", "test-transform-dialect-erase-schedule"]
+    assert spec.pywave_args()[:3] == [
+        "-e", "main", "--pass-pipeline=builtin.module(transform-interpreter,"
+                      "test-transform-dialect-erase-schedule)"]
+    assert suite.missing_passes(spec.prelude) == [] and spec.unknown == []
+
+
+def test_flag_options_become_pass_options_and_the_lowering_ends_the_prelude():
+    spec = _one('// RUN: mlir-opt %s -canonicalize="max-iterations=3 test-convergence=false" '
+                '-transform-interpreter=entry-point=main -convert-nvgpu-to-nvvm '
+                '-gpu-kernel-outlining -canonicalize -convert-vector-to-gpu '
+                '| mlir-runner | FileCheck %s\n')
+    assert spec.prelude == ["canonicalize{max-iterations=3 test-convergence=false}",
+                            "transform-interpreter{entry-point=main}"]
+    # after convert-nvgpu-to-nvvm (pywave's lowering) a clean-up is skipped, anything else
+    # is reported
+    assert spec.lowering and spec.unknown == ["convert-vector-to-gpu"]
+    assert suite.prelude_pipeline(spec.prelude) == (
+        "builtin.module(canonicalize{max-iterations=3 test-convergence=false},"
+        "transform-interpreter{entry-point=main})")
+
+
+def test_passes_the_bindings_restrict_to_an_op_are_nested_in_it():
+    """mlir-opt nests flat flags implicitly; the textual pipeline needs the anchor, which the
+    bindings' pass manager names ("restricted to 'func.func'")."""
+    assert suite.pass_info("affine-scalrep") == suite.PassInfo(True, "func.func")
+    assert suite.pass_info("canonicalize") == suite.PassInfo(True, None)
+    assert suite.pass_info("no-such-pass") == suite.PassInfo(False, None)
+    assert suite.prelude_pipeline(["affine-scalrep", "affine-loop-invariant-code-motion",
+                                   "canonicalize", "buffer-hoisting"]) == (
+        "builtin.module(func.func(affine-scalrep,affine-loop-invariant-code-motion),"
+        "canonicalize,func.func(buffer-hoisting))")
+    assert suite.prelude_pipeline([]) is None
+
+
+def test_a_prelude_pass_nobody_provides_is_named():
+    assert suite.missing_passes(["test-transform-dialect-interpreter", "sparsifier{a=1}",
+                                 "test-lower-something", "sparse-compiler{x}"]) == [
+        "test-lower-something", "sparse-compiler"]
+
+
+#: A kernel with linalg that a named transform schedule turns into loops, as upstream's
+#: TensorCore transform tests are written.
+SCHEDULED_PROGRAM = """{run}
+module attributes {{gpu.container_module}} {{
+  gpu.module @k {{
+    gpu.func @fill(%m: memref<4xf32>) kernel {{
+      %one = arith.constant 1.0 : f32
+      linalg.fill ins(%one : f32) outs(%m : memref<4xf32>)
+      gpu.return
+    }}
+  }}
+  func.func @main() {{
+    return
+  }}
+  module attributes {{transform.with_named_sequence}} {{
+    transform.named_sequence @__transform_main(%root: !transform.any_op {{transform.readonly}}) {{
+      %fill = transform.structured.match ops{{["linalg.fill"]}} in %root
+        : (!transform.any_op) -> !transform.any_op
+      %loop = transform.structured.convert_to_loops %fill
+        : (!transform.any_op) -> !transform.any_op
+      transform.yield
+    }}
+  }}
+}}
 """
 
 
-def test_test_transform_passes_are_done_by_the_harness():
-    """mlir-opt's test-transform-dialect-interpreter applies the top-level schedule, and
-    -erase-schedule removes it: what remains is the transformed payload only."""
-    out = suite.apply_pre_passes(SCHEDULED, ["test-transform-dialect-interpreter",
-                                             "test-transform-dialect-erase-schedule"])
-    assert "scf.for" in out and "linalg.fill" not in out and "transform." not in out
-    kept = suite.apply_pre_passes(SCHEDULED, ["test-transform-dialect-erase-schedule"])
-    assert "linalg.fill" in kept and "transform." not in kept
+def test_a_transform_run_line_compiles_through_pywave_run_alone(tmp_path, capsys):
+    """--compile-only: the RUN line's prelude goes to `pywave run` as --pass-pipeline; the
+    harness changes nothing in the program. A prelude without the erase pass fails in pywave
+    (the schedule's module is left in the program), one with an unknown pass SKIPs."""
+    run = ("// RUN: mlir-opt %s -transform-interpreter {erase} "
+           '-gpu-lower-to-nvvm-pipeline="cubin-chip=sm_80" | mlir-runner | FileCheck %s')
+    cases = {"ok.mlir": "-test-transform-dialect-erase-schedule", "kept.mlir": "",
+             "unknown.mlir": "-test-no-such-pass"}
+    for name, erase in cases.items():
+        (tmp_path / name).write_text(SCHEDULED_PROGRAM.format(run=run.format(erase=erase)))
+    suite.main([str(tmp_path), "--compile-only"])
+    out = dict(line.split(" ", 1)[::-1] for line in capsys.readouterr().out.splitlines()[:-1])
+    assert out["ok.mlir: compiled for sm_80"] == "PASS"
+    assert any(k.startswith("kept.mlir: compile for sm_80") and v == "FAIL"
+               for k, v in out.items())
+    assert out["unknown.mlir: needs mlir-opt pass test-no-such-pass (neither the MLIR "
+               "bindings nor pywave provide it)"] == "SKIP"
 
 
 def test_lit_local_cfg_unsupported_and_substitutions(tmp_path):
@@ -168,7 +236,7 @@ def test_lit_defines_expand_in_run_lines():
     with_rt, without_rt, other = (suite.parse_run(c) for c in commands)
     assert with_rt.needs and "sparse runtime library" in with_rt.needs
     assert without_rt.needs is None and not without_rt.unknown
-    assert without_rt.pre_passes == [
+    assert without_rt.prelude == [
         "sparsifier{enable-gpu-libgen gpu-triple=nvptx64-nvidia-cuda gpu-chip=sm_80 "
         "gpu-features=+ptx71 gpu-format=fatbin enable-runtime-library=false}"]
     assert without_rt.compile == {"chip": "sm_80", "features": "+ptx71"}

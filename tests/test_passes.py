@@ -287,3 +287,111 @@ def test_a_crash_inside_a_users_pass_is_an_error_with_a_reproducer(tmp_path, mon
     assert reproducer.read_text() == VECTOR_ADD
     options = json.loads(reproducer.with_suffix(".json").read_text())["options"]
     assert options["passes"] == crashing and options["passes_only"] is True
+
+
+# --------------------------------------------------------------------------------------------
+# pywave's own passes: stand-ins for mlir-opt's test-only transform-dialect passes
+# --------------------------------------------------------------------------------------------
+#: LINALG_FILL with a schedule in upstream's old style: a top-level transform.sequence
+#: (mlir-opt -test-transform-dialect-interpreter applies it).
+FILL_SEQUENCE = LINALG_FILL.rstrip()[:-1] + """
+  transform.sequence failures(propagate) {
+  ^bb1(%root: !transform.any_op):
+    %fill = transform.structured.match ops{["linalg.fill"]} in %root
+      : (!transform.any_op) -> !transform.any_op
+    %loop = transform.structured.convert_to_loops %fill
+      : (!transform.any_op) -> !transform.any_op
+  }
+}
+"""
+#: The same schedule in today's style: a named sequence @__transform_main in a nested module
+#: (MLIR's transform-interpreter applies it; the bindings register that one).
+FILL_NAMED = LINALG_FILL.rstrip()[:-1] + """
+  module attributes {transform.with_named_sequence} {
+    transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
+      %fill = transform.structured.match ops{["linalg.fill"]} in %root
+        : (!transform.any_op) -> !transform.any_op
+      %loop = transform.structured.convert_to_loops %fill
+        : (!transform.any_op) -> !transform.any_op
+      transform.yield
+    }
+  }
+}
+"""
+
+
+def _opt(text: str, passes: str) -> str:
+    return pipeline.Pipeline(text, passes=passes, passes_only=True).run().text
+
+
+@pytest.mark.parametrize("interpret, erase", [
+    ("pywave-apply-transform-schedule", "pywave-erase-transform-schedule"),
+    ("test-transform-dialect-interpreter", "test-transform-dialect-erase-schedule")])
+def test_a_top_level_schedule_is_applied_and_erased(interpret, erase):
+    out = _opt(FILL_SEQUENCE, f"builtin.module({interpret}, {erase})")
+    assert "scf.for" in out and "linalg.fill" not in out and "transform." not in out
+    kept = _opt(FILL_SEQUENCE, f"builtin.module({erase})")
+    assert "linalg.fill" in kept and "transform." not in kept
+
+
+def test_erasing_a_named_schedule_drops_its_module_and_attribute():
+    out = _opt(FILL_NAMED, "builtin.module(transform-interpreter, "
+                           "test-transform-dialect-erase-schedule)")
+    assert "scf.for" in out and "linalg.fill" not in out
+    assert "transform" not in out
+    assert [line.split()[0] for line in out.splitlines() if "module" in line] == [
+        "module", "gpu.module"]                          # the schedule's module is gone
+
+
+def test_an_upstream_transform_run_line_compiles_through_pywave_run(tmp_path):
+    """mlir-opt -transform-interpreter -test-transform-dialect-erase-schedule
+    -gpu-lower-to-nvvm-pipeline | mlir-runner, as one `pywave run`."""
+    source = tmp_path / "fill.mlir"
+    source.write_text(FILL_NAMED.rstrip()[:-1] + "  func.func @main() {\n    return\n  }\n}\n")
+    run = ["run", str(source), "--target", "sm_90", "--format", "ptx", "--compile-only"]
+    assert main(run + ["--pass-pipeline=builtin.module(transform-interpreter)"]) == 1
+    assert main(run + ["--pass-pipeline=builtin.module(transform-interpreter, "
+                       "test-transform-dialect-erase-schedule)"]) == 0
+
+
+def test_applying_without_a_top_level_schedule_names_the_pass():
+    with pytest.raises(pywave.CompileError, match="the pass 'pywave-apply-transform-schedule' "
+                       "of passes= failed: .*no top-level transform op.*transform-interpreter"):
+        _opt(FILL_NAMED, "builtin.module(pywave-apply-transform-schedule)")
+
+
+def test_a_failing_schedule_is_a_compile_error_naming_the_pass_and_the_op():
+    failing = FILL_SEQUENCE.replace('ops{["linalg.fill"]}', 'ops{["gpu.func"]}')
+    with pytest.raises(pywave.CompileError) as info:
+        _opt(failing, "builtin.module(test-transform-dialect-interpreter)")
+    message = str(info.value)
+    assert message.startswith("the pass 'test-transform-dialect-interpreter' of passes= failed")
+    line = failing.splitlines().index(next(l for l in failing.splitlines()
+                                           if "convert_to_loops" in l)) + 1
+    assert f":{line}:" in message and "expected the payload to implement TilingInterface" \
+        in message
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("builtin.module(func.func(pywave-erase-transform-schedule))",
+     "'pywave-erase-transform-schedule' runs on the module; put it directly inside "
+     "builtin.module\\(...\\), not inside func.func"),
+    ("builtin.module(test-transform-dialect-interpreter{enable-expensive-checks=1})",
+     "'test-transform-dialect-interpreter' \\(pywave-apply-transform-schedule\\) takes no "
+     "options")])
+def test_own_passes_run_on_the_module_without_options(bad, message):
+    with pytest.raises(pywave.CompileError, match=message):
+        check(bad)
+    with pytest.raises(pywave.CompileError, match=message):
+        _opt(FILL_SEQUENCE, bad)
+
+
+@pytest.mark.gpu
+def test_a_kernel_runs_after_its_transform_schedule(torch_cuda, compile_gpu):
+    torch = torch_cuda
+    mod = compile_gpu(FILL_NAMED, passes="builtin.module(transform-interpreter, "
+                                         "pywave-erase-transform-schedule)")
+    out = torch.zeros(4, device="cuda")
+    mod.kernels["fill"](out, grid=1, block=1)
+    torch.cuda.synchronize()
+    assert out.tolist() == [1.0, 1.0, 1.0, 1.0]

