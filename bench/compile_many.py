@@ -35,7 +35,8 @@ paths = [pathlib.Path(name) for name in names]   # a str would be MLIR text
 stored = []
 _store = cache.store
 def store(*args):
-    t = time.perf_counter(); _store(*args); stored.append(time.perf_counter() - t)
+    t = time.perf_counter(); kept = _store(*args); stored.append(time.perf_counter() - t)
+    return kept
 cache.store = store
 start = time.perf_counter()
 outcomes = many.run(paths, jobs=jobs, load=False, target=target, format=fmt)
