@@ -404,11 +404,36 @@ def extern_dynamic_shared_memory(module: ir.Module) -> None:
     the dynamic region (``.extern .shared`` arrays start after all static shared memory)."""
     external = ir.Attribute.parse("#llvm.linkage<external>", module.context)
     for gmod in gpu_modules(module):
+        tma = _uses_tma(gmod)
         for op in gmod.regions[0].blocks[0].operations:
             op = op.operation
             if op.name == "llvm.mlir.global" and \
                     sym_name(op).startswith("__dynamic_shmem__"):
                 op.attributes["linkage"] = external
+                if tma:
+                    op.attributes["alignment"] = ir.IntegerAttr.get(
+                        ir.IntegerType.get_signless(64), TMA_SHARED_ALIGNMENT)
+
+
+#: Alignment (bytes) of the dynamic shared memory region in a module that copies with the
+#: tensor memory accelerator: a TMA's shared-memory box must be 128-byte aligned, 1024 with
+#: the 128-byte swizzle (CUDA C++ Programming Guide, "Tensor Memory Access"). The region
+#: starts after the static shared memory, so MLIR's 16-byte alignment put it at offset 16
+#: behind an mbarrier: CUDA_ERROR_MISALIGNED_ADDRESS (upstream's sm90 TMA tests, on the H200).
+TMA_SHARED_ALIGNMENT = 1024
+
+
+def _uses_tma(gmod: ir.Operation) -> bool:
+    """Whether a lowered ``gpu.module`` issues a bulk tensor copy (TMA)."""
+    found = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name.startswith("nvvm.cp.async.bulk.tensor"):
+            found.append(op)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+    gmod.walk(visit)
+    return bool(found)
 
 
 def _check_libdevice(module: ir.Module, toolkit: str | None) -> None:

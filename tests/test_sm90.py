@@ -27,7 +27,8 @@ from pywave import host  # noqa: E402 - needs MLIR
 DATA = Path(__file__).parent / "data" / "sm90"
 #: `pywave run` options of each program (its chip and PTX features).
 RUN_OPTIONS = {"cluster_launch": ["--target", "sm_90a", "--features=+ptx80"],
-               "tma_load": ["--target", "sm_90a", "--features=+ptx80"]}
+               "tma_load": ["--target", "sm_90a", "--features=+ptx80"],
+               "tma_load_dynamic": ["--target", "sm_90a", "--features=+ptx80"]}
 SM90A = LoweringOptions(features="+ptx80")
 
 
@@ -117,6 +118,17 @@ def test_tma_descriptor_is_encoded_on_the_host_and_passed_as_a_pointer():
     assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global") == 2
     assert "mbarrier.arrive.expect_tx.shared.b64" in ptx
     assert "mbarrier.try_wait.parity.shared.b64" in ptx
+
+
+def test_tma_kernels_align_dynamic_shared_memory_for_the_copy_engine():
+    """A TMA box in dynamic shared memory behind a static mbarrier: the region is 1024-byte
+    aligned (at 16 bytes it started right after the mbarrier, CUDA_ERROR_MISALIGNED_ADDRESS
+    on the H200); kernels without TMA keep MLIR's 16 bytes."""
+    ptx = _ptx("tma_load_dynamic")
+    assert ".extern .shared .align 1024 .b8 __dynamic_shmem__" in ptx
+    plain = pipeline.Pipeline((DATA.parent / "dynamic_smem.mlir").read_text(), target="sm_90",
+                              format="ptx").run()
+    assert ".extern .shared .align 16 .b8 __dynamic_shmem__" in plain.binaries[0].data.decode()
 
 
 # -------------------------------------------------------------------------- on the GPU
