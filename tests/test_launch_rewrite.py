@@ -91,7 +91,8 @@ module {
   llvm.func @mgpuEventRecord(!llvm.ptr, !llvm.ptr)
   llvm.func @mgpuMemAlloc(i64, !llvm.ptr, i8) -> !llvm.ptr
   llvm.func @mgpuMemHostRegisterMemRef(i64, !llvm.ptr, i64)
-  llvm.func @mgpuTensorMapEncodeTiledMemref(i64, !llvm.ptr, i64, i64, i64, i64, i64, !llvm.ptr) -> !llvm.ptr
+  llvm.func @mgpuTensorMapEncodeTiledMemref(i64, !llvm.ptr, i64, i64, i64, i64, i64,
+                                            !llvm.ptr) -> !llvm.ptr
   llvm.func @mgpuCreateDnVec(i64, !llvm.ptr, i32, !llvm.ptr) -> !llvm.ptr
   llvm.func @_mlir_ciface_wave_get_int64(!llvm.ptr) -> i64
   llvm.func @mgpuStreamDestroy(!llvm.ptr)
@@ -104,7 +105,8 @@ module {
     llvm.call @mgpuEventRecord(%e, %s) : (!llvm.ptr, !llvm.ptr) -> ()
     %m = llvm.call @mgpuMemAlloc(%n, %s, %b) : (i64, !llvm.ptr, i8) -> !llvm.ptr
     llvm.call @mgpuMemHostRegisterMemRef(%c1, %p, %c1) : (i64, !llvm.ptr, i64) -> ()
-    %t = llvm.call @mgpuTensorMapEncodeTiledMemref(%c1, %p, %c1, %c1, %c1, %c1, %c1, %p) : (i64, !llvm.ptr, i64, i64, i64, i64, i64, !llvm.ptr) -> !llvm.ptr
+    %t = llvm.call @mgpuTensorMapEncodeTiledMemref(%c1, %p, %c1, %c1, %c1, %c1, %c1, %p)
+        : (i64, !llvm.ptr, i64, i64, i64, i64, i64, !llvm.ptr) -> !llvm.ptr
     %v = llvm.call @mgpuCreateDnVec(%n, %m, %i, %s) : (i64, !llvm.ptr, i32, !llvm.ptr) -> !llvm.ptr
     %w = llvm.call @_mlir_ciface_wave_get_int64(%p) : (!llvm.ptr) -> i64
     llvm.call @mgpuStreamDestroy(%s) : (!llvm.ptr) -> ()

@@ -42,11 +42,9 @@ static void keep_first(const scope *s) {
   if (s->prior != WAVERT_OK) wavert__error(s->prior, "%s", s->prior_message);
 }
 
-/* Enter the scope of an mgpu call; 0 (error reported) when there is no device. */
-static int scope_begin(scope *s) {
-  s->device = wavert__call_current(&s->stream);
-  s->outside = s->device == NULL;
-  if (!s->outside) return 1;
+/* scope_begin outside a host call: begin one on the thread's default device. */
+static int scope_begin_outside(scope *s) {
+  s->outside = 1;
   s->stream = NULL;
   s->prior = wavert_last_status();
   if (s->prior != WAVERT_OK)
@@ -65,14 +63,26 @@ static int scope_begin(scope *s) {
   return 1;
 }
 
-static void scope_end(scope *s) {
+/* Enter the scope of an mgpu call; 0 (error reported) when there is no device. Inside a host
+ * call (generated code's case) this is one look-up of the call, inlined into each entry. */
+static inline int scope_begin(scope *s) {
+  s->device = wavert__call_current(&s->stream);
+  if (s->device == NULL) return scope_begin_outside(s);
+  s->outside = 0;
+  return 1;
+}
+
+static inline void scope_end(scope *s) {
   if (s->outside && wavert_call_end(&s->state) != WAVERT_OK) keep_first(s);
 }
 
 int wavert__mgpu_scope_begin(wavert__mgpu_scope *s) { return scope_begin(s); }
 void wavert__mgpu_scope_end(wavert__mgpu_scope *s) { scope_end(s); }
 
-static wavert_status record(wavert_status status) { return wavert__call_record(status); }
+/* Record a failure in the scope's call (success, the common case, costs no call). */
+static inline wavert_status record(wavert_status status) {
+  return status == WAVERT_OK ? status : wavert__call_record(status);
+}
 
 #define SCOPE_ERROR(status, ...) record(wavert__error((status), __VA_ARGS__))
 
@@ -335,7 +345,9 @@ static void scope_leave(scope *s, void *saved) {
 }
 
 /* `stream`, or the scope's (the call's) stream for NULL. */
-static void *scope_stream(const scope *s, void *stream) { return stream != NULL ? stream : s->stream; }
+static void *scope_stream(const scope *s, void *stream) {
+  return stream != NULL ? stream : s->stream;
+}
 
 void *mgpuStreamCreate(void) {
   scope s;
