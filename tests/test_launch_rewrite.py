@@ -1,9 +1,14 @@
 """The launch rewriter (pywave.host.LaunchRewriter) on small LLVM-dialect modules, as the host
-pipeline leaves them: no kernels compiled, no GPU."""
+pipeline leaves them: no kernels compiled, no GPU; and, on the driver stand-in, that host code
+stops at the first runtime call that failed."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -225,3 +230,51 @@ def test_module_without_launches_still_has_a_release_entry():
 def test_launch_into_a_missing_binary_names_it():
     with pytest.raises(pywave.CompileError, match=r"@kernels, which is not a gpu.binary"):
         rewrite(LAUNCHES, binaries=())
+
+
+#: Host code that registers its (strided) argument, then launches: mgpuMemHostRegisterMemRef
+#: refuses a memref that is not compact, before any driver call.
+REGISTER_THEN_LAUNCH = """
+module attributes {gpu.container_module} {
+  gpu.module @k {
+    gpu.func @empty() kernel { gpu.return }
+  }
+  func.func @main(%a: memref<?xf32, strided<[?], offset: ?>>) {
+    %u = memref.cast %a : memref<?xf32, strided<[?], offset: ?>> to memref<*xf32>
+    gpu.host_register %u : memref<*xf32>
+    %c1 = arith.constant 1 : index
+    gpu.launch_func @k::@empty blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1)
+    return
+  }
+}
+"""
+
+
+def test_host_code_stops_after_a_failed_runtime_call(tmp_path):
+    """mgpuMemHostRegisterMemRef got no early return before: the kernel was launched after
+    the registration had failed. Now the call raises its error and launches nothing."""
+    from conftest import need_fake_driver
+    code = textwrap.dedent(f"""
+        import ctypes
+        import pywave
+        import test_native_args as t
+        from conftest import fake_driver
+        drv = ctypes.CDLL(str(fake_driver()))
+        mod = pywave.compile({REGISTER_THEN_LAUNCH!r}, target="sm_90")
+        strided = t.Producer(t.FakeTensor(shape=(4,), strides=(2,)))
+        try:
+            mod.main(strided)
+        except pywave.Error as exc:
+            print(type(exc).__name__, exc)
+        print("launches", drv.fake_cuda_launch_count())
+        """)
+    here = Path(__file__).parent
+    env = dict(os.environ, WAVERT_CUDA_LIBRARY=str(need_fake_driver()),
+               WAVERT_HIP_LIBRARY="/nonexistent/libamdhip64.so", PYWAVE_CACHE_DIR=str(tmp_path))
+    env["PYTHONPATH"] = os.pathsep.join([str(here)] + [p for p in sys.path if p])
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=300, cwd=here)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "mgpuMemHostRegisterMemRef: only compact row-major memrefs can be registered" \
+        in done.stdout, done.stdout
+    assert done.stdout.strip().endswith("launches 0"), done.stdout
