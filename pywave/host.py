@@ -106,12 +106,12 @@ WAVE_HELPER_TYPES = {
 }
 
 
-
 def is_runtime_call(callee: str) -> bool:
     """Whether a call of ``callee`` in lowered host code calls libwavert's runtime, which
     records a failure for ``wavert_jit_failed``: one of MLIR's ``mgpu*`` functions
     (``wavert_mgpu.h``) or of Wave's (:data:`WAVE_FUNCTIONS`, before their renaming)."""
     return callee.startswith(MGPU_PREFIX) or callee in WAVE_FUNCTIONS
+
 
 # --------------------------------------------------------------------------------------------
 # Lowering and launch rewrite
