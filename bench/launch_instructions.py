@@ -1,11 +1,15 @@
 """Instructions per call of a pywave host function, counted with callgrind on libwavert's
 recording driver stand-in (no GPU, no torch needed).
 
-    python3 bench/launch_instructions.py [--cases empty,exchange3,exchange16,exchange64]
+    python3 bench/launch_instructions.py [--cases empty,streams,exchange3,exchange16,exchange64]
                                          [--annotate DIR]
 
 Cases (bench/launch.py's modules, compiled for sm_90 and served from the disk cache):
   empty       ``mod.empty()``: no arguments, one launch of a kernel without parameters;
+  streams     ``mod.streamed()`` (:data:`STREAMED`): host code that uses a stream of its own,
+              the launch of ``empty`` between ``mgpuStreamCreate`` and
+              ``mgpuStreamSynchronize`` / ``mgpuStreamDestroy`` (three runtime calls, each
+              followed by the failure check);
   exchange3   ``mod.add(a, b, c)`` with three 1-element float32 "CUDA" tensors that take the
               DLPack C exchange API route of torch tensors (bench/exchange_standin.c);
   exchangeN   (N = 16, 64) ``args<N>`` of bench/launch.py's argument-count curve with N such
@@ -40,12 +44,30 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 LOG = logging.getLogger("bench.launch_instructions")
-CASES = ("empty", "exchange3", "exchange16", "exchange64")
+CASES = ("empty", "streams", "exchange3", "exchange16", "exchange64")
 #: Tensor counts of the exchangeN cases (bench/launch.py's args<N> functions).
 CURVE_COUNTS = (16, 64)
 CALLS = (1000, 11000)
 #: Exit status when this machine cannot run the benchmark (automake's "skipped").
 SKIPPED = 77
+
+#: The streams case: a launch on a stream the host code creates, waits for and destroys
+#: (gpu-to-llvm: mgpuStreamCreate, the launch, mgpuStreamSynchronize, mgpuStreamDestroy).
+STREAMED = """
+module attributes {gpu.container_module} {
+  gpu.module @k {
+    gpu.func @empty() kernel { gpu.return }
+  }
+  func.func @streamed() {
+    %c1 = arith.constant 1 : index
+    %t0 = gpu.wait async
+    %t1 = gpu.launch_func async [%t0] @k::@empty blocks in (%c1, %c1, %c1)
+        threads in (%c1, %c1, %c1)
+    gpu.wait [%t1]
+    return
+  }
+}
+"""
 
 
 def missing_tools() -> list[str]:
@@ -81,6 +103,8 @@ def worker(case: str, calls: int, standin: str) -> None:
         raise SystemExit("the driver stand-in did not make the primary context current")
     if case == "empty":
         fn, args = mod.empty, ()
+    elif case == "streams":
+        fn, args = pywave.compile(STREAMED, target="sm_90").streamed, ()
     else:
         lib = ctypes.PyDLL(standin)
         lib.standin_exchange_api_capsule.restype = ctypes.py_object
@@ -188,7 +212,7 @@ def main() -> None:
     out_dir = Path(args.annotate or tempfile.mkdtemp(prefix="pywave-instructions-"))
     out_dir.mkdir(parents=True, exist_ok=True)
     standin = build_standin(out_dir)
-    for warm in ("empty", "exchange16"):  # fill the compile cache outside callgrind
+    for warm in ("empty", "streams", "exchange16"):  # fill the compile cache outside callgrind
         subprocess.run([sys.executable, __file__, "--worker", warm, "1", str(standin)],
                        env=dict(os.environ, WAVERT_CUDA_LIBRARY=str(fake)), check=True)
     LOG.info("%-10s %10s %10s %10s", "case", "whole", "native", "stand-in")

@@ -1,12 +1,16 @@
 """Stage ``host`` (:mod:`pywave.pipeline`). Lower host code to the LLVM dialect
 (``gpu-to-llvm``, ``convert-to-llvm``), rewrite every ``gpu.launch_func`` into a call of
-``wavert_jit_launch`` (``wavert_jit_launch_cluster`` for ``clusters in``) and the ``mgpu*``
-runtime calls into their ``wavert_jit_*`` counterparts (each followed by an early return on
-failure; the sparse ``mgpu*`` calls of :mod:`pywave.sparse` keep their names, which libwavert
-exports, and get the same check, as do calls of the module's own functions, whose result is
-poison when they returned early), embed each ``gpu.binary`` as one internal constant global, add a packed entry per
-host function and the release entry, and translate to LLVM IR. (The signatures were read
-earlier, by :mod:`pywave.signature`.)
+``wavert_jit_launch`` (``wavert_jit_launch_cluster`` for ``clusters in``), follow each launch
+and each call of a runtime function by an early return on failure (``wavert_jit_failed``),
+embed each ``gpu.binary`` as one internal constant global, add a packed entry per host
+function and the release entry, and translate to LLVM IR.
+
+One ABI: the ``mgpu*`` calls that MLIR's lowering emits (streams, events, memory, host
+registration, TMA descriptors, cuSPARSE) keep their upstream names; libwavert implements each
+once (``wavert_mgpu.h``), so every call of a function named ``mgpu*``
+(:func:`is_runtime_call`) gets the check and no table maps names. Calls of the module's own
+functions get it too: their result is poison when they returned early. (The signatures were
+read earlier, by :mod:`pywave.signature`.)
 
 Host code in Wave's convention calls Wave's runtime: its helpers (through their
 ``_mlir_ciface_`` C interface) and, once Wave's own pass lowered its launches,
@@ -42,7 +46,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import gpu, llvm
 
-from . import sparse, validate
+from . import validate
 from .async_inline import inline_async_execute
 from .errors import CompileError
 from .mlirutil import diagnostic_error, file_location, run_pipeline, sym_name
@@ -65,22 +69,9 @@ HOST_PIPELINE = host_pipeline()
 #: gpu.alloc, which it lowers only in the synchronous form).
 _STREAM_OPS = ("gpu.alloc", "gpu.dealloc", "gpu.memcpy", "gpu.memset")
 
-#: MLIR runtime-wrapper functions emitted by gpu-to-llvm -> libwavert replacements.
-MGPU_FUNCTIONS = {
-    "mgpuStreamCreate": "wavert_jit_stream_create",
-    "mgpuStreamDestroy": "wavert_jit_stream_destroy",
-    "mgpuStreamSynchronize": "wavert_jit_stream_synchronize",
-    "mgpuStreamWaitEvent": "wavert_jit_stream_wait_event",
-    "mgpuEventCreate": "wavert_jit_event_create",
-    "mgpuEventDestroy": "wavert_jit_event_destroy",
-    "mgpuEventSynchronize": "wavert_jit_event_synchronize",
-    "mgpuEventRecord": "wavert_jit_event_record",
-    "mgpuMemAlloc": "wavert_jit_mem_alloc",
-    "mgpuMemFree": "wavert_jit_mem_free",
-    "mgpuMemcpy": "wavert_jit_memcpy",
-    "mgpuMemset32": "wavert_jit_memset32",
-    "mgpuMemset16": "wavert_jit_memset16",
-}
+#: Prefix of MLIR's runtime functions (``mgpu*``), each declared once in libwavert's
+#: ``wavert_mgpu.h`` and called by generated host code under that name.
+MGPU_PREFIX = "mgpu"
 
 #: Wave's runtime functions, as host code calls them after lowering -> libwavert's
 #: implementations (wavert_jit.h). The helpers are declared with ``llvm.emit_c_interface``, so
@@ -114,12 +105,13 @@ WAVE_HELPER_TYPES = {
     "wave_get_float64": "(!llvm.ptr) -> f64",
 }
 
-#: Runtime calls rewritten into libwavert calls, each followed by an early return on failure.
-RUNTIME_FUNCTIONS = {**MGPU_FUNCTIONS, **WAVE_FUNCTIONS}
 
-#: Runtime calls followed by an early return when they recorded an error: the renamed ones
-#: and the sparse ones (cuSPARSE, cuSPARSELt), which libwavert exports under their own names.
-CHECKED_CALLS = frozenset(RUNTIME_FUNCTIONS) | sparse.FUNCTIONS
+def is_runtime_call(callee: str) -> bool:
+    """Whether a call of ``callee`` in lowered host code calls libwavert's runtime, which
+    records a failure for ``wavert_jit_failed``: one of MLIR's ``mgpu*`` functions
+    (``wavert_mgpu.h``) or of Wave's (:data:`WAVE_FUNCTIONS`, before their renaming)."""
+    return callee.startswith(MGPU_PREFIX) or callee in WAVE_FUNCTIONS
+
 
 # --------------------------------------------------------------------------------------------
 # Lowering and launch rewrite
@@ -332,8 +324,9 @@ def _synchronous_ops_on_streams(module: ir.Module) -> None:
 
 
 class LaunchRewriter:
-    """Rewrites the launches and ``mgpu*`` calls of a module lowered to the LLVM dialect
-    (after :data:`HOST_PIPELINE`) into libwavert calls, and adds the kernel slots, their
+    """Rewrites the launches of a module lowered to the LLVM dialect (after
+    :data:`HOST_PIPELINE`) into libwavert calls, follows each launch and each runtime call
+    (:func:`is_runtime_call`) by an early return on failure, and adds the kernel slots, their
     helpers and the release entry. ``binaries`` give the images the launches load.
 
     A ``gpu.launch_func`` without ``async`` goes to the call's stream and returns at once
@@ -371,7 +364,7 @@ class LaunchRewriter:
                     launches.append(op)
                 elif op.name == "llvm.call" and "callee" in op.attributes:
                     callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
-                    if callee in CHECKED_CALLS:
+                    if is_runtime_call(callee):
                         calls.append(op)
                     elif callee in defined:
                         helper_calls.append(op)
@@ -390,7 +383,7 @@ class LaunchRewriter:
             # one (a memref's pointer, say): its caller must not go on to use that.
             for op in helper_calls:
                 self._return_early_on_error(op)
-            self._rename_runtime_declarations()
+            self._rename_wave_declarations()
             self.helpers.append(self._release_entry())
             self._emit_helpers()
 
@@ -525,8 +518,8 @@ class LaunchRewriter:
             f"%stream, %params) : {launcher_type}",
         ]
         if self.synchronous and not has_stream:
-            self._declare("llvm.func @wavert_jit_stream_synchronize(!llvm.ptr)")
-            body += ["  llvm.call @wavert_jit_stream_synchronize(%stream) : (!llvm.ptr) -> ()",
+            self._declare("llvm.func @mgpuStreamSynchronize(!llvm.ptr)")
+            body += ["  llvm.call @mgpuStreamSynchronize(%stream) : (!llvm.ptr) -> ()",
                      "  %failed = llvm.call @wavert_jit_failed() : () -> i32",
                      "  llvm.return %failed : i32"]
         else:
@@ -561,11 +554,12 @@ class LaunchRewriter:
 
     # -- runtime calls -----------------------------------------------------------------------
     def _rewrite_runtime_call(self, op: ir.Operation) -> None:
-        """Rename a runtime call to libwavert's function (:data:`RUNTIME_FUNCTIONS`; the
-        sparse calls keep their names) and return early after it when the call has failed."""
+        """Rename a call of Wave's runtime to libwavert's function (:data:`WAVE_FUNCTIONS`;
+        ``mgpu*`` calls keep their names) and return early after it when the call has
+        failed."""
         callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
-        if callee in RUNTIME_FUNCTIONS:
-            op.attributes["callee"] = ir.FlatSymbolRefAttr.get(RUNTIME_FUNCTIONS[callee])
+        if callee in WAVE_FUNCTIONS:
+            op.attributes["callee"] = ir.FlatSymbolRefAttr.get(WAVE_FUNCTIONS[callee])
         self._return_early_on_error(op)
 
     def _return_early_on_error(self, op: ir.Operation) -> None:
@@ -577,13 +571,13 @@ class LaunchRewriter:
             ok = llvm.icmp(llvm.ICmpPredicate.eq, failed, zero)
         self._branch_on(ok, None, after_op=ok.owner)
 
-    def _rename_runtime_declarations(self) -> None:
+    def _rename_wave_declarations(self) -> None:
         for op in self.module.body.operations:
             op = op.operation
             if op.name == "llvm.func" and "sym_name" in op.attributes:
                 name = sym_name(op)
-                if name in RUNTIME_FUNCTIONS:
-                    op.attributes["sym_name"] = ir.StringAttr.get(RUNTIME_FUNCTIONS[name])
+                if name in WAVE_FUNCTIONS:
+                    op.attributes["sym_name"] = ir.StringAttr.get(WAVE_FUNCTIONS[name])
 
     # -- control flow ------------------------------------------------------------------------
     def _branch_on(self, ok: ir.Value, launch: ir.Operation | None, *,
@@ -632,8 +626,8 @@ class LaunchRewriter:
                  for b, g in self.images.items()]
         stubs += [f"llvm.mlir.global external @{h}() {{addr_space = 0 : i32}} : !llvm.ptr"
                   for h in self.handles]
-        # A declaration the module already has (an mgpu* one renamed to wavert_jit_*) is kept
-        # as it is: the helper text refers to it through a stub.
+        # A declaration the module already has (mgpuStreamSynchronize, when gpu-to-llvm
+        # declared it) is kept as it is: the helper text refers to it through a stub.
         defined = {sym_name(op.operation) for op in self.module.body.operations
                    if "sym_name" in op.operation.attributes}
         redeclared = [d for d in self.declared if d.split("@")[1].split("(")[0] in defined]

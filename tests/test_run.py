@@ -98,15 +98,16 @@ def test_sync_launch_waits_only_in_run_mode():
     text = (RUNNER / "print_order.mlir").read_text()
     ran = pipeline.Pipeline(text, target="sm_90", run_entry="main").run().host.llvm_ir
     called = pipeline.Pipeline(text, target="sm_90").run().host.llvm_ir
-    assert "wavert_jit_stream_synchronize" in ran
-    assert "wavert_jit_stream_synchronize" not in called
+    assert "mgpuStreamSynchronize" in ran
+    assert "mgpuStreamSynchronize" not in called
 
 
 def test_synchronous_memory_ops_lower_to_streams():
     ir_text = _build("memory_ops").host.llvm_ir
-    for callee in ("wavert_jit_stream_create", "wavert_jit_mem_alloc", "wavert_jit_memcpy",
-                   "wavert_jit_memset32", "wavert_jit_mem_free", "wavert_jit_stream_destroy"):
+    for callee in ("mgpuStreamCreate", "mgpuMemAlloc", "mgpuMemcpy", "mgpuMemset32",
+                   "mgpuMemFree", "mgpuStreamDestroy"):
         assert f"@{callee}(" in ir_text, callee
+    assert "wavert_jit_stream" not in ir_text and "wavert_jit_mem" not in ir_text
 
 
 def test_kernel_only_module_compiles_for_run():

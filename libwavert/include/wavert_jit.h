@@ -3,12 +3,13 @@
  * calls, and the call bracket around it. Not a general-purpose API; see wavert.h for that.
  *
  * Generated host code (pywave's JIT modules and the C libraries `pywave.export` writes) calls
- * wavert_jit_launch for each gpu.launch_func and the wavert_jit_* replacements of MLIR's mgpu*
- * runtime wrappers. They take no device: the device and the default stream come from the
- * calling thread's current call, set by wavert_call_begin and cleared by wavert_call_end
- * (thread-local state in libwavert: the one hidden channel between the caller and the
- * generated code). Outside a call the wavert_jit_* functions fail (wavert_jit_failed is
- * non-zero). Errors are recorded, not returned through the caller's stack: the first one is
+ * wavert_jit_launch for each gpu.launch_func, MLIR's mgpu* runtime functions under their
+ * upstream names (declared once, in wavert_mgpu.h) and Wave's runtime (below), and checks
+ * wavert_jit_failed after every one of these calls. They take no device: the device and the
+ * default stream come from the calling thread's current call, set by wavert_call_begin and
+ * cleared by wavert_call_end (thread-local state in libwavert: the one hidden channel between
+ * the caller and the generated code). Outside a call the wavert_jit_* functions fail
+ * (wavert_jit_failed is non-zero); the mgpu* ones work on a default device (wavert_mgpu.h). Errors are recorded, not returned through the caller's stack: the first one is
  * what wavert_call_end returns. Conventions (status codes, per-thread messages, ownership
  * verbs) are those of wavert.h.
  */
@@ -152,28 +153,9 @@ WAVERT_EXPORT void wavert_jit_wave_launch_kernel(void *stream, void *function,
                                                  int64_t bz, int64_t cx, int64_t cy, int64_t cz,
                                                  void **args, int32_t nargs);
 
-/* Non-zero if generated code has recorded an error during the current call. */
+/* Non-zero if generated code has recorded an error during the current call (and outside a
+ * call). Generated host code returns early when it is, after every runtime call. */
 WAVERT_EXPORT int32_t wavert_jit_failed(void);
-
-/* Runtime functions of MLIR's gpu-to-llvm lowering (the mgpu* wrappers), on the call's
- * device. Each records failures for wavert_call_end and returns a harmless value; generated
- * code checks wavert_jit_failed after each. Streams created here wait for the call's stream
- * at creation; a synchronised stream is made to order the call's stream after it. A NULL
- * dst/src of memcpy or memset with a non-zero size is INVALID_ARGUMENT (recorded; the driver
- * is not called), as are sizes past PTRDIFF_MAX and ranges that wrap around. */
-WAVERT_EXPORT void *wavert_jit_stream_create(void);
-WAVERT_EXPORT void wavert_jit_stream_destroy(void *stream);
-WAVERT_EXPORT void wavert_jit_stream_synchronize(void *stream);
-WAVERT_EXPORT void wavert_jit_stream_wait_event(void *stream, void *event);
-WAVERT_EXPORT void *wavert_jit_event_create(void);
-WAVERT_EXPORT void wavert_jit_event_destroy(void *event);
-WAVERT_EXPORT void wavert_jit_event_synchronize(void *event);
-WAVERT_EXPORT void wavert_jit_event_record(void *event, void *stream);
-WAVERT_EXPORT void *wavert_jit_mem_alloc(uint64_t size, void *stream, int8_t host_shared);
-WAVERT_EXPORT void wavert_jit_mem_free(void *ptr, void *stream);
-WAVERT_EXPORT void wavert_jit_memcpy(void *dst, void *src, uint64_t size, void *stream);
-WAVERT_EXPORT void wavert_jit_memset32(void *dst, uint32_t value, uint64_t count, void *stream);
-WAVERT_EXPORT void wavert_jit_memset16(void *dst, uint16_t value, uint64_t count, void *stream);
 
 #ifdef __cplusplus
 }

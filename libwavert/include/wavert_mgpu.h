@@ -24,6 +24,11 @@
  * the thread's first error since wavert_clear_error() stays readable with wavert_last_status()
  * and wavert_last_error() (later errors do not replace it).
  *
+ * Generated host code. pywave's host code calls these functions under these names (the one
+ * declaration of each) and returns early after every call when wavert_jit_failed()
+ * (wavert_jit.h) says the call has recorded an error. A new runtime function is declared
+ * here and implemented in src/mgpu.c inside a scope; the check comes with its mgpu* name.
+ *
  * Thread safety: every function is thread-safe except mgpuModuleUnload, which must not run
  * while another thread uses that module or its functions (as with the driver's own unload).
  * Handles (modules, functions, streams, events) are opaque pointers.

@@ -1,9 +1,10 @@
 /*
  * call.c — the host-call context (per thread: device, stream, first error, depth, context
- * lease) and the wavert_jit_* entry points that JIT-compiled host code calls:
- * wavert_jit_launch and MLIR's mgpu* runtime wrappers on the call's device, recording errors
- * instead of printing them. The call also carries the Wave objects registered for it
- * (wavert_call_set_objects), which wave.c's helpers look up here.
+ * lease) and the launch entry points that JIT-compiled host code calls, wavert_jit_launch and
+ * wavert_jit_launch_cluster, on the call's device, recording errors instead of printing them
+ * (MLIR's mgpu* runtime functions, in mgpu.c, use the same context). The call also carries
+ * the Wave objects registered for it (wavert_call_set_objects), which wave.c's helpers look
+ * up here.
  *
  * Beginning and ending a call make no driver call: launches enter the device's context only
  * when it is not current (launch.c), keep it entered in the call's lease for the rest of the
@@ -100,17 +101,6 @@ static wavert_status record(wavert_status status) {
   return status;
 }
 
-/* The call's device with its context entered, or NULL (error recorded) outside a call. */
-static wavert_device *enter_call(const char *function, void **out_saved) {
-  if (current.depth == 0) {
-    wavert__error(WAVERT_ERROR_INVALID_ARGUMENT, "%s: no host call in progress (wavert_call_begin)",
-                  function);
-    return NULL;
-  }
-  if (record(wavert__enter(current.device, out_saved)) != WAVERT_OK) return NULL;
-  return current.device;
-}
-
 static void *call_stream(void *stream) { return stream != NULL ? stream : current.stream; }
 
 wavert_status wavert__call_function(wavert_kernel **slot, const void *image, int64_t image_size,
@@ -175,155 +165,6 @@ int32_t wavert_jit_launch_cluster(wavert_kernel **slot, const void *image, int64
   const int64_t cluster[3] = {cx, cy, cz};
   return jit_launch("wavert_jit_launch_cluster", slot, image, image_size, name, cluster, gx, gy,
                     gz, bx, by, bz, dynamic_shared_bytes, stream, params);
-}
-
-void *wavert_jit_stream_create(void) {
-  void *saved = NULL;
-  wavert_device *device = enter_call("wavert_jit_stream_create", &saved);
-  if (device == NULL) return NULL;
-  void *stream = NULL;
-  wavert_status status = wavert__stream_acquire(device, &stream);
-  if (status == WAVERT_OK) {
-    /* Work on the new stream must come after what the caller enqueued on its stream. */
-    status = wavert__stream_order(device, stream, current.stream);
-    if (status != WAVERT_OK) wavert__stream_recycle(device, stream);
-  }
-  wavert__leave(device, saved);
-  return record(status) == WAVERT_OK ? stream : NULL;
-}
-
-void wavert_jit_stream_destroy(void *stream) {
-  void *saved = NULL;
-  wavert_device *device = enter_call("wavert_jit_stream_destroy", &saved);
-  if (device == NULL) return;
-  if (stream != NULL && stream != current.stream) wavert__stream_recycle(device, stream);
-  wavert__leave(device, saved);
-}
-
-void wavert_jit_stream_synchronize(void *stream) {
-  void *saved = NULL;
-  wavert_device *device = enter_call("wavert_jit_stream_synchronize", &saved);
-  if (device == NULL) return;
-  stream = call_stream(stream);
-  wavert_status status = device->backend->stream_synchronize(stream);
-  /* Keep the caller's stream ordered after this one when the call returns. */
-  if (status == WAVERT_OK && stream != current.stream)
-    status = wavert__stream_order(device, current.stream, stream);
-  wavert__leave(device, saved);
-  record(status);
-}
-
-void wavert_jit_stream_wait_event(void *stream, void *event) {
-  void *saved = NULL;
-  wavert_device *device = enter_call("wavert_jit_stream_wait_event", &saved);
-  if (device == NULL) return;
-  record(device->backend->stream_wait_event(call_stream(stream), event));
-  wavert__leave(device, saved);
-}
-
-void *wavert_jit_event_create(void) {
-  void *saved = NULL;
-  wavert_device *device = enter_call("wavert_jit_event_create", &saved);
-  if (device == NULL) return NULL;
-  void *event = NULL;
-  wavert_status status = wavert__event_acquire(device, &event);
-  wavert__leave(device, saved);
-  return record(status) == WAVERT_OK ? event : NULL;
-}
-
-void wavert_jit_event_destroy(void *event) {
-  void *saved = NULL;
-  wavert_device *device = enter_call("wavert_jit_event_destroy", &saved);
-  if (device == NULL) return;
-  if (event != NULL) wavert__event_recycle(device, event);
-  wavert__leave(device, saved);
-}
-
-void wavert_jit_event_synchronize(void *event) {
-  void *saved = NULL;
-  wavert_device *device = enter_call("wavert_jit_event_synchronize", &saved);
-  if (device == NULL) return;
-  record(device->backend->event_synchronize(event));
-  wavert__leave(device, saved);
-}
-
-void wavert_jit_event_record(void *event, void *stream) {
-  void *saved = NULL;
-  wavert_device *device = enter_call("wavert_jit_event_record", &saved);
-  if (device == NULL) return;
-  record(device->backend->event_record(event, call_stream(stream)));
-  wavert__leave(device, saved);
-}
-
-void *wavert_jit_mem_alloc(uint64_t size, void *stream, int8_t host_shared) {
-  (void)stream; /* allocation is not stream-ordered, as in MLIR's mgpuMemAlloc */
-  if (size == 0) return NULL;
-  void *saved = NULL;
-  wavert_device *device = enter_call("wavert_jit_mem_alloc", &saved);
-  if (device == NULL) return NULL;
-  if (record(wavert__check_bytes("wavert_jit_mem_alloc", "size", size)) != WAVERT_OK) {
-    wavert__leave(device, saved);
-    return NULL;
-  }
-  void *ptr = NULL;
-  wavert_status status = device->backend->mem_alloc((size_t)size, host_shared != 0, &ptr);
-  wavert__leave(device, saved);
-  return record(status) == WAVERT_OK ? ptr : NULL;
-}
-
-void wavert_jit_mem_free(void *ptr, void *stream) {
-  (void)stream;
-  if (ptr == NULL) return;
-  void *saved = NULL;
-  wavert_device *device = enter_call("wavert_jit_mem_free", &saved);
-  if (device == NULL) return;
-  record(device->backend->mem_free(ptr));
-  wavert__leave(device, saved);
-}
-
-void wavert_jit_memcpy(void *dst, void *src, uint64_t size, void *stream) {
-  if (size == 0) return;
-  void *saved = NULL;
-  wavert_device *device = enter_call("wavert_jit_memcpy", &saved);
-  if (device == NULL) return;
-  wavert_status status =
-      dst == NULL || src == NULL
-          ? wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
-                          "wavert_jit_memcpy: dst or src is NULL (size %llu bytes)",
-                          (unsigned long long)size)
-          : wavert__check_bytes("wavert_jit_memcpy", "size", size);
-  if (status == WAVERT_OK) status = wavert__check_range("wavert_jit_memcpy", "dst", dst, size);
-  if (status == WAVERT_OK) status = wavert__check_range("wavert_jit_memcpy", "src", src, size);
-  if (status == WAVERT_OK)
-    status = device->backend->memcpy(dst, src, (size_t)size, call_stream(stream), 0);
-  record(status);
-  wavert__leave(device, saved);
-}
-
-static void jit_memset(const char *function, void *dst, uint32_t value, size_t element_bytes,
-                       uint64_t count, void *stream) {
-  if (count == 0) return;
-  void *saved = NULL;
-  wavert_device *device = enter_call(function, &saved);
-  if (device == NULL) return;
-  wavert_status status =
-      dst == NULL ? wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
-                                  "%s: dst is NULL (%llu elements)", function,
-                                  (unsigned long long)count)
-                  : wavert__check_elements(function, dst, element_bytes, count);
-  if (status == WAVERT_OK)
-    status = device->backend->memset(dst, value, element_bytes, (size_t)count,
-                                     call_stream(stream), 0);
-  record(status);
-  wavert__leave(device, saved);
-}
-
-void wavert_jit_memset32(void *dst, uint32_t value, uint64_t count, void *stream) {
-  jit_memset("wavert_jit_memset32", dst, value, 4, count, stream);
-}
-
-void wavert_jit_memset16(void *dst, uint16_t value, uint64_t count, void *stream) {
-  jit_memset("wavert_jit_memset16", dst, value, 2, count, stream);
 }
 
 wavert_device *wavert__call_current(void **out_stream) {

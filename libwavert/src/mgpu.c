@@ -1,8 +1,9 @@
 /*
  * mgpu.c — MLIR's mgpu* runtime ABI (wavert_mgpu.h) over libwavert: modules through
  * wavert_module (lazily loaded per device), launches through the validated launch path,
- * streams/events/memory through the wavert_jit_* functions of call.c, and host registration,
- * cluster launch and TMA descriptors through the backend vtable.
+ * streams (from the device's pool), events, memory, host registration, cluster launch and TMA
+ * descriptors through the backend vtable. Generated host code calls these functions under
+ * their upstream names and checks wavert_jit_failed after each (pywave/host.py).
  *
  * Every entry point runs in a "scope": inside a host call, the call's device and stream, and
  * errors recorded in the call; outside one, a call begun here on the thread's default device
@@ -41,11 +42,9 @@ static void keep_first(const scope *s) {
   if (s->prior != WAVERT_OK) wavert__error(s->prior, "%s", s->prior_message);
 }
 
-/* Enter the scope of an mgpu call; 0 (error reported) when there is no device. */
-static int scope_begin(scope *s) {
-  s->device = wavert__call_current(&s->stream);
-  s->outside = s->device == NULL;
-  if (!s->outside) return 1;
+/* scope_begin outside a host call: begin one on the thread's default device. */
+static int scope_begin_outside(scope *s) {
+  s->outside = 1;
   s->stream = NULL;
   s->prior = wavert_last_status();
   if (s->prior != WAVERT_OK)
@@ -64,14 +63,26 @@ static int scope_begin(scope *s) {
   return 1;
 }
 
-static void scope_end(scope *s) {
+/* Enter the scope of an mgpu call; 0 (error reported) when there is no device. Inside a host
+ * call (generated code's case) this is one look-up of the call, inlined into each entry. */
+static inline int scope_begin(scope *s) {
+  s->device = wavert__call_current(&s->stream);
+  if (s->device == NULL) return scope_begin_outside(s);
+  s->outside = 0;
+  return 1;
+}
+
+static inline void scope_end(scope *s) {
   if (s->outside && wavert_call_end(&s->state) != WAVERT_OK) keep_first(s);
 }
 
 int wavert__mgpu_scope_begin(wavert__mgpu_scope *s) { return scope_begin(s); }
 void wavert__mgpu_scope_end(wavert__mgpu_scope *s) { scope_end(s); }
 
-static wavert_status record(wavert_status status) { return wavert__call_record(status); }
+/* Record a failure in the scope's call (success, the common case, costs no call). */
+static inline wavert_status record(wavert_status status) {
+  return status == WAVERT_OK ? status : wavert__call_record(status);
+}
 
 #define SCOPE_ERROR(status, ...) record(wavert__error((status), __VA_ARGS__))
 
@@ -317,83 +328,159 @@ void mgpuLaunchClusterKernel(void *function, intptr_t cx, intptr_t cy, intptr_t 
          params, extra);
 }
 
-/* ---- streams, events, memory: the wavert_jit_* functions in a scope ---------------------- */
+/* ---- streams, events, memory ------------------------------------------------------------ */
 
-#define IN_SCOPE(failed, expression) \
-  do {                               \
-    scope s_;                        \
-    if (!scope_begin(&s_)) failed;   \
-    expression;                      \
-    scope_end(&s_);                  \
-  } while (0)
+/* Enter the scope and the device's context; 0 (error reported or recorded) if either fails.
+ * Leave with scope_leave. */
+static int scope_enter(scope *s, void **out_saved) {
+  if (!scope_begin(s)) return 0;
+  if (record(wavert__enter(s->device, out_saved)) == WAVERT_OK) return 1;
+  scope_end(s);
+  return 0;
+}
+
+static void scope_leave(scope *s, void *saved) {
+  wavert__leave(s->device, saved);
+  scope_end(s);
+}
+
+/* `stream`, or the scope's (the call's) stream for NULL. */
+static void *scope_stream(const scope *s, void *stream) {
+  return stream != NULL ? stream : s->stream;
+}
 
 void *mgpuStreamCreate(void) {
-  void *stream = NULL;
-  IN_SCOPE(return NULL, stream = wavert_jit_stream_create());
-  return stream;
+  scope s;
+  void *saved = NULL, *stream = NULL;
+  if (!scope_enter(&s, &saved)) return NULL;
+  wavert_status status = wavert__stream_acquire(s.device, &stream);
+  if (status == WAVERT_OK) {
+    /* Work on the new stream must come after what the caller enqueued on its stream. */
+    status = wavert__stream_order(s.device, stream, s.stream);
+    if (status != WAVERT_OK) wavert__stream_recycle(s.device, stream);
+  }
+  record(status);
+  scope_leave(&s, saved);
+  return status == WAVERT_OK ? stream : NULL;
 }
 
 void mgpuStreamDestroy(void *stream) {
-  if (stream != NULL) IN_SCOPE(return, wavert_jit_stream_destroy(stream));
+  scope s;
+  void *saved = NULL;
+  if (stream == NULL || !scope_enter(&s, &saved)) return;
+  if (stream != s.stream) wavert__stream_recycle(s.device, stream);
+  scope_leave(&s, saved);
 }
 
 void mgpuStreamSynchronize(void *stream) {
-  IN_SCOPE(return, wavert_jit_stream_synchronize(stream));
+  scope s;
+  void *saved = NULL;
+  if (!scope_enter(&s, &saved)) return;
+  stream = scope_stream(&s, stream);
+  wavert_status status = s.device->backend->stream_synchronize(stream);
+  /* Keep the caller's stream ordered after this one when the call returns. */
+  if (status == WAVERT_OK && stream != s.stream)
+    status = wavert__stream_order(s.device, s.stream, stream);
+  record(status);
+  scope_leave(&s, saved);
 }
 
 void mgpuStreamWaitEvent(void *stream, void *event) {
-  IN_SCOPE(return, wavert_jit_stream_wait_event(stream, event));
+  scope s;
+  void *saved = NULL;
+  if (!scope_enter(&s, &saved)) return;
+  record(s.device->backend->stream_wait_event(scope_stream(&s, stream), event));
+  scope_leave(&s, saved);
 }
 
 void *mgpuEventCreate(void) {
-  void *event = NULL;
-  IN_SCOPE(return NULL, event = wavert_jit_event_create());
-  return event;
+  scope s;
+  void *saved = NULL, *event = NULL;
+  if (!scope_enter(&s, &saved)) return NULL;
+  wavert_status status = record(wavert__event_acquire(s.device, &event));
+  scope_leave(&s, saved);
+  return status == WAVERT_OK ? event : NULL;
 }
 
 void mgpuEventDestroy(void *event) {
-  if (event != NULL) IN_SCOPE(return, wavert_jit_event_destroy(event));
+  scope s;
+  void *saved = NULL;
+  if (event == NULL || !scope_enter(&s, &saved)) return;
+  wavert__event_recycle(s.device, event);
+  scope_leave(&s, saved);
 }
 
 void mgpuEventSynchronize(void *event) {
-  IN_SCOPE(return, wavert_jit_event_synchronize(event));
+  scope s;
+  void *saved = NULL;
+  if (!scope_enter(&s, &saved)) return;
+  record(s.device->backend->event_synchronize(event));
+  scope_leave(&s, saved);
 }
 
 void mgpuEventRecord(void *event, void *stream) {
-  IN_SCOPE(return, wavert_jit_event_record(event, stream));
+  scope s;
+  void *saved = NULL;
+  if (!scope_enter(&s, &saved)) return;
+  record(s.device->backend->event_record(event, scope_stream(&s, stream)));
+  scope_leave(&s, saved);
 }
 
 void *mgpuMemAlloc(uint64_t size, void *stream, int8_t host_shared) {
-  void *ptr = NULL;
-  if (size == 0) return NULL;
-  IN_SCOPE(return NULL, ptr = wavert_jit_mem_alloc(size, stream, host_shared));
-  return ptr;
+  (void)stream; /* allocation is not stream-ordered, as in upstream's mgpuMemAlloc */
+  scope s;
+  void *saved = NULL, *ptr = NULL;
+  if (size == 0 || !scope_enter(&s, &saved)) return NULL;
+  wavert_status status = wavert__check_bytes("mgpuMemAlloc", "size", size);
+  if (status == WAVERT_OK)
+    status = s.device->backend->mem_alloc((size_t)size, host_shared != 0, &ptr);
+  record(status);
+  scope_leave(&s, saved);
+  return status == WAVERT_OK ? ptr : NULL;
 }
 
 void mgpuMemFree(void *ptr, void *stream) {
-  if (ptr != NULL) IN_SCOPE(return, wavert_jit_mem_free(ptr, stream));
+  (void)stream;
+  scope s;
+  void *saved = NULL;
+  if (ptr == NULL || !scope_enter(&s, &saved)) return;
+  record(s.device->backend->mem_free(ptr));
+  scope_leave(&s, saved);
 }
 
 void mgpuMemcpy(void *dst, void *src, size_t size, void *stream) {
-  if (size == 0) return;
-  IN_SCOPE(return, wavert_jit_memcpy(dst, src, size, stream));
+  scope s;
+  void *saved = NULL;
+  if (size == 0 || !scope_enter(&s, &saved)) return;
+  wavert_status status =
+      dst == NULL || src == NULL
+          ? wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                          "mgpuMemcpy: dst or src is NULL (size %zu bytes)", size)
+          : wavert__check_bytes("mgpuMemcpy", "size", size);
+  if (status == WAVERT_OK) status = wavert__check_range("mgpuMemcpy", "dst", dst, size);
+  if (status == WAVERT_OK) status = wavert__check_range("mgpuMemcpy", "src", src, size);
+  if (status == WAVERT_OK)
+    status = s.device->backend->memcpy(dst, src, size, scope_stream(&s, stream), 0);
+  record(status);
+  scope_leave(&s, saved);
 }
 
-/* wavert_jit_memset32/16 after checking that count elements fit the address space. */
+/* Set `count` elements of `element_bytes` (4 or 2) at `dst`, checking that they fit the
+ * address space; `name` is the entry point, for messages. */
 static void memset_checked(const char *name, void *dst, uint32_t value, size_t element_bytes,
                            size_t count, void *stream) {
-  if (count == 0) return;
   scope s;
-  if (!scope_begin(&s)) return;
-  if (count > SIZE_MAX / element_bytes)
-    SCOPE_ERROR(WAVERT_ERROR_INVALID_ARGUMENT,
-                "%s: %zu elements of %zu bytes overflow the address space", name, count,
-                element_bytes);
-  else if (element_bytes == 4)
-    wavert_jit_memset32(dst, value, count, stream);
-  else
-    wavert_jit_memset16(dst, (uint16_t)value, count, stream);
-  scope_end(&s);
+  void *saved = NULL;
+  if (count == 0 || !scope_enter(&s, &saved)) return;
+  wavert_status status =
+      dst == NULL ? wavert__error(WAVERT_ERROR_INVALID_ARGUMENT, "%s: dst is NULL (%zu elements)",
+                                  name, count)
+                  : wavert__check_elements(name, dst, element_bytes, count);
+  if (status == WAVERT_OK)
+    status = s.device->backend->memset(dst, value, element_bytes, count,
+                                       scope_stream(&s, stream), 0);
+  record(status);
+  scope_leave(&s, saved);
 }
 
 void mgpuMemset32(void *dst, uint32_t value, size_t count, void *stream) {

@@ -1,13 +1,14 @@
 /* test_call.c — the host-call context and the wavert_jit_* entry points against fake_cuda:
  * begin/end with context restore, wavert_jit_launch (slot created once, errors recorded, first
  * error kept), wavert_jit_launch_cluster (cluster extents reach cuLaunchKernelEx, bad extents
- * refused before the driver), calls outside a host call, and the mgpu replacements' stream
- * ordering. */
+ * refused before the driver), calls outside a host call, and the mgpu* streams, events and
+ * memory inside a call (stream ordering, pooling, recorded errors). */
 #include <pthread.h>
 
 #include "fake_cuda.h"
 #include "test_util.h"
 #include "wavert_jit.h"
+#include "wavert_mgpu.h"
 
 static const char image[] = "// fake ptx for generated code";
 static wavert_device *device;
@@ -23,9 +24,6 @@ static void test_outside_call(void) {
   CHECK_MESSAGE("no host call in progress (wavert_call_begin)");
   CHECK(slot == NULL);
   CHECK(wavert_jit_failed());
-  wavert_clear_error();
-  CHECK(wavert_jit_stream_create() == NULL);
-  CHECK_MESSAGE("wavert_jit_stream_create: no host call in progress (wavert_call_begin)");
   wavert_call_state state = {{0}};
   CHECK_STATUS(wavert_call_end(&state), WAVERT_ERROR_INVALID_ARGUMENT);
   CHECK_STATUS(wavert_call_begin(NULL, NULL, &state), WAVERT_ERROR_INVALID_ARGUMENT);
@@ -148,54 +146,54 @@ static void test_mgpu(void) {
   wavert_call_state state;
   CHECK_OK(wavert_call_begin(device, NULL, &state));
   fake_cuda_reset();
-  void *stream = wavert_jit_stream_create();
+  void *stream = mgpuStreamCreate();
   CHECK(stream != NULL);
   /* The new stream waits for the caller's stream: record, then wait. */
   int record = index_of("cuEventRecord", 0);
   CHECK(record >= 0 && index_of("cuStreamWaitEvent", record) > record);
 
-  void *ptr = wavert_jit_mem_alloc(256, stream, 0);
+  void *ptr = mgpuMemAlloc(256, stream, 0);
   CHECK(ptr != NULL);
-  void *shared = wavert_jit_mem_alloc(16, stream, 1);
+  void *shared = mgpuMemAlloc(16, stream, 1);
   CHECK(shared != NULL && fake_cuda_calls("cuMemAllocManaged") == 1);
-  CHECK(wavert_jit_mem_alloc(0, stream, 0) == NULL);
-  wavert_jit_memset32(ptr, 0x01020304u, 64, stream);
-  wavert_jit_memset16(shared, 0xABCD, 8, stream);
+  CHECK(mgpuMemAlloc(0, stream, 0) == NULL);
+  mgpuMemset32(ptr, 0x01020304u, 64, stream);
+  mgpuMemset16(shared, 0xABCD, 8, stream);
   uint32_t host[64];
-  wavert_jit_memcpy(host, ptr, sizeof(host), stream);
+  mgpuMemcpy(host, ptr, sizeof(host), stream);
   CHECK(fake_cuda_calls("cuMemsetD32Async") == 1 && fake_cuda_calls("cuMemsetD16Async") == 1);
   CHECK(fake_cuda_calls("cuMemcpyAsync") == 1);
   CHECK(host[63] == 0x01020304u && ((uint16_t *)shared)[7] == 0xABCD);
 
-  void *event = wavert_jit_event_create();
+  void *event = mgpuEventCreate();
   CHECK(event != NULL);
-  wavert_jit_event_record(event, stream);
-  wavert_jit_stream_wait_event(stream, event);
-  wavert_jit_event_synchronize(event);
-  wavert_jit_event_destroy(event);
+  mgpuEventRecord(event, stream);
+  mgpuStreamWaitEvent(stream, event);
+  mgpuEventSynchronize(event);
+  mgpuEventDestroy(event);
 
   fake_cuda_reset();
-  wavert_jit_stream_synchronize(stream);
+  mgpuStreamSynchronize(stream);
   /* Synchronised, then the call's stream is ordered after it. */
   int sync = index_of("cuStreamSynchronize", 0);
   CHECK(sync >= 0 && index_of("cuStreamWaitEvent", sync) > sync);
-  wavert_jit_mem_free(ptr, stream);
-  wavert_jit_mem_free(shared, stream);
-  wavert_jit_stream_destroy(stream);
+  mgpuMemFree(ptr, stream);
+  mgpuMemFree(shared, stream);
+  mgpuStreamDestroy(stream);
   CHECK(!wavert_jit_failed());
 
   /* Pooled: a second stream reuses the first without a new driver stream. */
   fake_cuda_reset();
-  void *again = wavert_jit_stream_create();
+  void *again = mgpuStreamCreate();
   CHECK(again == stream && fake_cuda_calls("cuStreamCreate") == 0);
-  wavert_jit_stream_destroy(again);
+  mgpuStreamDestroy(again);
 
   /* Failures are recorded, not printed, and end the call with the first one. */
   fake_cuda_fail_next("cuMemAlloc_v2", 2);
-  CHECK(wavert_jit_mem_alloc(8, NULL, 0) == NULL);
+  CHECK(mgpuMemAlloc(8, NULL, 0) == NULL);
   CHECK(wavert_jit_failed());
   fake_cuda_fail_next("cuEventSynchronize", 700);
-  wavert_jit_event_synchronize((void *)(uintptr_t)0x1);
+  mgpuEventSynchronize((void *)(uintptr_t)0x1);
   CHECK_STATUS(wavert_call_end(&state), WAVERT_ERROR_OUT_OF_MEMORY);
   CHECK_MESSAGE("cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY");
 }

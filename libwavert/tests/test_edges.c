@@ -9,6 +9,7 @@
 #include "fake_cuda.h"
 #include "test_util.h"
 #include "wavert_jit.h"
+#include "wavert_mgpu.h"
 
 #define D WAVERT_DYNAMIC
 #define P32 (INT64_C(1) << 32)
@@ -287,15 +288,15 @@ static void test_memory(void) {
 static void test_jit(void) {
   void *end = (void *)(uintptr_t)(UINTPTR_MAX - 15);
   /* A negative size computed by generated code reaches mgpuMemAlloc as a huge uint64. */
-  CHECK_CALL_FAILS(CHECK(wavert_jit_mem_alloc((uint64_t)-8, NULL, 0) == NULL),
-                   "wavert_jit_mem_alloc: size = 18446744073709551608 bytes exceeds the limit");
-  CHECK_CALL_FAILS(wavert_jit_memcpy(end, storage, 32, NULL),
-                   "wavert_jit_memcpy: dst = 0xfffffffffffffff0 + 32 bytes wraps around");
-  CHECK_CALL_FAILS(wavert_jit_memcpy(storage, storage, UINT64_MAX, NULL),
-                   "wavert_jit_memcpy: size = 18446744073709551615 bytes exceeds");
-  CHECK_CALL_FAILS(wavert_jit_memset32(storage, 0, UINT64_C(1) << 62, NULL),
-                   "wavert_jit_memset32: 4611686018427387904 elements of 4 bytes overflow");
-  CHECK_CALL_FAILS(wavert_jit_memset16(end, 0, 9, NULL), "wavert_jit_memset16: ptr = ");
+  CHECK_CALL_FAILS(CHECK(mgpuMemAlloc((uint64_t)-8, NULL, 0) == NULL),
+                   "mgpuMemAlloc: size = 18446744073709551608 bytes exceeds the limit");
+  CHECK_CALL_FAILS(mgpuMemcpy(end, storage, 32, NULL),
+                   "mgpuMemcpy: dst = 0xfffffffffffffff0 + 32 bytes wraps around");
+  CHECK_CALL_FAILS(mgpuMemcpy(storage, storage, UINT64_MAX, NULL),
+                   "mgpuMemcpy: size = 18446744073709551615 bytes exceeds");
+  CHECK_CALL_FAILS(mgpuMemset32(storage, 0, UINT64_C(1) << 62, NULL),
+                   "mgpuMemset32: 4611686018427387904 elements of 4 bytes overflow");
+  CHECK_CALL_FAILS(mgpuMemset16(end, 0, 9, NULL), "mgpuMemset16: ptr = ");
   static const char image[] = "// fake ptx";
   wavert_kernel *slot = NULL;
   CHECK_CALL_FAILS(wavert_jit_launch(&slot, image, INT64_MIN, "k", 1, 1, 1, 1, 1, 1, 0, NULL,

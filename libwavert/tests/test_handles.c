@@ -1,8 +1,8 @@
 /* test_handles.c — handles used past their life and NULL pointers, against fake_cuda: a second
  * release of a module, kernel object or stream is INVALID_ARGUMENT and reaches no driver call; a
  * second free of device memory is the driver's error; wavert_device_dl with NULL is a status;
- * NULL dst/src of wavert_jit_memcpy/memset and of mgpuMemcpy/Memset32 are INVALID_ARGUMENT and
- * reach no driver call. Run under ASan (meson -Db_sanitize=address,undefined) to see that no
+ * NULL dst/src of mgpuMemcpy and mgpuMemset32/16 are INVALID_ARGUMENT and reach no driver
+ * call. Run under ASan (meson -Db_sanitize=address,undefined) to see that no
  * freed memory is read. */
 #include <stdint.h>
 #include <time.h>
@@ -108,14 +108,12 @@ static void test_memory_free(void) {
 
 static void test_null_copies(void) {
   static char storage[64];
-  CHECK_CALL_FAILS(wavert_jit_memcpy(NULL, storage, 16, NULL),
-                   "wavert_jit_memcpy: dst or src is NULL (size 16 bytes)");
-  CHECK_CALL_FAILS(wavert_jit_memcpy(storage, NULL, 16, NULL), "dst or src is NULL");
-  CHECK_CALL_FAILS(wavert_jit_memset32(NULL, 7, 4, NULL),
-                   "wavert_jit_memset32: dst is NULL (4 elements)");
-  CHECK_CALL_FAILS(wavert_jit_memset16(NULL, 7, 4, NULL), "wavert_jit_memset16: dst is NULL");
-  CHECK_CALL_FAILS(mgpuMemcpy(NULL, storage, 16, NULL), "dst or src is NULL");
-  CHECK_CALL_FAILS(mgpuMemset32(NULL, 7, 4, NULL), "wavert_jit_memset32: dst is NULL");
+  CHECK_CALL_FAILS(mgpuMemcpy(NULL, storage, 16, NULL),
+                   "mgpuMemcpy: dst or src is NULL (size 16 bytes)");
+  CHECK_CALL_FAILS(mgpuMemcpy(storage, NULL, 16, NULL), "dst or src is NULL");
+  CHECK_CALL_FAILS(mgpuMemset32(NULL, 7, 4, NULL),
+                   "mgpuMemset32: dst is NULL (4 elements)");
+  CHECK_CALL_FAILS(mgpuMemset16(NULL, 7, 4, NULL), "mgpuMemset16: dst is NULL");
   /* Outside a host call (upstream host code): recorded as this thread's last error. */
   wavert_clear_error();
   fake_cuda_reset();

@@ -10,6 +10,7 @@
 #include "test_ptx.h"
 #include "test_util.h"
 #include "wavert_jit.h"
+#include "wavert_mgpu.h"
 
 #define N 100000
 
@@ -47,12 +48,12 @@ static void test_vector_add(wavert_module *module) {
   CHECK_OK(wavert_call_begin(device, stream, &state));
   CHECK(wavert_jit_launch(&slot, ptx, sizeof(ptx), "vadd", (N + 127) / 128, 1, 1, 128, 1, 1, 0,
                           NULL, params) == WAVERT_OK);
-  void *other = wavert_jit_stream_create();
+  void *other = mgpuStreamCreate();
   CHECK(other != NULL && !wavert_jit_failed());
   CHECK(wavert_jit_launch(&slot, ptx, sizeof(ptx), "vadd", 1, 1, 70000, 128, 1, 1, 0, NULL,
                           params) == WAVERT_ERROR_LIMIT_EXCEEDED);
-  wavert_jit_stream_synchronize(other);
-  wavert_jit_stream_destroy(other);
+  mgpuStreamSynchronize(other);
+  mgpuStreamDestroy(other);
   CHECK_STATUS(wavert_call_end(&state), WAVERT_ERROR_LIMIT_EXCEEDED);
   CHECK_MESSAGE("grid z = 70000 exceeds the device limit 65535");
   CHECK_OK(wavert_memory_copy(device, c, dc, sizeof(c), stream));

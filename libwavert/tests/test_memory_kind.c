@@ -6,6 +6,7 @@
 #include "fake_cuda.h"
 #include "test_util.h"
 #include "wavert_jit.h"
+#include "wavert_mgpu.h"
 
 int main(void) {
   wavert_device *device = NULL, *device1 = NULL;
@@ -27,7 +28,7 @@ int main(void) {
   /* managed memory, through the call bracket as gpu.alloc host_shared allocates it */
   wavert_call_state state;
   CHECK_OK(wavert_call_begin(device, NULL, &state));
-  void *managed = wavert_jit_mem_alloc(32, NULL, 1);
+  void *managed = mgpuMemAlloc(32, NULL, 1);
   CHECK_OK(wavert_call_end(&state));
   CHECK(managed != NULL && fake_cuda_live_allocations() == 2);
   CHECK_OK(wavert_memory_kind(device1, managed, &kind, &ordinal));

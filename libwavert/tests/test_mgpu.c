@@ -193,7 +193,7 @@ static void test_memory_in_call(void) {
   mgpuMemFree(ptr, NULL);
   CHECK_STATUS(wavert_call_end(&state), WAVERT_ERROR_INVALID_ARGUMENT);
   CHECK_MESSAGE("mgpuMemset32: ");
-  CHECK_MESSAGE("elements of 4 bytes overflow the address space");
+  CHECK_MESSAGE("elements of 4 bytes overflow a 64-bit byte count");
   wavert_clear_error();
 }
 
