@@ -15,7 +15,7 @@ from ._native import LAUNCH_PARAMS
 from .program import DTYPES, DYNAMIC, SIGNLESS, dtype_of
 
 
-def _scalar(kind: str) -> tuple[type, str]:
+def _scalar(kind: str) -> tuple[Any, str]:
     """A scalar kind's Python type and what it accepts, from its :data:`DTYPES` row."""
     d = DTYPES.get(kind)
     if d is None:

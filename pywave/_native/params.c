@@ -139,10 +139,16 @@ static int parse_scalar(PyObject *obj, Py_ssize_t index, param_t *p) {
       return 0;
     }
   }
+  char kinds[128]; /* "i1, i8, ..., f64" from scalar_kind_names */
+  size_t used = 0;
+  for (int i = 0; i < SK_COUNT && used < sizeof(kinds); i++) {
+    int n = snprintf(kinds + used, sizeof(kinds) - used, "%s%s", i ? ", " : "",
+                     scalar_kind_names[i]);
+    used += n > 0 ? (size_t)n : sizeof(kinds);
+  }
   PyErr_Format(PyExc_ValueError,
-               "HostFunction: parameter '%U': field 'scalar' must be one of i1, i8, i16, i32, "
-               "i64, index, f16, bf16, f32, f64, got %R",
-               p->name, k);
+               "HostFunction: parameter '%U': field 'scalar' must be one of %s, got %R", p->name,
+               kinds, k);
   Py_DECREF(k);
   return -1;
 }
