@@ -77,6 +77,7 @@ DTYPES: dict[str, Dtype] = {d.mlir: d for d in (
     Dtype("f64", 2, 64, False, "float64", "double"),
 )}
 
+
 def dtype_of(code: int, bits: int) -> Dtype | None:
     """The first :data:`DTYPES` row of a DLPack dtype (one lane), or None."""
     return next((d for d in DTYPES.values() if (d.code, d.bits) == (code, bits)), None)
