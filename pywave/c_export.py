@@ -53,8 +53,8 @@ from . import isolation, layout, pipeline, runtime
 from ._version import __version__
 from .errors import CompileError
 from .lowering import LoweringOptions, options_of
-from .program import (DYNAMIC, PACKED_PREFIX, RELEASE_KERNELS, SIGNLESS, WAVE_CONVENTION,
-                      HostSignature, Target)
+from .program import (DTYPES, DYNAMIC, PACKED_PREFIX, RELEASE_KERNELS, SIGNLESS,
+                      WAVE_CONVENTION, HostSignature, Target)
 from .source import MlirModule, text_and_name, with_path_hint
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -84,18 +84,20 @@ _LIBC = frozenset("""
     unreachable main signal raise setjmp longjmp""".split())
 #: Prefixes of libwavert (wavert.h, wavert_jit.h, dlpack.h) and of the wrapper's helpers.
 _RESERVED_PREFIXES = ("wavert_", "WAVERT_", "DL", "kDL", "pw_", "PW_", "dlpack", "DLPACK")
-#: MLIR scalar kind -> (C parameter type, C expression giving the slot's low bytes).
+#: MLIR scalar kind -> (C parameter type, C expression giving the value to store): one entry
+#: per kind of ``pywave._native.SCALAR_KINDS`` (``tests/test_tables.py`` checks); the value is
+#: stored as its :data:`pywave.program.DTYPES` row's C type.
 SCALAR_C = {
-    "i1": ("bool", "(uint8_t)({0} ? 1 : 0)", "uint8_t"),
-    "i8": ("int8_t", "{0}", "int8_t"),
-    "i16": ("int16_t", "{0}", "int16_t"),
-    "i32": ("int32_t", "{0}", "int32_t"),
-    "i64": ("int64_t", "{0}", "int64_t"),
-    "index": ("int64_t", "{0}", "int64_t"),
-    "f16": ("double", "wavert_f16_from_f64({0})", "uint16_t"),
-    "bf16": ("double", "wavert_bf16_from_f64({0})", "uint16_t"),
-    "f32": ("float", "{0}", "float"),
-    "f64": ("double", "{0}", "double"),
+    "i1": ("bool", "(uint8_t)({0} ? 1 : 0)"),
+    "i8": ("int8_t", "{0}"),
+    "i16": ("int16_t", "{0}"),
+    "i32": ("int32_t", "{0}"),
+    "i64": ("int64_t", "{0}"),
+    "index": ("int64_t", "{0}"),
+    "f16": ("double", "wavert_f16_from_f64({0})"),
+    "bf16": ("double", "wavert_bf16_from_f64({0})"),
+    "f32": ("float", "{0}"),
+    "f64": ("double", "{0}"),
 }
 
 
@@ -541,7 +543,8 @@ void {name}_unload(void) {{ {RELEASE_KERNELS}(); }}
                             f"&pw_type_{i}, &pw_slots[{pos}]);")
                 body.append("  if (pw_status != WAVERT_OK) return pw_status;")
             else:
-                _, expr, ctype = SCALAR_C[p.scalar]
+                _, expr = SCALAR_C[p.scalar]
+                ctype = DTYPES[p.scalar].c_type
                 body.append(f"  {{ {ctype} pw_v = {expr.format(a)}; pw_slots[{pos}] = 0; "
                             f"memcpy(&pw_slots[{pos}], &pw_v, sizeof pw_v); }}")
             pos += p.words

@@ -11,29 +11,26 @@ import dataclasses
 import inspect
 from typing import Any, Sequence
 
-from .runtime import DYNAMIC, SIGNLESS
+from ._native import LAUNCH_PARAMS
+from .program import DTYPES, DYNAMIC, SIGNLESS, dtype_of
 
-#: DLPack type code -> NumPy-style dtype prefix (``kDLInt``, ``kDLUInt``, ``kDLFloat``,
-#: ``kDLBfloat``, ``kDLBool``).
-_DTYPE_PREFIX = {0: "int", 1: "uint", 2: "float", 4: "bfloat", 6: "bool"}
 
-#: Scalar MLIR type -> (Python type taken, what is accepted).
-_SCALARS = {
-    "i1": (bool, "a bool (or 0/1)"),
-    "i8": (int, "an int in [-2**7, 2**7 - 1]"),
-    "i16": (int, "an int in [-2**15, 2**15 - 1]"),
-    "i32": (int, "an int in [-2**31, 2**31 - 1]"),
-    "i64": (int, "an int in [-2**63, 2**63 - 1]"),
-    "index": (int, "an int in [-2**63, 2**63 - 1]"),
-    "f16": (float, "a float (rounded to f16; finite values beyond its range are errors)"),
-    "bf16": (float, "a float (rounded to bf16; finite values beyond its range are errors)"),
-    "f32": (float, "a float (rounded to f32; finite values beyond its range are errors)"),
-    "f64": (float, "a float"),
-}
+def _scalar(kind: str) -> tuple[Any, str]:
+    """A scalar kind's Python type and what it accepts, from its :data:`DTYPES` row."""
+    d = DTYPES.get(kind)
+    if d is None:
+        return Any, "a number"
+    if d.numpy == "bool":
+        return bool, "a bool (or 0/1)"
+    if d.numpy.startswith("int"):
+        return int, f"an int in [-2**{d.bits - 1}, 2**{d.bits - 1} - 1]"
+    if d.numpy.startswith("uint"):
+        return int, f"an int in [0, 2**{d.bits} - 1]"
+    if d.bits == 64:
+        return float, "a float"
+    return float, (f"a float (rounded to {d.mlir}; finite values beyond its range are "
+                   "errors)")
 
-#: Parameters a kernel launcher's host function takes after the kernel's own (their count;
-#: see :mod:`pywave.launchers`): grid x/y/z, block x/y/z, dynamic shared memory bytes.
-LAUNCH_PARAMS = 7
 
 #: The annotation of ``grid=`` and ``block=``: one extent or up to three (x, y, z).
 _EXTENTS = int | tuple[int, ...]
@@ -69,7 +66,8 @@ class TensorType:
 def tensor_type(param: Any) -> TensorType:
     """The :class:`TensorType` of a memref parameter record."""
     code, bits, _lanes = param.dtype
-    dtype = "bool" if code == 6 else f"{_DTYPE_PREFIX.get(code, f'code{code}_')}{bits}"
+    row = dtype_of(code, bits)
+    dtype = row.numpy if row is not None else f"code{code}_{bits}"
     shape = tuple(None if s == DYNAMIC else int(s) for s in param.sizes)
     return TensorType(dtype, shape, bool(param.written), str(param.type))
 
@@ -79,7 +77,7 @@ def _annotation(param: Any) -> Any:
         return tensor_type(param)
     if param.kind == "object":
         return Any
-    return _SCALARS.get(param.scalar, (Any, ""))[0]
+    return _scalar(param.scalar)[0]
 
 
 def _positional(params: Sequence[Any]) -> list[inspect.Parameter]:
@@ -102,7 +100,7 @@ def signature(fn: Any) -> inspect.Signature:
     ``grid``, ``block``, ``shared_mem=0``, ``stream=None``). Parameter names that are not
     Python identifiers (MLIR allows ``%a.b``) show as ``argN``; returns None."""
     if _is_launcher(fn):
-        params = _positional(tuple(fn.function.params)[:-LAUNCH_PARAMS])
+        params = _positional(tuple(fn.function.params)[:-len(LAUNCH_PARAMS)])
         kw = inspect.Parameter.KEYWORD_ONLY
         params += [inspect.Parameter("grid", kw, annotation=_EXTENTS),
                    inspect.Parameter("block", kw, annotation=_EXTENTS),
@@ -131,7 +129,7 @@ def _describe(param: Any) -> str:
                 f"reads with Wave's helpers: a GPU tensor{of} (DLPack; compact row-major for "
                 f"wave_get_buffer; {access}), an int (wave_get_int64) or a float "
                 "(wave_get_float64).")
-    _type, accepted = _SCALARS.get(param.scalar, (Any, "a number"))
+    _type, accepted = _scalar(param.scalar)
     return f"{param.name} : {_type.__name__}\n    {param.scalar}: {accepted}."
 
 
@@ -140,7 +138,7 @@ def doc(fn: Any) -> str:
     each parameter's MLIR type, dtype, rank, static sizes and access, and its errors."""
     launcher = _is_launcher(fn)
     host = fn.function if launcher else fn
-    params = tuple(host.params)[:-LAUNCH_PARAMS] if launcher else tuple(host.params)
+    params = tuple(host.params)[:-len(LAUNCH_PARAMS)] if launcher else tuple(host.params)
     platform = {2: "CUDA", 10: "ROCm"}.get(host.device_type, str(host.device_type))
     lines = [f"{fn.name}{signature(fn)}", ""]
     if launcher:

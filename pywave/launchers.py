@@ -11,7 +11,11 @@ function per launchable kernel, its *launcher* (named by :func:`pywave.kernel_ap
 
 It is lowered, packed, cached and called exactly as a host function (so the argument intake,
 stream choice, lifetime and launch limits are shared); ``pywave._native.KernelLauncher``
-turns ``grid=``, ``block=``, ``shared_mem=`` into its last 7 arguments.
+turns ``grid=``, ``block=``, ``shared_mem=`` into its last arguments: the launch
+parameters of ``pywave._native.LAUNCH_PARAMS`` ((name, MLIR type) pairs: grid and block
+extents as ``index``, the dynamic shared memory in bytes as ``i32``, as ``gpu.launch_func``'s
+``dynamic_shared_memory_size``), defined by the C launcher that reads them; their names cannot
+be MLIR value names, so they never collide with the kernel's.
 
 Launchable: every ``gpu.func`` kernel of a ``gpu.module`` whose arguments are ranked memrefs
 or scalars that host functions take (the kernel's own argument names; a memref is "written"
@@ -22,29 +26,20 @@ taken as written). Other kernels are skipped (logged at DEBUG).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 
 from mlir import ir
 from mlir.dialects import func, gpu
 
+from ._native import LAUNCH_PARAMS
 from .errors import CompileError
 from .kernel_api import launcher_name
 from .mlirutil import gpu_modules, kernels_of
 from .mlirutil import sym_name
-from .program import SIGNLESS, HostSignature, Param
-from .signature import arg_name, kernel_written_args, make_param
+from .program import HostSignature, Param
+from .signature import arg_name, as_bool, kernel_written_args, make_param
 
 log = logging.getLogger("pywave.launchers")
-
-#: The launch configuration a launcher takes after the kernel's arguments: grid and block
-#: extents (``index``) and the dynamic shared memory in bytes (``i32``, as
-#: ``gpu.launch_func``'s ``dynamic_shared_memory_size``). The names cannot be MLIR value names,
-#: so they never collide with the kernel's.
-LAUNCH_PARAMS = (("grid[0]", "index"), ("grid[1]", "index"), ("grid[2]", "index"),
-                 ("block[0]", "index"), ("block[1]", "index"), ("block[2]", "index"),
-                 ("shared_mem[bytes]", "i32"))
-
 
 def add_launchers(module: ir.Module, text: str | None,
                   bool_args: set[tuple[str, int]] = frozenset()) -> list[HostSignature]:
@@ -102,8 +97,7 @@ def _params(mname: str, kname: str, names: list[str], types: list[ir.Type],
             log.debug("no launcher for @%s: %s", where, exc)
             return None
         if (where, i) in bool_args:
-            param = dataclasses.replace(param, type=param.type.replace("xi8", "xi1"),
-                                        dtype=(6, 8, 1), flags=param.flags & ~SIGNLESS)
+            param = as_bool(param)
         out.append(param)
     if len({p.name for p in out}) != len(out):
         log.debug("no launcher for @%s: repeated argument names", where)
@@ -141,9 +135,7 @@ def _binary_kernels(module: ir.Module) -> list[tuple[str, str, list[Param], list
 
 def _add_function(module: ir.Module, name: str, mname: str, kname: str,
                   types: list[ir.Type]) -> None:
-    index = ir.IndexType.get()
-    i32 = ir.IntegerType.get_signless(32)
-    inputs = list(types) + [index] * 6 + [i32]
+    inputs = list(types) + [ir.Type.parse(t) for _, t in LAUNCH_PARAMS]
     with ir.InsertionPoint(module.body):
         fn = func.FuncOp(name, ir.FunctionType.get(inputs, []), visibility="private")
     block = fn.add_entry_block()

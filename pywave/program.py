@@ -2,6 +2,11 @@
 cache stores and that the call path reads. No MLIR import (a warm start loads a cached
 :class:`Program` without MLIR).
 
+- :data:`DYNAMIC`, :data:`SIGNLESS`, :data:`STRIDED`: the memref-type constants of
+  ``wavert.h`` (equal to libwavert's; ``tests/test_tables.py`` checks).
+- :data:`DTYPES`: the element types pywave passes, one row each (MLIR name, DLPack dtype,
+  NumPy name, C type): the one table the compile stages, ``help()`` and the C export read,
+  and that the C call path's table must match (``tests/test_tables.py``).
 - :class:`Target`: backend and chip; the one converter from a backend to its DLPack device
   type.
 - :data:`FORMATS`: the kernel image formats (name, file extension, backend that loads it).
@@ -18,7 +23,65 @@ import dataclasses
 from typing import Any, Mapping, NamedTuple
 
 from .errors import CompileError
-from .runtime import DYNAMIC, SIGNLESS, STRIDED
+
+# --------------------------------------------------------------------------------------------
+# Memref types: the constants of wavert.h, and the element types
+# --------------------------------------------------------------------------------------------
+#: MLIR's ``?`` in sizes, strides and offsets (``WAVERT_DYNAMIC``, INT64_MIN).
+DYNAMIC = -2**63
+#: ``wavert_memref_type.flags``: an integer element type that is signless in MLIR (``iN``),
+#: so tensors of either signedness fit (``WAVERT_MEMREF_SIGNLESS``).
+SIGNLESS = 1 << 0
+#: ``wavert_memref_type.flags``: a ``strided<...>`` layout; without it the layout is the
+#: identity (``WAVERT_MEMREF_STRIDED``).
+STRIDED = 1 << 1
+
+
+class Dtype(NamedTuple):
+    """One element type: ``mlir`` its MLIR name; ``code``, ``bits`` its DLPack dtype (one
+    lane); ``signless`` MLIR's signless integer (tensors of either signedness fit: the
+    :data:`SIGNLESS` flag); ``numpy`` the NumPy-style name ``help()`` shows (``"float32"``);
+    ``c_type`` the C type of one element in memory."""
+
+    mlir: str
+    code: int
+    bits: int
+    signless: bool
+    numpy: str
+    c_type: str
+
+
+#: The element types pywave passes between Python and compiled code, by MLIR name: memref
+#: elements (every row but ``i1``, whose memrefs are widened to bytes and take kDLBool
+#: tensors) and, for the rows :data:`pywave._native.SCALAR_KINDS` names, scalars. ``index``
+#: is a 64-bit signless integer. DLPack codes: kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4,
+#: kDLBool 6. The C call path's table (``pywave._native.DTYPES``) must list the same dtypes.
+DTYPES: dict[str, Dtype] = {d.mlir: d for d in (
+    Dtype("i1", 6, 8, False, "bool", "bool"),
+    Dtype("i8", 0, 8, True, "int8", "int8_t"),
+    Dtype("i16", 0, 16, True, "int16", "int16_t"),
+    Dtype("i32", 0, 32, True, "int32", "int32_t"),
+    Dtype("i64", 0, 64, True, "int64", "int64_t"),
+    Dtype("index", 0, 64, True, "int64", "int64_t"),
+    Dtype("si8", 0, 8, False, "int8", "int8_t"),
+    Dtype("si16", 0, 16, False, "int16", "int16_t"),
+    Dtype("si32", 0, 32, False, "int32", "int32_t"),
+    Dtype("si64", 0, 64, False, "int64", "int64_t"),
+    Dtype("ui8", 1, 8, False, "uint8", "uint8_t"),
+    Dtype("ui16", 1, 16, False, "uint16", "uint16_t"),
+    Dtype("ui32", 1, 32, False, "uint32", "uint32_t"),
+    Dtype("ui64", 1, 64, False, "uint64", "uint64_t"),
+    Dtype("f16", 2, 16, False, "float16", "uint16_t"),
+    Dtype("bf16", 4, 16, False, "bfloat16", "uint16_t"),
+    Dtype("f32", 2, 32, False, "float32", "float"),
+    Dtype("f64", 2, 64, False, "float64", "double"),
+)}
+
+
+def dtype_of(code: int, bits: int) -> Dtype | None:
+    """The first :data:`DTYPES` row of a DLPack dtype (one lane), or None."""
+    return next((d for d in DTYPES.values() if (d.code, d.bits) == (code, bits)), None)
+
 
 # --------------------------------------------------------------------------------------------
 # Targets

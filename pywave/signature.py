@@ -17,10 +17,11 @@ from typing import Callable
 
 from mlir import ir
 
+from . import _native
 from .errors import CompileError
 from .kernels import check_element_width
 from .mlirutil import file_location, sym_name
-from .program import SIGNLESS, STRIDED, WAVE_CONVENTION, HostSignature, Param
+from .program import DTYPES, SIGNLESS, STRIDED, WAVE_CONVENTION, HostSignature, Param
 
 log = logging.getLogger("pywave.signature")
 
@@ -32,17 +33,13 @@ WAVE_RUNTIME = ("wave_get_buffer", "wave_get_dim", "wave_get_int64", "wave_get_f
 #: The names a host function may call them by: lowered code calls the helpers' C interface.
 _WAVE_CALLEES = frozenset(WAVE_RUNTIME + tuple(f"_mlir_ciface_{n}" for n in WAVE_RUNTIME[:4]))
 
-#: Scalar MLIR types accepted as host arguments.
-SCALAR_KINDS = {"i1", "i8", "i16", "i32", "i64", "index", "f16", "bf16", "f32", "f64"}
+#: Scalar MLIR types accepted as host arguments: the kinds the call path packs.
+SCALAR_KINDS = frozenset(_native.SCALAR_KINDS)
 
-#: MLIR element type -> (DLPack code, bits, signless).
-ELEMENT_DTYPES = {
-    "i8": (0, 8, True), "i16": (0, 16, True), "i32": (0, 32, True),
-    "i64": (0, 64, True), "index": (0, 64, True),
-    "si8": (0, 8, False), "si16": (0, 16, False), "si32": (0, 32, False), "si64": (0, 64, False),
-    "ui8": (1, 8, False), "ui16": (1, 16, False), "ui32": (1, 32, False), "ui64": (1, 64, False),
-    "f16": (2, 16, False), "bf16": (4, 16, False), "f32": (2, 32, False), "f64": (2, 64, False),
-}
+#: Memref element type (MLIR name) -> (DLPack code, bits, signless), from
+#: :data:`pywave.program.DTYPES`; ``i1`` memrefs are widened to ``i8`` before signatures are
+#: read (their Params then take kDLBool: :func:`as_bool`).
+ELEMENT_DTYPES = {d.mlir: (d.code, d.bits, d.signless) for d in DTYPES.values() if d.mlir != "i1"}
 
 # Ops through which a memref argument is only read; view-like ops are followed.
 _READ_OPS = {"memref.load", "vector.load", "vector.transfer_read", "memref.dim",
@@ -193,8 +190,7 @@ def _signature(op: ir.Operation, name: str, text: str | None,
         pname = arg_name(arg, text) or f"arg{i}"
         param = make_param(name, i, pname, arg.type, _host_arg_written(arg, written))
         if (name, i) in bool_args:
-            param = dataclasses.replace(param, type=param.type.replace("xi8", "xi1"),
-                                        dtype=(6, 8, 1), flags=param.flags & ~SIGNLESS)
+            param = as_bool(param)
         params.append(param)
     return HostSignature(name, tuple(params), results)
 
@@ -219,9 +215,8 @@ def _result(op: ir.Operation, fname: str, index: int, t: ir.Type, was_bool: bool
     param = make_param(fname, index, f"result{index}", t, False, what="result")
     if param.kind != "memref":
         return param
-    if was_bool:   # widened from memref<...xi1>: bool elements (DLPack kDLBool, 8 bits)
-        param = dataclasses.replace(param, type=param.type.replace("xi8", "xi1"),
-                                    dtype=(6, 8, 1), flags=param.flags & ~SIGNLESS)
+    if was_bool:   # widened from memref<...xi1>
+        param = as_bool(param)
     space = ir.MemRefType(t).memory_space
     text = "" if space is None else str(space)
     if text in ("", "0", "0 : i64", "0 : i32"):
@@ -311,6 +306,15 @@ def make_param(fname: str, index: int, name: str, t: ir.Type, written: bool,
             + ", ".join(WAVE_RUNTIME)) if text == "!llvm.ptr" else ""
     raise CompileError(f"{where} has the type {text}; host {what}s may be ranked memrefs or "
                        "scalars (" + ", ".join(sorted(SCALAR_KINDS)) + ")" + hint)
+
+
+def as_bool(param: Param) -> Param:
+    """The memref Param of an ``i1`` memref the prepare stage widened to ``i8``: its type
+    text says ``i1`` again and it takes bool tensors (the ``i1`` row of
+    :data:`pywave.program.DTYPES`: kDLBool, 8 bits)."""
+    bool_ = DTYPES["i1"]
+    return dataclasses.replace(param, type=param.type.replace("xi8", "xi1"),
+                               dtype=(bool_.code, bool_.bits, 1), flags=param.flags & ~SIGNLESS)
 
 
 #: An SSA value name at the start of a block argument: ``%a``.

@@ -806,7 +806,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     Py_DECREF(m);
     return NULL;
   }
-  if (launcher_add_type(m) < 0) {
+  if (launcher_add_type(m) < 0 || add_tables(m) < 0) {
     Py_DECREF(m);
     return NULL;
   }

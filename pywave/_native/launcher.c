@@ -8,8 +8,8 @@
  * intake, stream choice, the module's lifetime (HostCode) and the launch limits
  * (libwavert's wavert_jit_launch: device grid/block limits, threads per block, shared memory)
  * are therefore the host functions' own. A call checks the launch keywords, appends them as
- * the 7 trailing scalar arguments and makes the host function's vectorcall; up to
- * LAUNCH_STACK_ARGS kernel arguments need no allocation.
+ * the trailing scalar arguments (launch_params below) and makes the host function's
+ * vectorcall; up to LAUNCH_STACK_ARGS kernel arguments need no allocation.
  *
  * Errors: ArgumentError naming the keyword, the value and the rule (grid/block: an int or 1-3
  * ints, each >= 1; shared_mem: 0 to 2**31 - 1); the host function's errors otherwise.
@@ -17,7 +17,19 @@
  */
 #include "native.h"
 
-#define LAUNCH_PARAMS 7
+/* The launch parameters a launcher's host function ends with, in order: their names (not
+ * MLIR value names, so they never collide with the kernel's) and scalar kinds. The one
+ * definition: exported as pywave._native.LAUNCH_PARAMS ((name, MLIR type) pairs), from which
+ * pywave.launchers generates the launch functions and pywave.introspect their signatures. */
+static const struct {
+  const char *name;
+  scalar_kind kind;
+} launch_params[] = {
+    {"grid[0]", SK_INDEX},  {"grid[1]", SK_INDEX},  {"grid[2]", SK_INDEX},
+    {"block[0]", SK_INDEX}, {"block[1]", SK_INDEX}, {"block[2]", SK_INDEX},
+    {"shared_mem[bytes]", SK_I32},
+};
+#define LAUNCH_PARAMS ((Py_ssize_t)(sizeof(launch_params) / sizeof(launch_params[0])))
 #define LAUNCH_STACK_ARGS 64
 
 typedef struct {
@@ -180,12 +192,14 @@ static PyObject *kl_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     return NULL;
   HostFunction *fn = (HostFunction *)function;
   int ok = fn->nparams >= LAUNCH_PARAMS;
-  for (Py_ssize_t i = fn->nparams - LAUNCH_PARAMS; ok && i < fn->nparams; i++)
-    ok = !fn->p[i].is_memref &&
-         fn->p[i].kind == (i == fn->nparams - 1 ? SK_I32 : SK_INDEX);
+  for (Py_ssize_t i = 0; ok && i < LAUNCH_PARAMS; i++) {
+    const param_t *p = &fn->p[fn->nparams - LAUNCH_PARAMS + i];
+    ok = !p->is_memref && !p->is_object && p->kind == launch_params[i].kind;
+  }
   if (!ok) {
     PyErr_Format(PyExc_TypeError,
-                 "KernelLauncher: %R does not end in the launch parameters (6 x index, i32)",
+                 "KernelLauncher: %R does not end in the launch parameters "
+                 "(pywave._native.LAUNCH_PARAMS)",
                  function);
     return NULL;
   }
@@ -299,10 +313,29 @@ static PyTypeObject KernelLauncher_Type = {
 };
 
 /* Called by PyInit__native: the type and its interned keywords. */
+/* pywave._native.LAUNCH_PARAMS: launch_params as ((name, MLIR type), ...) (new reference). */
+static PyObject *launch_params_tuple(void) {
+  PyObject *t = PyTuple_New(LAUNCH_PARAMS);
+  for (Py_ssize_t i = 0; t && i < LAUNCH_PARAMS; i++) {
+    PyObject *row = Py_BuildValue("(ss)", launch_params[i].name,
+                                  scalar_kind_names[launch_params[i].kind]);
+    if (!row)
+      Py_CLEAR(t);
+    else
+      PyTuple_SET_ITEM(t, i, row);
+  }
+  return t;
+}
+
 static int launcher_add_type(PyObject *module) {
   if (intern(&str_grid, "grid") || intern(&str_block, "block") ||
       intern(&str_shared_mem, "shared_mem") || PyType_Ready(&KernelLauncher_Type) < 0)
     return -1;
+  PyObject *params = launch_params_tuple();
+  if (!params || PyModule_AddObject(module, "LAUNCH_PARAMS", params) < 0) {
+    Py_XDECREF(params);
+    return -1;
+  }
   Py_INCREF(&KernelLauncher_Type);
   if (PyModule_AddObject(module, "KernelLauncher", (PyObject *)&KernelLauncher_Type) < 0) {
     Py_DECREF(&KernelLauncher_Type);

@@ -9,7 +9,8 @@
  *   streams.c       stream= parsing, CuPy's current stream, the device handle cache
  *   tensors.c       DLPack intake: per-type route cache, CuPy arrays in place, __dlpack__ calls,
  *                   capsules, release
- *   params.c        parameter objects -> the compact param_t, their type text
+ *   params.c        parameter objects -> the compact param_t, their type text; the exported
+ *                   tables (SCALAR_KINDS, DTYPES)
  *   results.c       results: scalars to numbers, memrefs to Memref objects (DLPack export)
  *   objects.c       Wave's convention: Python objects read into wavert_objects for its helpers
  *   hostfunction.c  the HostFunction type, its call in named phases, the module
@@ -76,8 +77,79 @@ typedef enum {
   SK_COUNT
 } scalar_kind;
 
+/* The scalar kinds' MLIR names: the one list of scalar kinds, exported as
+ * pywave._native.SCALAR_KINDS (pywave.signature accepts exactly these). */
 static const char *const scalar_kind_names[SK_COUNT] = {"i1",    "i8",  "i16",  "i32", "i64",
                                                         "index", "f16", "bf16", "f32", "f64"};
+
+/* The element types of memref parameters and results by DLPack dtype (one lane), as the call
+ * path names them: MLIR's name, in messages and type text (`signless`: the dtype of a
+ * parameter with WAVERT_MEMREF_SIGNLESS, whose MLIR name is iN). Exported as
+ * pywave._native.DTYPES ((mlir, code, bits, signless, NumPy type string or None) tuples);
+ * pywave.program.DTYPES is the source, and tests/test_tables.py checks that both list the
+ * same dtypes with the same names. */
+typedef struct {
+  uint8_t code, bits;
+  uint8_t signless;
+  const char *mlir;
+} dtype_row;
+
+static const dtype_row dtype_rows[] = {
+    {kDLBool, 8, 0, "i1"},    {kDLInt, 8, 1, "i8"},     {kDLInt, 16, 1, "i16"},
+    {kDLInt, 32, 1, "i32"},   {kDLInt, 64, 1, "i64"},   {kDLInt, 8, 0, "si8"},
+    {kDLInt, 16, 0, "si16"},  {kDLInt, 32, 0, "si32"},  {kDLInt, 64, 0, "si64"},
+    {kDLUInt, 8, 0, "ui8"},   {kDLUInt, 16, 0, "ui16"}, {kDLUInt, 32, 0, "ui32"},
+    {kDLUInt, 64, 0, "ui64"}, {kDLFloat, 16, 0, "f16"}, {kDLBfloat, 16, 0, "bf16"},
+    {kDLFloat, 32, 0, "f32"}, {kDLFloat, 64, 0, "f64"},
+};
+#define DTYPE_ROWS ((int)(sizeof(dtype_rows) / sizeof(dtype_rows[0])))
+
+/* The row of DLPack dtype (code, bits, lanes 1); `signless` picks MLIR's iN row of an integer
+ * dtype (kDLUInt included: a signless parameter fits either). NULL when none. */
+static inline const dtype_row *find_dtype(unsigned code, unsigned bits, int signless) {
+  if (signless && code == kDLUInt)
+    code = kDLInt;
+  for (int i = 0; i < DTYPE_ROWS; i++) {
+    const dtype_row *r = &dtype_rows[i];
+    if (r->code == code && r->bits == bits && (code != kDLInt || r->signless == !!signless))
+      return r;
+  }
+  return NULL;
+}
+
+/* NumPy's kind character of each DLPack type code NumPy has (its array interface): CuPy
+ * dtypes are read by it (tensors.c) and Memref's __cuda_array_interface__ type string is
+ * written from it (results.c). bfloat16 has none. */
+static const struct {
+  uint8_t code;
+  char kind;
+} numpy_kinds[] = {{kDLBool, 'b'}, {kDLInt, 'i'}, {kDLUInt, 'u'}, {kDLFloat, 'f'},
+                   {kDLComplex, 'c'}};
+#define NUMPY_KINDS ((int)(sizeof(numpy_kinds) / sizeof(numpy_kinds[0])))
+
+/* The DLPack type code of NumPy kind character `kind` ('f'), or -1. Not on the per-call path
+ * (CuPy dtypes are read once per dtype object); noinline: inlined through tensors.c into
+ * hf_vectorcall, the loop cost every call 12 more instructions (bench/launch_instructions.py,
+ * case empty). */
+__attribute__((noinline)) static int numpy_kind_code(char kind) {
+  for (int i = 0; i < NUMPY_KINDS; i++)
+    if (numpy_kinds[i].kind == kind)
+      return numpy_kinds[i].code;
+  return -1;
+}
+
+/* NumPy's type string of DLPack dtype `d` ("<f4", "|b1"; little-endian, as CUDA and ROCm
+ * memory) into out: 1 written, 0 none (no NumPy kind, several lanes, bits not bytes). */
+static int numpy_typestr(DLDataType d, char out[8]) {
+  if (d.lanes != 1 || d.bits == 0 || d.bits % 8)
+    return 0;
+  for (int i = 0; i < NUMPY_KINDS; i++)
+    if (numpy_kinds[i].code == d.code) {
+      snprintf(out, 8, "%c%c%u", d.bits == 8 ? '|' : '<', numpy_kinds[i].kind, d.bits / 8u);
+      return 1;
+    }
+  return 0;
+}
 
 enum { MEMO_NONE = 0, MEMO_COMPACT = 1, MEMO_STRIDES = 2 };
 
@@ -133,6 +205,7 @@ typedef struct {
 } HostFunction;
 
 static int parse_param(PyObject *obj, Py_ssize_t index, param_t *p);
+static int add_tables(PyObject *module);
 static int append(PyObject *list, PyObject *item /* stolen */);
 static void free_params(param_t *p, Py_ssize_t n);
 

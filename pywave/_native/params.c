@@ -19,24 +19,12 @@
  */
 #include "native.h"
 
-/* "f32", "i1", "bf16", "si8", "vector<4xf32>" for a DLPack dtype (new reference). */
+/* "f32", "i1", "bf16", "si8", "vector<4xf32>" for a DLPack dtype: its MLIR name (dtype_rows;
+ * "dlpack(code, bits)" for a dtype without one) (new reference). */
 static PyObject *element_str(unsigned code, unsigned bits, unsigned lanes, unsigned flags) {
-  PyObject *e;
-  switch (code) {
-  case kDLBool:
-    e = bits == 8 ? PyUnicode_FromString("i1") : PyUnicode_FromFormat("bool%u", bits);
-    break;
-  case kDLInt:
-    e = PyUnicode_FromFormat((flags & WAVERT_MEMREF_SIGNLESS) ? "i%u" : "si%u", bits);
-    break;
-  case kDLUInt:
-    e = PyUnicode_FromFormat((flags & WAVERT_MEMREF_SIGNLESS) ? "i%u" : "ui%u", bits);
-    break;
-  case kDLFloat: e = PyUnicode_FromFormat("f%u", bits); break;
-  case kDLBfloat: e = PyUnicode_FromFormat(bits == 16 ? "bf16" : "bf%u", bits); break;
-  case kDLComplex: e = PyUnicode_FromFormat("complex<f%u>", bits / 2); break;
-  default: e = PyUnicode_FromFormat("dlpack(%u, %u)", code, bits); break;
-  }
+  const dtype_row *r = find_dtype(code, bits, flags & WAVERT_MEMREF_SIGNLESS);
+  PyObject *e =
+      r ? PyUnicode_FromString(r->mlir) : PyUnicode_FromFormat("dlpack(%u, %u)", code, bits);
   if (e && lanes != 1) {
     PyObject *v = PyUnicode_FromFormat("vector<%ux%U>", lanes, e);
     Py_DECREF(e);
@@ -151,10 +139,16 @@ static int parse_scalar(PyObject *obj, Py_ssize_t index, param_t *p) {
       return 0;
     }
   }
+  char kinds[128]; /* "i1, i8, ..., f64" from scalar_kind_names */
+  size_t used = 0;
+  for (int i = 0; i < SK_COUNT && used < sizeof(kinds); i++) {
+    int n = snprintf(kinds + used, sizeof(kinds) - used, "%s%s", i ? ", " : "",
+                     scalar_kind_names[i]);
+    used += n > 0 ? (size_t)n : sizeof(kinds);
+  }
   PyErr_Format(PyExc_ValueError,
-               "HostFunction: parameter '%U': field 'scalar' must be one of i1, i8, i16, i32, "
-               "i64, index, f16, bf16, f32, f64, got %R",
-               p->name, k);
+               "HostFunction: parameter '%U': field 'scalar' must be one of %s, got %R", p->name,
+               kinds, k);
   Py_DECREF(k);
   return -1;
 }
@@ -359,4 +353,40 @@ static void free_params(param_t *p, Py_ssize_t n) {
     PyMem_Free(p[i].layout);
   }
   PyMem_Free(p);
+}
+
+/* The module's SCALAR_KINDS (scalar_kind_names, in enum order) and DTYPES (dtype_rows as
+ * (mlir, code, bits, signless, NumPy type string or None) tuples), for the Python side to
+ * read and for tests to compare with pywave.program.DTYPES. */
+static int add_tables(PyObject *module) {
+  PyObject *kinds = PyTuple_New(SK_COUNT);
+  for (int i = 0; kinds && i < SK_COUNT; i++) {
+    PyObject *k = PyUnicode_FromString(scalar_kind_names[i]);
+    if (!k)
+      Py_CLEAR(kinds);
+    else
+      PyTuple_SET_ITEM(kinds, i, k);
+  }
+  if (!kinds || PyModule_AddObject(module, "SCALAR_KINDS", kinds) < 0) {
+    Py_XDECREF(kinds);
+    return -1;
+  }
+  PyObject *rows = PyTuple_New(DTYPE_ROWS);
+  for (int i = 0; rows && i < DTYPE_ROWS; i++) {
+    const dtype_row *r = &dtype_rows[i];
+    char ts[8];
+    DLDataType d = {r->code, r->bits, 1};
+    const char *typestr = numpy_typestr(d, ts) ? ts : NULL;
+    PyObject *row = Py_BuildValue("(siiNz)", r->mlir, (int)r->code, (int)r->bits,
+                                  PyBool_FromLong(r->signless), typestr);
+    if (!row)
+      Py_CLEAR(rows);
+    else
+      PyTuple_SET_ITEM(rows, i, row);
+  }
+  if (!rows || PyModule_AddObject(module, "DTYPES", rows) < 0) {
+    Py_XDECREF(rows);
+    return -1;
+  }
+  return 0;
 }

@@ -345,22 +345,6 @@ static int64_t element_bytes(const Memref *self) {
   return (int64_t)self->dtype.bits / 8 * (int64_t)self->dtype.lanes;
 }
 
-/* NumPy's type string of the element type, or NULL (bf16 has none). */
-static const char *typestr(const Memref *self) {
-  switch (self->dtype.code) {
-  case kDLInt:
-    return self->dtype.bits == 8 ? "|i1" : self->dtype.bits == 16 ? "<i2"
-           : self->dtype.bits == 32 ? "<i4" : "<i8";
-  case kDLUInt:
-    return self->dtype.bits == 8 ? "|u1" : self->dtype.bits == 16 ? "<u2"
-           : self->dtype.bits == 32 ? "<u4" : "<u8";
-  case kDLFloat:
-    return self->dtype.bits == 16 ? "<f2" : self->dtype.bits == 32 ? "<f4" : "<f8";
-  case kDLBool: return "|b1";
-  default: return NULL;
-  }
-}
-
 static PyObject *memref_cai(Memref *self, void *closure) {
   (void)closure;
   if (self->device.device_type != kDLCUDA) {
@@ -368,10 +352,13 @@ static PyObject *memref_cai(Memref *self, void *closure) {
                     "__cuda_array_interface__: the memref is not CUDA memory (use __dlpack__)");
     return NULL;
   }
-  const char *ts = typestr(self);
-  if (!ts) {
-    PyErr_SetString(PyExc_AttributeError,
-                    "__cuda_array_interface__: bf16 has no type string (use __dlpack__)");
+  char ts[8];
+  if (!numpy_typestr(self->dtype, ts)) {
+    PyErr_Format(PyExc_AttributeError,
+                 "__cuda_array_interface__: DLPack dtype (code=%u, bits=%u, lanes=%u) has no "
+                 "NumPy type string (use __dlpack__)",
+                 (unsigned)self->dtype.code, (unsigned)self->dtype.bits,
+                 (unsigned)self->dtype.lanes);
     return NULL;
   }
   PyObject *shape = int_tuple(self->layout, self->ndim, 1);

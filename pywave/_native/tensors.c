@@ -689,8 +689,8 @@ static int cupy_device_id(PyObject *v, int32_t *id) {
   return 1;
 }
 
-/* numpy dtype -> DLPack dtype as CuPy exports it (kind b/i/u/f/c, bits = 8 * itemsize, one
- * lane): 1 known, 0 none (the protocol route decides). */
+/* numpy dtype -> DLPack dtype as CuPy exports it (code of its kind in numpy_kinds, bits =
+ * 8 * itemsize, one lane): 1 known, 0 none (the protocol route decides). */
 static int cupy_dtype(PyObject *dtype, DLDataType *dl, int64_t *itemsize) {
   for (int k = 0; k < DTYPE_CACHE_SIZE; k++) {
     if (dtype_cache[k].dtype == dtype) {
@@ -715,15 +715,11 @@ static int cupy_dtype(PyObject *dtype, DLDataType *dl, int64_t *itemsize) {
   DLDataType d = {0xFF, 0, 1};
   if (k && o && k[0] && !k[1] && n >= 1 && n <= 31 &&
       (o[0] == '=' || o[0] == '|' || o[0] == (PY_LITTLE_ENDIAN ? '<' : '>'))) {
-    switch (k[0]) {
-    case 'b': d.code = kDLBool; break;
-    case 'i': d.code = kDLInt; break;
-    case 'u': d.code = kDLUInt; break;
-    case 'f': d.code = kDLFloat; break;
-    case 'c': d.code = kDLComplex; break;
-    default: break;
+    int code = numpy_kind_code(k[0]);
+    if (code >= 0) {
+      d.code = (uint8_t)code;
+      d.bits = (uint8_t)(8 * n);
     }
-    d.bits = (uint8_t)(8 * n);
   }
   Py_DECREF(kind);
   Py_DECREF(order);
