@@ -268,8 +268,8 @@ static int run_entry(HostFunction *self, call_state *c) {
   wavert_device *device;
   wavert_status st = get_device(self->device_type, c->dev_id, &device);
   if (st != WAVERT_OK) {
-    PyErr_Format(DeviceError, "%U(): no %s device %d: %s", self->name,
-                 device_kind(self->device_type), (int)c->dev_id, wavert_last_error());
+    raise_status_fmt(st, "%U(): no %s device %d", self->name, device_kind(self->device_type),
+                     (int)c->dev_id);
     return -1;
   }
   if (self->nresult_slots) /* scalar results fill only their low bytes */

@@ -179,6 +179,7 @@ static void raise_chained(PyObject *type, PyObject *prefix);
 static void raise_chained_arg(PyObject *type, PyObject *name, Py_ssize_t index, const char *what);
 static void raise_arg(PyObject *name, Py_ssize_t index, const char *fmt, ...);
 static void raise_status(wavert_status st);
+static void raise_status_fmt(wavert_status st, const char *fmt, ...);
 static PyObject *type_name(PyTypeObject *tp);
 static const char *device_kind(int32_t type);
 static PyObject *device_str(int32_t type, int32_t id);

@@ -120,9 +120,8 @@ static void memref_free_memory(Memref *self) {
     if (st == WAVERT_OK) {
       frees_device += 1;
     } else {
-      PyErr_Format(DeviceError, "freeing a returned memref (%p on %s device %d): %s",
-                   self->allocated, device_kind(type), (int)self->device.device_id,
-                   wavert_last_error());
+      raise_status_fmt(st, "freeing a returned memref (%p on %s device %d)", self->allocated,
+                       device_kind(type), (int)self->device.device_id);
       PyErr_WriteUnraisable(NULL);
     }
   }
@@ -247,8 +246,8 @@ static int sync_consumer_stream(Memref *self, PyObject *stream) {
   if (st == WAVERT_OK)
     st = wavert_stream_wait_stream(device, consumer, producer);
   if (st != WAVERT_OK) {
-    PyErr_Format(DeviceError, "__dlpack__: cannot order stream %lld after the "
-                 "call's stream: %s", value, wavert_last_error());
+    raise_status_fmt(st, "__dlpack__: cannot order stream %lld after the call's stream",
+                     value);
     return -1;
   }
   return 0;
@@ -544,8 +543,7 @@ static int classify_owned(HostFunction *self, call_state *c, const param_t *r, v
   if (st == WAVERT_OK)
     st = wavert_memory_kind(device, allocated, &kind, &ordinal);
   if (st != WAVERT_OK) {
-    PyErr_Format(DeviceError, "%U(): cannot tell where result '%U' lives: %s", self->name,
-                 r->name, wavert_last_error());
+    raise_status_fmt(st, "%U(): cannot tell where result '%U' lives", self->name, r->name);
     return -1;
   }
   if (kind == WAVERT_MEMORY_DEVICE || kind == WAVERT_MEMORY_MANAGED) {

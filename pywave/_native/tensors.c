@@ -273,15 +273,17 @@ static void memo_store(param_t *p, const DLTensor *t, const int64_t *words) {
 }
 
 /* The memref descriptor of tensor argument `i` into its slots: from the memo, or derived and
- * checked by libwavert (ArgumentError naming the argument on a mismatch). */
+ * checked by libwavert (the table's class for its status, ArgumentError for a mismatch, with
+ * a message naming the argument). */
 static inline int fill_descriptor(HostFunction *self, call_state *c, Py_ssize_t i,
                                   const DLTensor *t) {
   param_t *p = &self->p[i];
   int64_t *words = (int64_t *)&c->slots[p->slot];
   if (memo_hit(p, t, words))
     return 0;
-  if (wavert_memref_from_dltensor(t, &p->mtype, words) != WAVERT_OK) {
-    PyErr_Format(ArgumentError, "argument '%U' (#%zd): %s", p->name, i, wavert_last_error());
+  const wavert_status st = wavert_memref_from_dltensor(t, &p->mtype, words);
+  if (st != WAVERT_OK) {
+    raise_status_fmt(st, "argument '%U' (#%zd)", p->name, i);
     return -1;
   }
   memo_store(p, t, words);
