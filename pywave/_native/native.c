@@ -10,6 +10,7 @@
 #include "errors.c"
 #include "scalars.c"
 #include "streams.c"
+#include "cupy.c"
 #include "tensors.c"
 #include "params.c"
 #include "results.c"

@@ -7,8 +7,10 @@
  *   errors.c        exceptions: chained argument errors, libwavert statuses, device names
  *   scalars.c       range-checked packing of Python numbers into slot words
  *   streams.c       stream= parsing, CuPy's current stream, the device handle cache
- *   tensors.c       DLPack intake: per-type route cache, CuPy arrays in place, __dlpack__ calls,
- *                   capsules, release
+ *   cupy.c          CuPy arrays read in place (CuPy's C API or its object layout), without
+ *                   a capsule; CuPy's current stream through that API
+ *   tensors.c       DLPack intake: per-type route cache, __dlpack__ calls, capsules, the
+ *                   descriptor memo, device checks, release
  *   params.c        parameter objects -> the compact param_t, their type text
  *   results.c       results: scalars to numbers, memrefs to Memref objects (DLPack export)
  *   objects.c       Wave's convention: Python objects read into wavert_objects for its helpers
@@ -139,7 +141,7 @@ static void free_params(param_t *p, Py_ssize_t n);
 /* ---------------------------------------------------------------------------------------- */
 /* One call's state (hostfunction.c fills it phase by phase)                                 */
 /* ---------------------------------------------------------------------------------------- */
-/* ROUTE_CUPY: a CuPy array read in place (tensors.c), or the protocol if that is not possible. */
+/* ROUTE_CUPY: a CuPy array read in place (cupy.c), or the protocol if that is not possible. */
 enum { ROUTE_NONE = 0, ROUTE_PROTOCOL = 1, ROUTE_EXCHANGE = 2, ROUTE_CAPSULE = 3, ROUTE_CUPY = 4 };
 
 typedef struct {
@@ -196,8 +198,16 @@ static int parse_stream(PyObject *s, void **out);
 static int choose_stream(HostFunction *self, call_state *c);
 static wavert_status get_device(int32_t type, int32_t id, wavert_device **out);
 
-/* tensors.c */
+/* cupy.c */
+#define CUPY_MAX_RANK 64 /* CuPy arrays of higher rank take the DLPack protocol */
 static int cupy_api_stream(int32_t device_id, void **out);
+static int cupy_type_usable(PyTypeObject *tp, PyObject *v);
+static int cupy_device(PyObject *v, int32_t *type, int32_t *id);
+static int cupy_take(PyObject *v, PyObject *name, Py_ssize_t i, tensor_state *t,
+                     int64_t *strides);
+static void repair_cupy_strides(DLTensor *t);
+
+/* tensors.c */
 static int classify_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v);
 static int take_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v);
 static void release_tensors(tensor_state *ts, Py_ssize_t n);
