@@ -1,6 +1,6 @@
 /*
- * hostfunction.c — the HostFunction type: a compiled host function callable from Python, and
- * the module pywave._native (part of the native.c unity build).
+ * hostfunction.c — the HostFunction type: a compiled host function callable from Python
+ * (part of the native.c unity build).
  *
  * A HostFunction wraps the JIT entry `void entry(uint64_t *slots)` of one MLIR host function
  * and turns a Python call into slots: each memref argument becomes its descriptor
@@ -28,8 +28,8 @@
  *      return value: None without results, the one result, or a tuple; a memref result a
  *      Memref owning its memory (or keeping the argument it views alive).
  *
- * Lifetime: a HostFunction holds its HostCode (the module's JIT code and kernels), so the code
- * lives as long as any function of the module. HostCode.close() marks the code closed: calls
+ * Lifetime: a HostFunction holds its HostCode (hostcode.c: the module's JIT code and kernels),
+ * so the code lives as long as any function of the module. HostCode.close() marks it closed: calls
  * that have not reached phase 4 raise "the compiled module is closed" (the check is made
  * after the call's last Python callback, right before the GIL is released, and `entry` is
  * read there); the release itself is deferred while calls are in flight and run, with the
@@ -37,149 +37,11 @@
  * thread and from inside a call's own callbacks (__dlpack__, __index__, stream objects).
  *
  * Errors: ArgumentError (a ValueError subclass) for anything about the arguments, including
- * launch-configuration limits reported by generated code; DeviceError for driver failures;
- * other libwavert statuses as set_exceptions maps them. Until set_exceptions the classes are
- * ValueError / RuntimeError.
+ * launch-configuration limits reported by generated code; for a libwavert status, the class
+ * of the one table (pywave.runtime.STATUS_ERRORS, given by set_exceptions; errors.c). Until
+ * set_exceptions the classes are ValueError / RuntimeError.
  */
 #include "native.h"
-
-/* ---------------------------------------------------------------------------------------- */
-/* HostCode: the module's code, its calls in flight and its deferred release                 */
-/* ---------------------------------------------------------------------------------------- */
-/* Run the release once (GIL held). The exception state of the caller is kept; an exception
- * raised by the release is returned (-1) when `report` is 0, else written as unraisable. */
-static int code_release(HostCode *code, int report) {
-  PyObject *release = code->release;
-  if (!release)
-    return 0;
-  code->release = NULL; /* before the call: a re-entrant close() finds nothing to run */
-  code->closed = 1;
-  PyObject *saved_type, *saved_value, *saved_tb;
-  if (report)
-    PyErr_Fetch(&saved_type, &saved_value, &saved_tb);
-  PyObject *r = PyObject_CallNoArgs(release);
-  Py_DECREF(release);
-  int rc = r ? 0 : -1;
-  Py_XDECREF(r);
-  if (report) {
-    if (rc < 0)
-      PyErr_WriteUnraisable((PyObject *)code);
-    PyErr_Restore(saved_type, saved_value, saved_tb);
-  }
-  return rc;
-}
-
-/* A call leaves: the last one out after close() releases the code. */
-static void code_leave(HostCode *code) {
-  code->in_flight -= 1;
-  if (code->in_flight == 0 && code->closed)
-    code_release(code, 1);
-}
-
-static PyObject *code_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-  static char *kwlist[] = {"release", NULL};
-  PyObject *release;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:HostCode", kwlist, &release))
-    return NULL;
-  if (!PyCallable_Check(release)) {
-    PyErr_Format(PyExc_TypeError, "HostCode: release must be callable, got %R", release);
-    return NULL;
-  }
-  HostCode *self = (HostCode *)type->tp_alloc(type, 0);
-  if (!self)
-    return NULL;
-  Py_INCREF(release);
-  self->release = release;
-  return (PyObject *)self;
-}
-
-static PyObject *code_close(HostCode *self, PyObject *unused) {
-  (void)unused;
-  self->closed = 1;
-  if (self->in_flight == 0 && code_release(self, 0) < 0)
-    return NULL;
-  Py_RETURN_NONE;
-}
-
-/* The last reference went (or the code is cyclic garbage): release what was never closed. */
-static void code_finalize(HostCode *self) { code_release(self, 1); }
-
-static int code_traverse(HostCode *self, visitproc visit, void *arg) {
-  Py_VISIT(self->release);
-  return 0;
-}
-
-static int code_clear(HostCode *self) {
-  Py_CLEAR(self->release);
-  return 0;
-}
-
-static void code_dealloc(HostCode *self) {
-  if (PyObject_CallFinalizerFromDealloc((PyObject *)self) < 0)
-    return; /* resurrected by the release */
-  PyObject_GC_UnTrack(self);
-  code_clear(self);
-  Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static PyObject *code_get_closed(HostCode *self, void *closure) {
-  (void)closure;
-  return PyBool_FromLong(self->closed);
-}
-
-static PyObject *code_get_released(HostCode *self, void *closure) {
-  (void)closure;
-  return PyBool_FromLong(self->closed && !self->release);
-}
-
-static PyObject *code_get_in_flight(HostCode *self, void *closure) {
-  (void)closure;
-  return PyLong_FromSsize_t(self->in_flight);
-}
-
-static PyMethodDef code_methods[] = {
-    {"close", (PyCFunction)code_close, METH_NOARGS,
-     "close(): new calls raise; the release runs now when no call is in flight, else when "
-     "the last call in flight returns (on that call's thread). Never waits. Raises what the "
-     "release raises when it runs here; idempotent."},
-    {NULL, NULL, 0, NULL},
-};
-
-static PyGetSetDef code_getset[] = {
-    {"closed", (getter)code_get_closed, NULL, "close() was called (or the code was released).",
-     NULL},
-    {"released", (getter)code_get_released, NULL, "The release has run.", NULL},
-    {"in_flight", (getter)code_get_in_flight, NULL,
-     "Calls of this code's HostFunctions in progress (on any thread, nested ones included).",
-     NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
-
-PyDoc_STRVAR(code_doc,
-             "HostCode(release)\n"
-             "--\n\n"
-             "The host code of one compiled module, shared by its HostFunctions (their\n"
-             "code=): each holds it, so the code lives while any of them does.\n"
-             "`release()` (no arguments) frees the code and unloads the kernels; it runs\n"
-             "exactly once, with the GIL held: at close() when no call is in flight; else\n"
-             "when the last call in flight leaves (errors then go to sys.unraisablehook);\n"
-             "or when the last reference goes, if never closed. Calls that reach their\n"
-             "launch after close() raise ArgumentError 'the compiled module is closed'.\n"
-             "The GIL protects the state: any thread may call and close.");
-
-static PyTypeObject HostCode_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pywave._native.HostCode",
-    .tp_basicsize = sizeof(HostCode),
-    .tp_dealloc = (destructor)code_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = code_doc,
-    .tp_traverse = (traverseproc)code_traverse,
-    .tp_clear = (inquiry)code_clear,
-    .tp_finalize = (destructor)code_finalize,
-    .tp_methods = code_methods,
-    .tp_getset = code_getset,
-    .tp_new = code_new,
-};
 
 static int closed_error(HostFunction *self) {
   PyErr_Format(ArgumentError, "%U(): the compiled module is closed", self->name);
@@ -680,143 +542,3 @@ static PyTypeObject HostFunction_Type = {
     .tp_getset = hf_getset,
     .tp_new = hf_new,
 };
-
-/* ---------------------------------------------------------------------------------------- */
-/* Module                                                                                   */
-/* ---------------------------------------------------------------------------------------- */
-static PyObject *set_exceptions(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-  (void)mod;
-  if (nargs != 3 || !PyExceptionClass_Check(args[0]) || !PyExceptionClass_Check(args[1]) ||
-      !PyDict_Check(args[2])) {
-    PyErr_SetString(PyExc_TypeError,
-                    "set_exceptions(ArgumentError, DeviceError, status_errors) takes two "
-                    "exception classes and a dict {libwavert status: exception class}");
-    return NULL;
-  }
-  Py_ssize_t pos = 0;
-  PyObject *key, *value;
-  while (PyDict_Next(args[2], &pos, &key, &value)) {
-    if (!PyLong_Check(key) || !PyExceptionClass_Check(value)) {
-      PyErr_Format(PyExc_TypeError,
-                   "set_exceptions: status_errors maps int codes to exception classes, got "
-                   "%R: %R",
-                   key, value);
-      return NULL;
-    }
-  }
-  Py_INCREF(args[0]);
-  Py_SETREF(ArgumentError, args[0]);
-  Py_INCREF(args[1]);
-  Py_SETREF(DeviceError, args[1]);
-  PyObject *copy = PyDict_Copy(args[2]);
-  if (!copy)
-    return NULL;
-  Py_XSETREF(status_errors, copy);
-  Py_RETURN_NONE;
-}
-
-static PyObject *pack_scalar_py(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-  (void)mod;
-  if (nargs != 2 || !PyUnicode_Check(args[0])) {
-    PyErr_SetString(PyExc_TypeError, "_pack_scalar(kind, value)");
-    return NULL;
-  }
-  for (int i = 0; i < SK_COUNT; i++) {
-    if (PyUnicode_CompareWithASCIIString(args[0], scalar_kind_names[i]) == 0) {
-      uint64_t out = 0;
-      if (pack_scalar((scalar_kind)i, args[1], &out, NULL, 0) < 0)
-        return NULL;
-      return PyLong_FromUnsignedLongLong(out);
-    }
-  }
-  PyErr_Format(PyExc_ValueError, "unknown scalar kind %R", args[0]);
-  return NULL;
-}
-
-static PyMethodDef module_methods[] = {
-    {"set_exceptions", (PyCFunction)(void (*)(void))set_exceptions, METH_FASTCALL,
-     "set_exceptions(ArgumentError, DeviceError, status_errors): the classes raised for bad "
-     "arguments and for device failures, and the class of each libwavert status reported by "
-     "a call (pywave.runtime.STATUS_ERRORS; a status missing from it raises DeviceError)."},
-    {"result_frees", (PyCFunction)result_frees, METH_NOARGS,
-     "result_frees() -> (host, device): memory blocks freed so far by returned Memrefs "
-     "(free() and the driver's free), for diagnostics and tests."},
-    {"_pack_scalar", (PyCFunction)(void (*)(void))pack_scalar_py, METH_FASTCALL,
-     "_pack_scalar(kind, value) -> int: the slot word a scalar argument becomes (testing)."},
-    {NULL, NULL, 0, NULL},
-};
-
-static struct PyModuleDef native_module = {
-    PyModuleDef_HEAD_INIT, .m_name = "pywave._native",
-    .m_doc = "The native per-call path of pywave host functions.", .m_size = -1,
-    .m_methods = module_methods,
-};
-
-static int intern(PyObject **slot, const char *s) {
-  *slot = PyUnicode_InternFromString(s);
-  return *slot ? 0 : -1;
-}
-
-PyMODINIT_FUNC PyInit__native(void) {
-  if (intern(&str_dlpack, "__dlpack__") || intern(&str_dlpack_device, "__dlpack_device__") ||
-      intern(&str_exchange_api, "__dlpack_c_exchange_api__") ||
-      intern(&str_exchange_api_v12, "__c_dlpack_exchange_api__") ||
-      intern(&str_cuda_stream_prot, "__cuda_stream__") ||
-      intern(&str_cuda_stream, "cuda_stream") || intern(&str_ptr, "ptr") ||
-      intern(&str_stream, "stream") || intern(&str_module, "__module__") ||
-      intern(&str_qualname, "__qualname__"))
-    return NULL;
-  PyObject *s_maxver = PyUnicode_InternFromString("max_version");
-  if (!s_maxver)
-    return NULL;
-  kw_stream_maxver = PyTuple_Pack(2, str_stream, s_maxver);
-  kw_stream = PyTuple_Pack(1, str_stream);
-  kw_maxver = PyTuple_Pack(1, s_maxver);
-  Py_DECREF(s_maxver);
-  max_version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
-  if (!kw_stream_maxver || !kw_stream || !kw_maxver || !max_version)
-    return NULL;
-  if (!ArgumentError) {
-    Py_INCREF(PyExc_ValueError);
-    ArgumentError = PyExc_ValueError;
-    Py_INCREF(PyExc_RuntimeError);
-    DeviceError = PyExc_RuntimeError;
-  }
-  if (PyType_Ready(&HostFunction_Type) < 0 || PyType_Ready(&HostCode_Type) < 0 ||
-      PyType_Ready(&Memref_Type) < 0)
-    return NULL;
-  PyObject *m = PyModule_Create(&native_module);
-  if (!m)
-    return NULL;
-  Py_INCREF(&HostFunction_Type);
-  if (PyModule_AddObject(m, "HostFunction", (PyObject *)&HostFunction_Type) < 0) {
-    Py_DECREF(&HostFunction_Type);
-    Py_DECREF(m);
-    return NULL;
-  }
-  Py_INCREF(&HostCode_Type);
-  if (PyModule_AddObject(m, "HostCode", (PyObject *)&HostCode_Type) < 0) {
-    Py_DECREF(&HostCode_Type);
-    Py_DECREF(m);
-    return NULL;
-  }
-  Py_INCREF(&Memref_Type);
-  if (PyModule_AddObject(m, "Memref", (PyObject *)&Memref_Type) < 0) {
-    Py_DECREF(&Memref_Type);
-    Py_DECREF(m);
-    return NULL;
-  }
-  if (launcher_add_type(m) < 0) {
-    Py_DECREF(m);
-    return NULL;
-  }
-  if (PyModule_AddObject(m, "DYNAMIC", PyLong_FromLongLong(WAVERT_DYNAMIC)) < 0 ||
-      PyModule_AddIntConstant(m, "MEMREF_SIGNLESS", WAVERT_MEMREF_SIGNLESS) < 0 ||
-      PyModule_AddIntConstant(m, "MEMREF_STRIDED", WAVERT_MEMREF_STRIDED) < 0 ||
-      PyModule_AddIntConstant(m, "STACK_SLOTS", STACK_SLOTS) < 0 ||
-      PyModule_AddIntConstant(m, "STACK_TENSORS", STACK_TENSORS) < 0) {
-    Py_DECREF(m);
-    return NULL;
-  }
-  return m;
-}

@@ -12,10 +12,14 @@
  *   tensors.c       DLPack intake: per-type route cache, __dlpack__ calls, capsules, the
  *                   descriptor memo, device checks, release
  *   params.c        parameter objects -> the compact param_t, their type text
- *   results.c       results: scalars to numbers, memrefs to Memref objects (DLPack export)
+ *   memref.c        the Memref type: a memref result owning (or keeping) its memory, exported
+ *                   through DLPack and __cuda_array_interface__
+ *   results.c       results: scalars to numbers, memref descriptors to Memrefs and their owner
  *   objects.c       Wave's convention: Python objects read into wavert_objects for its helpers
- *   hostfunction.c  the HostFunction type, its call in named phases, the module
+ *   hostcode.c      the HostCode type: a module's code, its calls in flight, deferred release
+ *   hostfunction.c  the HostFunction type: its call in named phases, its construction
  *   launcher.c      the KernelLauncher type: a kernel launched with grid=, block=
+ *   module.c        the module: set_exceptions, result_frees, interned names, PyInit__native
  * Module state is only touched with the GIL held.
  */
 #ifndef PYWAVE_NATIVE_H
@@ -219,5 +223,8 @@ static int object_dtype_error(const param_t *p, Py_ssize_t i, DLDataType dtype);
 
 /* launcher.c */
 static int launcher_add_type(PyObject *module);
+
+/* module.c */
+static int intern(PyObject **slot, const char *s);
 
 #endif /* PYWAVE_NATIVE_H */
