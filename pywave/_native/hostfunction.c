@@ -230,6 +230,178 @@ done:
 /* ---------------------------------------------------------------------------------------- */
 /* Construction                                                                             */
 /* ---------------------------------------------------------------------------------------- */
+/* A HostFunction under construction: hf_new's parts fill it in order; on failure
+ * parts_clear releases what they made. */
+typedef struct {
+  void *entry;
+  int device_type;
+  int wave;               /* Wave's convention */
+  const char *convention; /* "pywave" or "wave" */
+  PyObject *code;         /* borrowed: a HostCode, or NULL */
+  PyObject *params;       /* owned tuple of parameter objects, or NULL */
+  param_t *p;             /* owned: nparams entries */
+  Py_ssize_t nparams, ntensors, nslots;
+  PyObject *results;      /* owned tuple of result objects, or NULL */
+  param_t *r;             /* owned: nresults entries */
+  Py_ssize_t nresults, nresult_slots;
+  PyObject *signature;    /* owned "(a, s)", or NULL */
+} hf_parts;
+
+static void parts_clear(hf_parts *o) {
+  free_params(o->p, o->nparams);
+  free_params(o->r, o->nresults);
+  Py_XDECREF(o->params);
+  Py_XDECREF(o->results);
+  Py_XDECREF(o->signature);
+}
+
+/* The constructor's entry=, device_type=, convention= and code= into `o`, checked
+ * (TypeError / ValueError naming the argument and the value). */
+static int check_constructor(PyObject *entry_obj, int device_type, const char *convention,
+                             PyObject *code, hf_parts *o) {
+  o->wave = strcmp(convention, "wave") == 0;
+  o->convention = convention;
+  if (!o->wave && strcmp(convention, "pywave") != 0) {
+    PyErr_Format(PyExc_ValueError,
+                 "HostFunction: convention must be \"pywave\" or \"wave\", got '%s'",
+                 convention);
+    return -1;
+  }
+  o->code = code == Py_None ? NULL : code;
+  if (o->code && !PyObject_TypeCheck(o->code, &HostCode_Type)) {
+    PyErr_Format(PyExc_TypeError, "HostFunction: code must be a HostCode or None, got %R",
+                 code);
+    return -1;
+  }
+  if (!PyLong_Check(entry_obj)) {
+    PyErr_Format(PyExc_TypeError, "HostFunction: entry must be an int address, got %R",
+                 entry_obj);
+    return -1;
+  }
+  o->entry = PyLong_AsVoidPtr(entry_obj);
+  if (!o->entry) {
+    if (!PyErr_Occurred())
+      PyErr_SetString(PyExc_ValueError, "HostFunction: entry address is 0");
+    return -1;
+  }
+  if (device_type != kDLCUDA && device_type != kDLROCM) {
+    PyErr_Format(PyExc_ValueError,
+                 "HostFunction: device_type must be 2 (kDLCUDA) or 10 (kDLROCM), got %d",
+                 device_type);
+    return -1;
+  }
+  o->device_type = device_type;
+  return 0;
+}
+
+/* `seq` (params= or results=, named `what`) as a new tuple, with its zeroed param_t array;
+ * TypeError for a str, bytes or non-sequence. */
+static int read_sequence(PyObject *seq, const char *what, PyObject **tuple, param_t **p,
+                         Py_ssize_t *n) {
+  if (PyUnicode_Check(seq) || PyBytes_Check(seq) || !PySequence_Check(seq)) {
+    PyErr_Format(PyExc_TypeError,
+                 "HostFunction: %s must be a sequence of parameter objects, got %R", what, seq);
+    return -1;
+  }
+  if (!(*tuple = PySequence_Tuple(seq)))
+    return -1;
+  *n = PyTuple_GET_SIZE(*tuple);
+  if (!(*p = PyMem_Calloc((size_t)(*n ? *n : 1), sizeof **p))) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  return 0;
+}
+
+/* The parameters: each read (parse_param), names unique, each of the convention's kind. */
+static int read_params(PyObject *params_arg, hf_parts *o) {
+  if (read_sequence(params_arg, "params", &o->params, &o->p, &o->nparams) < 0)
+    return -1;
+  for (Py_ssize_t i = 0; i < o->nparams; i++) {
+    param_t *p = &o->p[i];
+    if (parse_param(PyTuple_GET_ITEM(o->params, i), i, p) < 0)
+      return -1;
+    for (Py_ssize_t j = 0; j < i; j++) {
+      if (PyUnicode_Compare(o->p[j].name, p->name) == 0) {
+        PyErr_Format(PyExc_ValueError, "HostFunction: duplicate parameter name '%U'", p->name);
+        return -1;
+      }
+    }
+    if (p->is_object != o->wave) {
+      PyErr_Format(PyExc_ValueError,
+                   "HostFunction: parameter '%U' is %s object, and the convention is '%s' "
+                   "(Wave's takes objects only, pywave's memrefs and scalars)",
+                   p->name, p->is_object ? "an" : "not an", o->convention);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Each parameter's first slot and tensor index: a memref takes its descriptor's words, an
+ * object (Wave) or a scalar one word; Wave's slot 0 is the stream. */
+static void layout_slots(hf_parts *o) {
+  Py_ssize_t nslots = o->wave, ntensors = 0;
+  for (Py_ssize_t i = 0; i < o->nparams; i++) {
+    param_t *p = &o->p[i];
+    p->slot = nslots;
+    if (p->is_memref || p->is_object) {
+      p->tensor_index = ntensors++;
+      nslots += p->is_object ? 1 : WAVERT_MEMREF_WORDS(p->mtype.rank);
+    } else {
+      nslots += 1;
+    }
+  }
+  o->nslots = nslots;
+  o->ntensors = ntensors;
+}
+
+/* The results (None: none) and their slots, counted from the first result slot. */
+static int read_results(PyObject *results_arg, hf_parts *o) {
+  if (!results_arg || results_arg == Py_None) {
+    o->results = PyTuple_New(0);
+    o->r = PyMem_Calloc(1, sizeof *o->r);
+    if (!o->results || !o->r) {
+      if (o->results)
+        PyErr_NoMemory();
+      return -1;
+    }
+    return 0;
+  }
+  if (read_sequence(results_arg, "results", &o->results, &o->r, &o->nresults) < 0)
+    return -1;
+  if (o->wave && o->nresults) {
+    PyErr_SetString(PyExc_ValueError, "HostFunction: Wave's convention has no results");
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < o->nresults; i++) {
+    param_t *r = &o->r[i];
+    if (parse_param(PyTuple_GET_ITEM(o->results, i), i, r) < 0)
+      return -1;
+    r->slot = o->nresult_slots;
+    o->nresult_slots += r->is_memref ? WAVERT_MEMREF_WORDS(r->mtype.rank) : 1;
+  }
+  return 0;
+}
+
+/* "(a, s)": the parameter names, for messages. */
+static int make_signature(hf_parts *o) {
+  PyObject *names = PyList_New(o->nparams);
+  if (!names)
+    return -1;
+  for (Py_ssize_t i = 0; i < o->nparams; i++) {
+    Py_INCREF(o->p[i].name);
+    PyList_SET_ITEM(names, i, o->p[i].name);
+  }
+  PyObject *sep = PyUnicode_FromString(", ");
+  PyObject *joined = sep ? PyUnicode_Join(sep, names) : NULL;
+  Py_XDECREF(sep);
+  Py_DECREF(names);
+  o->signature = joined ? PyUnicode_FromFormat("(%U)", joined) : NULL;
+  Py_XDECREF(joined);
+  return o->signature ? 0 : -1;
+}
+
 static PyObject *hf_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   static char *kwlist[] = {"entry", "name",    "params",     "device_type",
                            "code",  "results", "convention", NULL};
@@ -240,148 +412,38 @@ static PyObject *hf_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
                                    &name, &params_arg, &device_type, &code, &results_arg,
                                    &convention))
     return NULL;
-  const int wave = strcmp(convention, "wave") == 0;
-  if (!wave && strcmp(convention, "pywave") != 0) {
-    PyErr_Format(PyExc_ValueError,
-                 "HostFunction: convention must be \"pywave\" or \"wave\", got '%s'",
-                 convention);
-    return NULL;
-  }
-  if (results_arg == Py_None)
-    results_arg = NULL;
-  if (results_arg && (PyUnicode_Check(results_arg) || !PySequence_Check(results_arg))) {
-    PyErr_Format(PyExc_TypeError,
-                 "HostFunction: results must be a sequence of parameter objects, got %R",
-                 results_arg);
-    return NULL;
-  }
-  if (code == Py_None)
-    code = NULL;
-  if (code && !PyObject_TypeCheck(code, &HostCode_Type)) {
-    PyErr_Format(PyExc_TypeError, "HostFunction: code must be a HostCode or None, got %R",
-                 code);
-    return NULL;
-  }
-  if (PyUnicode_Check(params_arg) || PyBytes_Check(params_arg) || !PySequence_Check(params_arg)) {
-    PyErr_Format(PyExc_TypeError,
-                 "HostFunction: params must be a sequence of parameter objects, got %R",
-                 params_arg);
-    return NULL;
-  }
-  if (!PyLong_Check(entry_obj)) {
-    PyErr_Format(PyExc_TypeError, "HostFunction: entry must be an int address, got %R",
-                 entry_obj);
-    return NULL;
-  }
-  void *entry = PyLong_AsVoidPtr(entry_obj);
-  if (!entry) {
-    if (!PyErr_Occurred())
-      PyErr_SetString(PyExc_ValueError, "HostFunction: entry address is 0");
-    return NULL;
-  }
-  if (device_type != kDLCUDA && device_type != kDLROCM) {
-    PyErr_Format(PyExc_ValueError,
-                 "HostFunction: device_type must be 2 (kDLCUDA) or 10 (kDLROCM), got %d",
-                 device_type);
-    return NULL;
-  }
-  PyObject *params = PySequence_Tuple(params_arg);
-  if (!params)
-    return NULL;
-  Py_ssize_t n = PyTuple_GET_SIZE(params);
-  param_t *p = PyMem_Calloc((size_t)(n ? n : 1), sizeof *p);
-  if (!p) {
-    Py_DECREF(params);
-    return PyErr_NoMemory();
-  }
-  Py_ssize_t nslots = wave, ntensors = 0, nresults = 0, nresult_slots = 0; /* 0: the stream */
-  PyObject *results = NULL;
-  param_t *r = NULL;
-  PyObject *names = PyList_New(0);
-  if (!names)
+  hf_parts o = {0};
+  if (check_constructor(entry_obj, device_type, convention, code, &o) < 0 ||
+      read_params(params_arg, &o) < 0)
     goto fail;
-  for (Py_ssize_t i = 0; i < n; i++) {
-    if (parse_param(PyTuple_GET_ITEM(params, i), i, &p[i]) < 0)
-      goto fail;
-    for (Py_ssize_t j = 0; j < i; j++) {
-      if (PyUnicode_Compare(p[j].name, p[i].name) == 0) {
-        PyErr_Format(PyExc_ValueError, "HostFunction: duplicate parameter name '%U'", p[i].name);
-        goto fail;
-      }
-    }
-    if (PyList_Append(names, p[i].name) < 0)
-      goto fail;
-    if (p[i].is_object != wave) {
-      PyErr_Format(PyExc_ValueError,
-                   "HostFunction: parameter '%U' is %s object, and the convention is '%s' "
-                   "(Wave's takes objects only, pywave's memrefs and scalars)",
-                   p[i].name, p[i].is_object ? "an" : "not an", convention);
-      goto fail;
-    }
-    p[i].slot = nslots;
-    if (p[i].is_memref || p[i].is_object) {
-      p[i].tensor_index = ntensors++;
-      nslots += p[i].is_object ? 1 : WAVERT_MEMREF_WORDS(p[i].mtype.rank);
-    } else {
-      nslots += 1;
-    }
-  }
-  results = results_arg ? PySequence_Tuple(results_arg) : PyTuple_New(0);
-  if (!results)
-    goto fail;
-  nresults = PyTuple_GET_SIZE(results);
-  if (wave && nresults) {
-    PyErr_SetString(PyExc_ValueError, "HostFunction: Wave's convention has no results");
-    goto fail;
-  }
-  if (!(r = PyMem_Calloc((size_t)(nresults ? nresults : 1), sizeof *r))) {
-    PyErr_NoMemory();
-    goto fail;
-  }
-  for (Py_ssize_t i = 0; i < nresults; i++) {
-    if (parse_param(PyTuple_GET_ITEM(results, i), i, &r[i]) < 0)
-      goto fail;
-    r[i].slot = nresult_slots;
-    nresult_slots += r[i].is_memref ? WAVERT_MEMREF_WORDS(r[i].mtype.rank) : 1;
-  }
-  PyObject *sep = PyUnicode_FromString(", ");
-  PyObject *joined = sep ? PyUnicode_Join(sep, names) : NULL;
-  Py_XDECREF(sep);
-  PyObject *signature = joined ? PyUnicode_FromFormat("(%U)", joined) : NULL;
-  Py_XDECREF(joined);
-  Py_CLEAR(names);
-  if (!signature)
+  layout_slots(&o);
+  if (read_results(results_arg, &o) < 0 || make_signature(&o) < 0)
     goto fail;
   HostFunction *self = (HostFunction *)type->tp_alloc(type, 0);
-  if (!self) {
-    Py_DECREF(signature);
+  if (!self)
     goto fail;
-  }
   self->vectorcall = hf_vectorcall;
-  self->entry = (void (*)(uint64_t *))(uintptr_t)entry;
+  self->entry = (void (*)(uint64_t *))(uintptr_t)o.entry;
   Py_INCREF(name);
   self->name = name;
-  self->params = params; /* the reference from PySequence_Tuple */
-  Py_XINCREF(code);
-  self->code = (HostCode *)code;
-  self->signature = signature;
-  self->device_type = device_type;
-  self->nparams = n;
-  self->ntensors = ntensors;
-  self->nslots = nslots;
-  self->wave = wave;
-  self->p = p;
-  self->results = results;
-  self->nresults = nresults;
-  self->nresult_slots = nresult_slots;
-  self->r = r;
+  Py_XINCREF(o.code);
+  self->code = (HostCode *)o.code;
+  self->device_type = o.device_type;
+  self->wave = o.wave;
+  /* The rest moves over: its references and allocations are the function's now. */
+  self->params = o.params;
+  self->p = o.p;
+  self->nparams = o.nparams;
+  self->ntensors = o.ntensors;
+  self->nslots = o.nslots;
+  self->results = o.results;
+  self->r = o.r;
+  self->nresults = o.nresults;
+  self->nresult_slots = o.nresult_slots;
+  self->signature = o.signature;
   return (PyObject *)self;
 fail:
-  Py_XDECREF(names);
-  free_params(p, n);
-  free_params(r, nresults);
-  Py_XDECREF(results);
-  Py_DECREF(params);
+  parts_clear(&o);
   return NULL;
 }
 
