@@ -185,7 +185,8 @@ static void raise_chained(PyObject *type, PyObject *prefix);
 static void raise_chained_arg(PyObject *type, PyObject *name, Py_ssize_t index, const char *what);
 static void raise_arg(PyObject *name, Py_ssize_t index, const char *fmt, ...);
 static void raise_status(wavert_status st);
-static void raise_status_fmt(wavert_status st, const char *fmt, ...);
+/* cold: its calls are failure paths, kept out of the per-call code's way */
+static void raise_status_fmt(wavert_status st, const char *fmt, ...) __attribute__((cold));
 static PyObject *type_name(PyTypeObject *tp);
 static const char *device_kind(int32_t type);
 static PyObject *device_str(int32_t type, int32_t id);
@@ -207,8 +208,9 @@ static wavert_status get_device(int32_t type, int32_t id, wavert_device **out);
 static int cupy_api_stream(int32_t device_id, void **out);
 static int cupy_type_usable(PyTypeObject *tp, PyObject *v);
 static int cupy_device(PyObject *v, int32_t *type, int32_t *id);
+/* noinline: read only for CuPy arrays; inlined, it would weigh on every call's code */
 static int cupy_take(PyObject *v, PyObject *name, Py_ssize_t i, tensor_state *t,
-                     int64_t *strides);
+                     int64_t *strides) __attribute__((noinline));
 static void repair_cupy_strides(DLTensor *t);
 
 /* tensors.c */
