@@ -4,6 +4,7 @@ export and the error paths need no GPU; the GPU variant runs examples/aot end to
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -199,3 +200,28 @@ def test_example_passes_on_gpu(saxpy):
     exe = build_c(EXAMPLE / "main.c", saxpy, "aot_saxpy", "aot_saxpy_gpu")
     proc = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "PASS" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_wrapper_fixed_c_comes_from_the_template(saxpy):
+    # Every line of the template without a placeholder is in the generated wrapper as
+    # written, and the Python module holds none of that C (only the per-function parts).
+    from pywave import c_export, layout
+
+    template = Path(layout.required_file(c_export.WRAPPER_TEMPLATE)).read_text()
+    wrapper = (saxpy / "aot_saxpy_wrapper.c").read_text()
+    fixed = [line for line in template.splitlines() if "@" not in line and line.strip()]
+    assert len(fixed) > 30
+    missing = [line for line in fixed if line not in wrapper.splitlines()]
+    assert missing == []
+    assert re.search(r"@[A-Z_]+@", wrapper) is None
+    source = Path(c_export.__file__).read_text()
+    assert "static int32_t pw_fail" not in source and "static int32_t pw_device" not in source
+
+
+def test_template_placeholders_must_match_what_pywave_fills():
+    from pywave import c_export
+
+    with pytest.raises(pywave.CompileError, match=r"placeholders \['DECLARATIONS', "
+                                                  r".*but pywave fills \['NAME'\]"):
+        c_export.render(c_export.WRAPPER_TEMPLATE, {"NAME": "x"})
+    assert c_export.render(c_export.WAVE_TEMPLATE, {}).startswith("/* Helpers of the entry")

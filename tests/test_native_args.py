@@ -32,9 +32,18 @@ class DeviceError(RuntimeError):
     pass
 
 
+def local_table() -> dict[int, type[Exception]]:
+    """pywave.runtime.STATUS_ERRORS with this file's classes in place of pywave's."""
+    import pywave
+    from pywave import runtime
+
+    return {status: ArgumentError if cls is pywave.ArgumentError else DeviceError
+            for status, cls in runtime.STATUS_ERRORS.items()}
+
+
 @pytest.fixture(autouse=True)
 def _exceptions():
-    _native.set_exceptions(ArgumentError, DeviceError, {})
+    _native.set_exceptions(ArgumentError, DeviceError, local_table())
     yield
     try:  # give pywave's own classes back if pywave bound them
         import pywave
@@ -205,7 +214,7 @@ def make(params=K0, name="f", entry: Entry | None = None, device_type=kDLCUDA):
 
 
 def device_present() -> bool:
-    _native.set_exceptions(ArgumentError, DeviceError, {})
+    _native.set_exceptions(ArgumentError, DeviceError, local_table())
     f, e = make((scalar("x", "i32"),), name="probe")
     try:
         f(1)
@@ -421,6 +430,33 @@ def test_dtype_mismatch_names_argument():
     t = FakeTensor(dtype=(0, 32, 1))  # int32 for memref<?xf32>
     with pytest.raises(ArgumentError, match=r"^argument 'a' \(#0\): "):
         f(t.capsule(), 1.0)
+    assert t.deleted == 1
+
+
+class MismatchError(ValueError):
+    pass
+
+
+def test_tensor_mismatch_class_comes_from_the_status_table():
+    from pywave import runtime
+
+    _native.set_exceptions(ArgumentError, DeviceError,
+                           {**local_table(), runtime.INVALID_ARGUMENT: MismatchError})
+    f, _ = make()
+    t = FakeTensor(dtype=(0, 32, 1))
+    with pytest.raises(MismatchError, match=r"^argument 'a' \(#0\): dtype mismatch"):
+        f(t.capsule(), 1.0)
+    assert t.deleted == 1
+
+
+def test_unsupported_memref_is_the_tables_device_error_naming_the_argument():
+    # libwavert says UNSUPPORTED for a static offset of 4-bit elements that is not a whole
+    # byte; the one table (pywave.runtime.STATUS_ERRORS) makes that a DeviceError.
+    f, _ = make((memref("q", dtype=(0, 4, 1), flags=2, strides=(1,), offset=1),))
+    t = FakeTensor(dtype=(0, 4, 1))
+    with pytest.raises(DeviceError, match=r"^argument 'q' \(#0\): static offset 1 of 4-bit "
+                                          r"elements is not a whole byte"):
+        f(t.capsule())
     assert t.deleted == 1
 
 
@@ -846,7 +882,7 @@ def test_cupy_current_stream_used_for_cupy_arrays():
         sys.modules["cupy"] = cupy; sys.modules["cupy.cuda"] = cuda
         import test_native_args as t
         from pywave import _native
-        _native.set_exceptions(t.ArgumentError, t.DeviceError, {})
+        _native.set_exceptions(t.ArgumentError, t.DeviceError, t.local_table())
         Arr = type("ndarray", (t.Producer,), {"__module__": "cupy._core.core"})
         f, _ = t.make()
         p = Arr(tensor=t.FakeTensor(device=(2, 0)))

@@ -26,7 +26,7 @@ import numpy as np
 import fake_cupy
 import test_native_args as t
 from pywave import _native
-_native.set_exceptions(t.ArgumentError, t.DeviceError, {})
+_native.set_exceptions(t.ArgumentError, t.DeviceError, t.local_table())
 D = _native.DYNAMIC
 STRIDED = dict(flags=_native.MEMREF_STRIDED, offset=D)
 def raises(match, f, *args, **kw):

@@ -20,7 +20,7 @@ import pytest
 
 from pywave import _native
 from test_native_args import (ENTRY, ArgumentError, DeviceError, Entry, FakeTensor, Producer,
-                              device_present, memref, scalar)
+                              device_present, local_table, memref, scalar)
 
 kDLCUDA = 2
 needs_device = pytest.mark.skipif("not device_present()", reason="no GPU device answers")
@@ -28,7 +28,7 @@ needs_device = pytest.mark.skipif("not device_present()", reason="no GPU device 
 
 @pytest.fixture(autouse=True)
 def _exceptions():
-    _native.set_exceptions(ArgumentError, DeviceError, {})
+    _native.set_exceptions(ArgumentError, DeviceError, local_table())
     yield
     try:
         import pywave

@@ -27,7 +27,7 @@ PRELUDE = """
 import ctypes
 import test_native_args as t
 from pywave import _native
-_native.set_exceptions(t.ArgumentError, t.DeviceError, {})
+_native.set_exceptions(t.ArgumentError, t.DeviceError, t.local_table())
 D = _native.DYNAMIC
 STRIDED = _native.MEMREF_STRIDED
 Ex, log = t.exchange_type(stream=0)

@@ -73,11 +73,8 @@ static int dtype_matches(DLDataType actual, const wavert_memref_type *type) {
   return (type->flags & WAVERT_MEMREF_SIGNLESS) && actual_integer && expected_integer;
 }
 
-wavert_status wavert_memref_from_dltensor(const DLTensor *tensor, const wavert_memref_type *type,
-                                          int64_t *out_words) {
-  if (tensor == NULL || type == NULL || out_words == NULL)
-    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
-                         "wavert_memref_from_dltensor: tensor, type or out_words is NULL");
+/* The element type and rank against the memref type, and the rank within MAX_RANK. */
+static wavert_status check_dtype_and_rank(const DLTensor *tensor, const wavert_memref_type *type) {
   char expected[256];
   char actual[256];
   if (!dtype_matches(tensor->dtype, type)) {
@@ -97,6 +94,14 @@ wavert_status wavert_memref_from_dltensor(const DLTensor *tensor, const wavert_m
   if (rank > MAX_RANK)
     return wavert__error(WAVERT_ERROR_UNSUPPORTED, "memref rank %d exceeds %d", (int)rank,
                          MAX_RANK);
+  return WAVERT_OK;
+}
+
+/* The shape: no negative size, the memref's static sizes, data unless empty (*out_empty: a
+ * dimension of size 0). */
+static wavert_status check_shape(const DLTensor *tensor, const wavert_memref_type *type,
+                                 int *out_empty) {
+  const int32_t rank = type->rank;
   const int64_t *shape = tensor->shape;
   int empty = 0;
   for (int32_t i = 0; i < rank; ++i) {
@@ -108,6 +113,8 @@ wavert_status wavert_memref_from_dltensor(const DLTensor *tensor, const wavert_m
   }
   for (int32_t i = 0; i < rank; ++i) {
     if (type->sizes[i] != WAVERT_DYNAMIC && type->sizes[i] != shape[i]) {
+      char expected[256];
+      char actual[256];
       describe_list(type->sizes, rank, expected, sizeof(expected));
       describe_list(shape, rank, actual, sizeof(actual));
       return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
@@ -118,11 +125,15 @@ wavert_status wavert_memref_from_dltensor(const DLTensor *tensor, const wavert_m
   if (!empty && tensor->data == NULL)
     return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
                          "tensor data is NULL but the tensor is not empty");
+  *out_empty = empty;
+  return WAVERT_OK;
+}
 
-  /* Canonical row-major strides, written for identity layouts and used when strides is NULL.
-   * A shape whose element count does not fit int64 has no row-major strides: `wrapped` is then
-   * the dimension whose stride overflowed (its compact entry and those before it are 0). */
-  int64_t compact[MAX_RANK];
+/* Canonical row-major strides of `shape` into compact[rank] (written for identity layouts and
+ * used when the tensor has no strides). A shape whose element count does not fit int64 has
+ * none: the result is then the dimension whose stride overflowed (its compact entry and those
+ * before it are 0), else -1. */
+static int32_t compact_strides(const int64_t *shape, int32_t rank, int64_t *compact) {
   int32_t wrapped = -1;
   int64_t running = 1;
   for (int32_t i = rank - 1; i >= 0; --i) {
@@ -131,63 +142,83 @@ wavert_status wavert_memref_from_dltensor(const DLTensor *tensor, const wavert_m
         __builtin_mul_overflow(running, shape[i] > 0 ? shape[i] : 1, &running))
       wrapped = i - 1;
   }
-  int strided = (type->flags & WAVERT_MEMREF_STRIDED) != 0;
+  return wrapped;
+}
+
+/* The tensor's strides (`strides`: its own, or compact ones) against the layout: any the
+ * strided layout allows, else compact row-major; size-1 dimensions and empty tensors pass. */
+static wavert_status check_layout(const DLTensor *tensor, const wavert_memref_type *type,
+                                  const int64_t *strides, const int64_t *compact, int32_t wrapped,
+                                  int empty) {
+  const int32_t rank = type->rank;
+  const int strided = (type->flags & WAVERT_MEMREF_STRIDED) != 0;
+  char expected[256];
+  char actual[256];
   if (wrapped >= 0 && (tensor->strides == NULL || !strided)) {
-    describe_list(shape, rank, actual, sizeof(actual));
+    describe_list(tensor->shape, rank, actual, sizeof(actual));
     return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
                          "tensor of shape %s: the row-major stride of dimension %d overflows "
                          "int64 (limit %lld elements)",
                          actual, (int)wrapped, (long long)INT64_MAX);
   }
-  const int64_t *strides = tensor->strides != NULL ? tensor->strides : compact;
   if (strided && rank > 0 && type->strides == NULL)
     return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
                          "wavert_memref_from_dltensor: strided layout without strides");
-  if (!empty) {
-    for (int32_t i = 0; i < rank; ++i) {
-      if (shape[i] == 1) continue;
-      int64_t want = strided ? type->strides[i] : compact[i];
-      if (want != WAVERT_DYNAMIC && strides[i] != want) {
-        describe_list(strided ? type->strides : compact, rank, expected, sizeof(expected));
-        describe_list(strides, rank, actual, sizeof(actual));
-        return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
-                             strided ? "layout mismatch in dimension %d: expected strides %s, got %s"
-                                     : "layout mismatch in dimension %d: the memref needs a compact "
-                                       "row-major tensor (strides %s), got strides %s",
-                             (int)i, expected, actual);
-      }
-    }
-  }
-
-  uint64_t element_bits = (uint64_t)tensor->dtype.bits * tensor->dtype.lanes;
-  if (!empty) {
-    /* The elements span [low, high] (in elements from the first one); that span in bytes must
-     * fit int64, as generated code indexes it with int64 arithmetic. */
-    int64_t low = 0, high = 0, bytes = 0;
-    int overflow = 0;
-    for (int32_t i = 0; i < rank && !overflow; ++i) {
-      int64_t reach = 0;
-      overflow = __builtin_mul_overflow(shape[i] - 1, strides[i], &reach) ||
-                 __builtin_add_overflow(reach < 0 ? low : high, reach, reach < 0 ? &low : &high);
-    }
-    int64_t elements = 0;
-    /* bytes = ceil(elements * element_bits / 8), without overflowing on the way. */
-    overflow = overflow || __builtin_sub_overflow(high, low, &elements) ||
-               __builtin_add_overflow(elements, 1, &elements) ||
-               __builtin_mul_overflow(elements / 8, element_bits, &bytes) ||
-               __builtin_add_overflow(bytes, ((uint64_t)(elements % 8) * element_bits + 7) / 8,
-                                      &bytes);
-    if (overflow) {
-      describe_list(shape, rank, expected, sizeof(expected));
+  if (empty)
+    return WAVERT_OK;
+  for (int32_t i = 0; i < rank; ++i) {
+    if (tensor->shape[i] == 1) continue;
+    int64_t want = strided ? type->strides[i] : compact[i];
+    if (want != WAVERT_DYNAMIC && strides[i] != want) {
+      describe_list(strided ? type->strides : compact, rank, expected, sizeof(expected));
       describe_list(strides, rank, actual, sizeof(actual));
       return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
-                           "tensor of shape %s and strides %s (%llu-bit elements): its byte "
-                           "extent overflows int64 (limit %lld bytes)",
-                           expected, actual, (unsigned long long)element_bits,
-                           (long long)INT64_MAX);
+                           strided ? "layout mismatch in dimension %d: expected strides %s, got %s"
+                                   : "layout mismatch in dimension %d: the memref needs a compact "
+                                     "row-major tensor (strides %s), got strides %s",
+                           (int)i, expected, actual);
     }
   }
+  return WAVERT_OK;
+}
 
+/* The elements of a non-empty tensor span [low, high] (in elements from the first one); that
+ * span in bytes must fit int64, as generated code indexes it with int64 arithmetic. */
+static wavert_status check_extent(const int64_t *shape, const int64_t *strides, int32_t rank,
+                                  uint64_t element_bits) {
+  int64_t low = 0, high = 0, bytes = 0;
+  int overflow = 0;
+  for (int32_t i = 0; i < rank && !overflow; ++i) {
+    int64_t reach = 0;
+    overflow = __builtin_mul_overflow(shape[i] - 1, strides[i], &reach) ||
+               __builtin_add_overflow(reach < 0 ? low : high, reach, reach < 0 ? &low : &high);
+  }
+  int64_t elements = 0;
+  /* bytes = ceil(elements * element_bits / 8), without overflowing on the way. */
+  overflow = overflow || __builtin_sub_overflow(high, low, &elements) ||
+             __builtin_add_overflow(elements, 1, &elements) ||
+             __builtin_mul_overflow(elements / 8, element_bits, &bytes) ||
+             __builtin_add_overflow(bytes, ((uint64_t)(elements % 8) * element_bits + 7) / 8,
+                                    &bytes);
+  if (!overflow)
+    return WAVERT_OK;
+  char expected[256];
+  char actual[256];
+  describe_list(shape, rank, expected, sizeof(expected));
+  describe_list(strides, rank, actual, sizeof(actual));
+  return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                       "tensor of shape %s and strides %s (%llu-bit elements): its byte "
+                       "extent overflows int64 (limit %lld bytes)",
+                       expected, actual, (unsigned long long)element_bits, (long long)INT64_MAX);
+}
+
+/* The descriptor's offset (the static one, or 0) and aligned pointer: data + byte_offset
+ * less the static offset in bytes. The first element's address must not wrap; the base below
+ * it may (NULL data of an empty tensor with a static offset): generated code adds the offset
+ * back modulo 2^64, as the unchecked subtraction here. */
+static wavert_status offset_and_aligned(const DLTensor *tensor, const wavert_memref_type *type,
+                                        uint64_t element_bits, int64_t *out_offset,
+                                        uint64_t *out_aligned) {
   int64_t offset = type->offset == WAVERT_DYNAMIC ? 0 : type->offset;
   int64_t offset_bits = 0;
   if (__builtin_mul_overflow(offset, element_bits, &offset_bits))
@@ -199,21 +230,48 @@ wavert_status wavert_memref_from_dltensor(const DLTensor *tensor, const wavert_m
     return wavert__error(WAVERT_ERROR_UNSUPPORTED,
                          "static offset %lld of %llu-bit elements is not a whole byte",
                          (long long)offset, (unsigned long long)element_bits);
-  /* aligned = data + byte_offset - offset bytes. The first element's address must not wrap;
-   * the base below it may (NULL data of an empty tensor with a static offset): generated code
-   * adds the offset back modulo 2^64, as the unchecked subtraction here. */
   uint64_t data = (uintptr_t)tensor->data;
   uint64_t first = 0;
   if (__builtin_add_overflow(data, tensor->byte_offset, &first))
     return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
                          "tensor data 0x%llx + byte_offset %llu overflows a 64-bit address",
                          (unsigned long long)data, (unsigned long long)tensor->byte_offset);
-  uint64_t aligned = first - (uint64_t)(offset_bits / 8);
-  out_words[0] = (int64_t)data;
+  *out_offset = offset;
+  *out_aligned = first - (uint64_t)(offset_bits / 8);
+  return WAVERT_OK;
+}
+
+wavert_status wavert_memref_from_dltensor(const DLTensor *tensor, const wavert_memref_type *type,
+                                          int64_t *out_words) {
+  if (tensor == NULL || type == NULL || out_words == NULL)
+    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                         "wavert_memref_from_dltensor: tensor, type or out_words is NULL");
+  int empty = 0;
+  wavert_status status = check_dtype_and_rank(tensor, type);
+  if (status == WAVERT_OK)
+    status = check_shape(tensor, type, &empty);
+  if (status != WAVERT_OK)
+    return status;
+  const int32_t rank = type->rank;
+  int64_t compact[MAX_RANK];
+  const int32_t wrapped = compact_strides(tensor->shape, rank, compact);
+  const int64_t *strides = tensor->strides != NULL ? tensor->strides : compact;
+  status = check_layout(tensor, type, strides, compact, wrapped, empty);
+  const uint64_t element_bits = (uint64_t)tensor->dtype.bits * tensor->dtype.lanes;
+  if (status == WAVERT_OK && !empty)
+    status = check_extent(tensor->shape, strides, rank, element_bits);
+  int64_t offset = 0;
+  uint64_t aligned = 0;
+  if (status == WAVERT_OK)
+    status = offset_and_aligned(tensor, type, element_bits, &offset, &aligned);
+  if (status != WAVERT_OK)
+    return status;
+  const int strided = (type->flags & WAVERT_MEMREF_STRIDED) != 0;
+  out_words[0] = (int64_t)(uintptr_t)tensor->data;
   out_words[1] = (int64_t)aligned;
   out_words[2] = offset;
   for (int32_t i = 0; i < rank; ++i) {
-    out_words[3 + i] = shape[i];
+    out_words[3 + i] = tensor->shape[i];
     int64_t stride = strides[i];
     if (!strided)
       stride = compact[i];

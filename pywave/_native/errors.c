@@ -2,9 +2,10 @@
  * errors.c — the exceptions of pywave._native (part of the native.c unity build).
  *
  * ArgumentError for anything about the arguments (including launch-configuration limits
- * reported by generated code); for a libwavert status, the class that set_exceptions mapped
- * it to (pywave.runtime.STATUS_ERRORS, the one table), DeviceError for a status missing from
- * it. Messages name the argument, its position, the value and what was expected.
+ * reported by generated code); for a libwavert status, always the class that set_exceptions
+ * mapped it to (pywave.runtime.STATUS_ERRORS, the one table; raise_status, raise_status_fmt),
+ * DeviceError for a status missing from it: no other part chooses a class for a status.
+ * Messages name the argument, its position, the value and what was expected.
  */
 #include "native.h"
 
@@ -79,23 +80,47 @@ static void raise_arg(PyObject *name, Py_ssize_t index, const char *fmt, ...) {
   Py_DECREF(msg);
 }
 
-/* Raise the class set_exceptions mapped `st` to (DeviceError for a status missing from the
- * table), with libwavert's message for this thread. */
-static void raise_status(wavert_status st) {
-  PyObject *type = DeviceError;
+/* The class set_exceptions mapped `st` to (borrowed): pywave.runtime.STATUS_ERRORS, the one
+ * table; DeviceError for a status missing from it. NULL with an exception set on failure. */
+static PyObject *status_class(wavert_status st) {
   PyObject *key = PyLong_FromLong((long)st);
   if (!key)
-    return;
+    return NULL;
   PyObject *mapped = status_errors ? PyDict_GetItemWithError(status_errors, key) : NULL;
   Py_DECREF(key);
   if (mapped)
-    type = mapped; /* borrowed from the table */
-  else if (PyErr_Occurred())
-    return;
+    return mapped; /* borrowed from the table */
+  return PyErr_Occurred() ? NULL : DeviceError;
+}
+
+/* libwavert's message for this thread, or the status's text when there is none. */
+static const char *status_message(wavert_status st) {
   const char *msg = wavert_last_error();
-  if (!msg || !*msg)
-    msg = wavert_status_string(st);
-  PyErr_SetString(type, msg);
+  return msg && *msg ? msg : wavert_status_string(st);
+}
+
+/* Raise status_class(st) with libwavert's message for this thread. */
+static void raise_status(wavert_status st) {
+  PyObject *type = status_class(st);
+  if (type)
+    PyErr_SetString(type, status_message(st));
+}
+
+/* Raise status_class(st) with "<formatted prefix>: <libwavert's message>". The message is
+ * copied before the prefix is formatted (formatting may call back into libwavert). */
+static void raise_status_fmt(wavert_status st, const char *fmt, ...) {
+  PyObject *type = status_class(st);
+  PyObject *msg = type ? PyUnicode_FromString(status_message(st)) : NULL;
+  if (!msg)
+    return;
+  va_list va;
+  va_start(va, fmt);
+  PyObject *prefix = PyUnicode_FromFormatV(fmt, va);
+  va_end(va);
+  if (prefix)
+    PyErr_Format(type, "%U: %U", prefix, msg);
+  Py_XDECREF(prefix);
+  Py_DECREF(msg);
 }
 
 /* "numpy.ndarray", "int" (new reference, never fails silently). */

@@ -1,6 +1,6 @@
 /*
- * hostfunction.c — the HostFunction type: a compiled host function callable from Python, and
- * the module pywave._native (part of the native.c unity build).
+ * hostfunction.c — the HostFunction type: a compiled host function callable from Python
+ * (part of the native.c unity build).
  *
  * A HostFunction wraps the JIT entry `void entry(uint64_t *slots)` of one MLIR host function
  * and turns a Python call into slots: each memref argument becomes its descriptor
@@ -28,8 +28,8 @@
  *      return value: None without results, the one result, or a tuple; a memref result a
  *      Memref owning its memory (or keeping the argument it views alive).
  *
- * Lifetime: a HostFunction holds its HostCode (the module's JIT code and kernels), so the code
- * lives as long as any function of the module. HostCode.close() marks the code closed: calls
+ * Lifetime: a HostFunction holds its HostCode (hostcode.c: the module's JIT code and kernels),
+ * so the code lives as long as any function of the module. HostCode.close() marks it closed: calls
  * that have not reached phase 4 raise "the compiled module is closed" (the check is made
  * after the call's last Python callback, right before the GIL is released, and `entry` is
  * read there); the release itself is deferred while calls are in flight and run, with the
@@ -37,149 +37,11 @@
  * thread and from inside a call's own callbacks (__dlpack__, __index__, stream objects).
  *
  * Errors: ArgumentError (a ValueError subclass) for anything about the arguments, including
- * launch-configuration limits reported by generated code; DeviceError for driver failures;
- * other libwavert statuses as set_exceptions maps them. Until set_exceptions the classes are
- * ValueError / RuntimeError.
+ * launch-configuration limits reported by generated code; for a libwavert status, the class
+ * of the one table (pywave.runtime.STATUS_ERRORS, given by set_exceptions; errors.c). Until
+ * set_exceptions the classes are ValueError / RuntimeError.
  */
 #include "native.h"
-
-/* ---------------------------------------------------------------------------------------- */
-/* HostCode: the module's code, its calls in flight and its deferred release                 */
-/* ---------------------------------------------------------------------------------------- */
-/* Run the release once (GIL held). The exception state of the caller is kept; an exception
- * raised by the release is returned (-1) when `report` is 0, else written as unraisable. */
-static int code_release(HostCode *code, int report) {
-  PyObject *release = code->release;
-  if (!release)
-    return 0;
-  code->release = NULL; /* before the call: a re-entrant close() finds nothing to run */
-  code->closed = 1;
-  PyObject *saved_type, *saved_value, *saved_tb;
-  if (report)
-    PyErr_Fetch(&saved_type, &saved_value, &saved_tb);
-  PyObject *r = PyObject_CallNoArgs(release);
-  Py_DECREF(release);
-  int rc = r ? 0 : -1;
-  Py_XDECREF(r);
-  if (report) {
-    if (rc < 0)
-      PyErr_WriteUnraisable((PyObject *)code);
-    PyErr_Restore(saved_type, saved_value, saved_tb);
-  }
-  return rc;
-}
-
-/* A call leaves: the last one out after close() releases the code. */
-static void code_leave(HostCode *code) {
-  code->in_flight -= 1;
-  if (code->in_flight == 0 && code->closed)
-    code_release(code, 1);
-}
-
-static PyObject *code_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-  static char *kwlist[] = {"release", NULL};
-  PyObject *release;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:HostCode", kwlist, &release))
-    return NULL;
-  if (!PyCallable_Check(release)) {
-    PyErr_Format(PyExc_TypeError, "HostCode: release must be callable, got %R", release);
-    return NULL;
-  }
-  HostCode *self = (HostCode *)type->tp_alloc(type, 0);
-  if (!self)
-    return NULL;
-  Py_INCREF(release);
-  self->release = release;
-  return (PyObject *)self;
-}
-
-static PyObject *code_close(HostCode *self, PyObject *unused) {
-  (void)unused;
-  self->closed = 1;
-  if (self->in_flight == 0 && code_release(self, 0) < 0)
-    return NULL;
-  Py_RETURN_NONE;
-}
-
-/* The last reference went (or the code is cyclic garbage): release what was never closed. */
-static void code_finalize(HostCode *self) { code_release(self, 1); }
-
-static int code_traverse(HostCode *self, visitproc visit, void *arg) {
-  Py_VISIT(self->release);
-  return 0;
-}
-
-static int code_clear(HostCode *self) {
-  Py_CLEAR(self->release);
-  return 0;
-}
-
-static void code_dealloc(HostCode *self) {
-  if (PyObject_CallFinalizerFromDealloc((PyObject *)self) < 0)
-    return; /* resurrected by the release */
-  PyObject_GC_UnTrack(self);
-  code_clear(self);
-  Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static PyObject *code_get_closed(HostCode *self, void *closure) {
-  (void)closure;
-  return PyBool_FromLong(self->closed);
-}
-
-static PyObject *code_get_released(HostCode *self, void *closure) {
-  (void)closure;
-  return PyBool_FromLong(self->closed && !self->release);
-}
-
-static PyObject *code_get_in_flight(HostCode *self, void *closure) {
-  (void)closure;
-  return PyLong_FromSsize_t(self->in_flight);
-}
-
-static PyMethodDef code_methods[] = {
-    {"close", (PyCFunction)code_close, METH_NOARGS,
-     "close(): new calls raise; the release runs now when no call is in flight, else when "
-     "the last call in flight returns (on that call's thread). Never waits. Raises what the "
-     "release raises when it runs here; idempotent."},
-    {NULL, NULL, 0, NULL},
-};
-
-static PyGetSetDef code_getset[] = {
-    {"closed", (getter)code_get_closed, NULL, "close() was called (or the code was released).",
-     NULL},
-    {"released", (getter)code_get_released, NULL, "The release has run.", NULL},
-    {"in_flight", (getter)code_get_in_flight, NULL,
-     "Calls of this code's HostFunctions in progress (on any thread, nested ones included).",
-     NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
-
-PyDoc_STRVAR(code_doc,
-             "HostCode(release)\n"
-             "--\n\n"
-             "The host code of one compiled module, shared by its HostFunctions (their\n"
-             "code=): each holds it, so the code lives while any of them does.\n"
-             "`release()` (no arguments) frees the code and unloads the kernels; it runs\n"
-             "exactly once, with the GIL held: at close() when no call is in flight; else\n"
-             "when the last call in flight leaves (errors then go to sys.unraisablehook);\n"
-             "or when the last reference goes, if never closed. Calls that reach their\n"
-             "launch after close() raise ArgumentError 'the compiled module is closed'.\n"
-             "The GIL protects the state: any thread may call and close.");
-
-static PyTypeObject HostCode_Type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pywave._native.HostCode",
-    .tp_basicsize = sizeof(HostCode),
-    .tp_dealloc = (destructor)code_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = code_doc,
-    .tp_traverse = (traverseproc)code_traverse,
-    .tp_clear = (inquiry)code_clear,
-    .tp_finalize = (destructor)code_finalize,
-    .tp_methods = code_methods,
-    .tp_getset = code_getset,
-    .tp_new = code_new,
-};
 
 static int closed_error(HostFunction *self) {
   PyErr_Format(ArgumentError, "%U(): the compiled module is closed", self->name);
@@ -268,8 +130,8 @@ static int run_entry(HostFunction *self, call_state *c) {
   wavert_device *device;
   wavert_status st = get_device(self->device_type, c->dev_id, &device);
   if (st != WAVERT_OK) {
-    PyErr_Format(DeviceError, "%U(): no %s device %d: %s", self->name,
-                 device_kind(self->device_type), (int)c->dev_id, wavert_last_error());
+    raise_status_fmt(st, "%U(): no %s device %d", self->name, device_kind(self->device_type),
+                     (int)c->dev_id);
     return -1;
   }
   if (self->nresult_slots) /* scalar results fill only their low bytes */
@@ -368,6 +230,178 @@ done:
 /* ---------------------------------------------------------------------------------------- */
 /* Construction                                                                             */
 /* ---------------------------------------------------------------------------------------- */
+/* A HostFunction under construction: hf_new's parts fill it in order; on failure
+ * parts_clear releases what they made. */
+typedef struct {
+  void *entry;
+  int device_type;
+  int wave;               /* Wave's convention */
+  const char *convention; /* "pywave" or "wave" */
+  PyObject *code;         /* borrowed: a HostCode, or NULL */
+  PyObject *params;       /* owned tuple of parameter objects, or NULL */
+  param_t *p;             /* owned: nparams entries */
+  Py_ssize_t nparams, ntensors, nslots;
+  PyObject *results;      /* owned tuple of result objects, or NULL */
+  param_t *r;             /* owned: nresults entries */
+  Py_ssize_t nresults, nresult_slots;
+  PyObject *signature;    /* owned "(a, s)", or NULL */
+} hf_parts;
+
+static void parts_clear(hf_parts *o) {
+  free_params(o->p, o->nparams);
+  free_params(o->r, o->nresults);
+  Py_XDECREF(o->params);
+  Py_XDECREF(o->results);
+  Py_XDECREF(o->signature);
+}
+
+/* The constructor's entry=, device_type=, convention= and code= into `o`, checked
+ * (TypeError / ValueError naming the argument and the value). */
+static int check_constructor(PyObject *entry_obj, int device_type, const char *convention,
+                             PyObject *code, hf_parts *o) {
+  o->wave = strcmp(convention, "wave") == 0;
+  o->convention = convention;
+  if (!o->wave && strcmp(convention, "pywave") != 0) {
+    PyErr_Format(PyExc_ValueError,
+                 "HostFunction: convention must be \"pywave\" or \"wave\", got '%s'",
+                 convention);
+    return -1;
+  }
+  o->code = code == Py_None ? NULL : code;
+  if (o->code && !PyObject_TypeCheck(o->code, &HostCode_Type)) {
+    PyErr_Format(PyExc_TypeError, "HostFunction: code must be a HostCode or None, got %R",
+                 code);
+    return -1;
+  }
+  if (!PyLong_Check(entry_obj)) {
+    PyErr_Format(PyExc_TypeError, "HostFunction: entry must be an int address, got %R",
+                 entry_obj);
+    return -1;
+  }
+  o->entry = PyLong_AsVoidPtr(entry_obj);
+  if (!o->entry) {
+    if (!PyErr_Occurred())
+      PyErr_SetString(PyExc_ValueError, "HostFunction: entry address is 0");
+    return -1;
+  }
+  if (device_type != kDLCUDA && device_type != kDLROCM) {
+    PyErr_Format(PyExc_ValueError,
+                 "HostFunction: device_type must be 2 (kDLCUDA) or 10 (kDLROCM), got %d",
+                 device_type);
+    return -1;
+  }
+  o->device_type = device_type;
+  return 0;
+}
+
+/* `seq` (params= or results=, named `what`) as a new tuple, with its zeroed param_t array;
+ * TypeError for a str, bytes or non-sequence. */
+static int read_sequence(PyObject *seq, const char *what, PyObject **tuple, param_t **p,
+                         Py_ssize_t *n) {
+  if (PyUnicode_Check(seq) || PyBytes_Check(seq) || !PySequence_Check(seq)) {
+    PyErr_Format(PyExc_TypeError,
+                 "HostFunction: %s must be a sequence of parameter objects, got %R", what, seq);
+    return -1;
+  }
+  if (!(*tuple = PySequence_Tuple(seq)))
+    return -1;
+  *n = PyTuple_GET_SIZE(*tuple);
+  if (!(*p = PyMem_Calloc((size_t)(*n ? *n : 1), sizeof **p))) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  return 0;
+}
+
+/* The parameters: each read (parse_param), names unique, each of the convention's kind. */
+static int read_params(PyObject *params_arg, hf_parts *o) {
+  if (read_sequence(params_arg, "params", &o->params, &o->p, &o->nparams) < 0)
+    return -1;
+  for (Py_ssize_t i = 0; i < o->nparams; i++) {
+    param_t *p = &o->p[i];
+    if (parse_param(PyTuple_GET_ITEM(o->params, i), i, p) < 0)
+      return -1;
+    for (Py_ssize_t j = 0; j < i; j++) {
+      if (PyUnicode_Compare(o->p[j].name, p->name) == 0) {
+        PyErr_Format(PyExc_ValueError, "HostFunction: duplicate parameter name '%U'", p->name);
+        return -1;
+      }
+    }
+    if (p->is_object != o->wave) {
+      PyErr_Format(PyExc_ValueError,
+                   "HostFunction: parameter '%U' is %s object, and the convention is '%s' "
+                   "(Wave's takes objects only, pywave's memrefs and scalars)",
+                   p->name, p->is_object ? "an" : "not an", o->convention);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Each parameter's first slot and tensor index: a memref takes its descriptor's words, an
+ * object (Wave) or a scalar one word; Wave's slot 0 is the stream. */
+static void layout_slots(hf_parts *o) {
+  Py_ssize_t nslots = o->wave, ntensors = 0;
+  for (Py_ssize_t i = 0; i < o->nparams; i++) {
+    param_t *p = &o->p[i];
+    p->slot = nslots;
+    if (p->is_memref || p->is_object) {
+      p->tensor_index = ntensors++;
+      nslots += p->is_object ? 1 : WAVERT_MEMREF_WORDS(p->mtype.rank);
+    } else {
+      nslots += 1;
+    }
+  }
+  o->nslots = nslots;
+  o->ntensors = ntensors;
+}
+
+/* The results (None: none) and their slots, counted from the first result slot. */
+static int read_results(PyObject *results_arg, hf_parts *o) {
+  if (!results_arg || results_arg == Py_None) {
+    o->results = PyTuple_New(0);
+    o->r = PyMem_Calloc(1, sizeof *o->r);
+    if (!o->results || !o->r) {
+      if (o->results)
+        PyErr_NoMemory();
+      return -1;
+    }
+    return 0;
+  }
+  if (read_sequence(results_arg, "results", &o->results, &o->r, &o->nresults) < 0)
+    return -1;
+  if (o->wave && o->nresults) {
+    PyErr_SetString(PyExc_ValueError, "HostFunction: Wave's convention has no results");
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < o->nresults; i++) {
+    param_t *r = &o->r[i];
+    if (parse_param(PyTuple_GET_ITEM(o->results, i), i, r) < 0)
+      return -1;
+    r->slot = o->nresult_slots;
+    o->nresult_slots += r->is_memref ? WAVERT_MEMREF_WORDS(r->mtype.rank) : 1;
+  }
+  return 0;
+}
+
+/* "(a, s)": the parameter names, for messages. */
+static int make_signature(hf_parts *o) {
+  PyObject *names = PyList_New(o->nparams);
+  if (!names)
+    return -1;
+  for (Py_ssize_t i = 0; i < o->nparams; i++) {
+    Py_INCREF(o->p[i].name);
+    PyList_SET_ITEM(names, i, o->p[i].name);
+  }
+  PyObject *sep = PyUnicode_FromString(", ");
+  PyObject *joined = sep ? PyUnicode_Join(sep, names) : NULL;
+  Py_XDECREF(sep);
+  Py_DECREF(names);
+  o->signature = joined ? PyUnicode_FromFormat("(%U)", joined) : NULL;
+  Py_XDECREF(joined);
+  return o->signature ? 0 : -1;
+}
+
 static PyObject *hf_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   static char *kwlist[] = {"entry", "name",    "params",     "device_type",
                            "code",  "results", "convention", NULL};
@@ -378,148 +412,38 @@ static PyObject *hf_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
                                    &name, &params_arg, &device_type, &code, &results_arg,
                                    &convention))
     return NULL;
-  const int wave = strcmp(convention, "wave") == 0;
-  if (!wave && strcmp(convention, "pywave") != 0) {
-    PyErr_Format(PyExc_ValueError,
-                 "HostFunction: convention must be \"pywave\" or \"wave\", got '%s'",
-                 convention);
-    return NULL;
-  }
-  if (results_arg == Py_None)
-    results_arg = NULL;
-  if (results_arg && (PyUnicode_Check(results_arg) || !PySequence_Check(results_arg))) {
-    PyErr_Format(PyExc_TypeError,
-                 "HostFunction: results must be a sequence of parameter objects, got %R",
-                 results_arg);
-    return NULL;
-  }
-  if (code == Py_None)
-    code = NULL;
-  if (code && !PyObject_TypeCheck(code, &HostCode_Type)) {
-    PyErr_Format(PyExc_TypeError, "HostFunction: code must be a HostCode or None, got %R",
-                 code);
-    return NULL;
-  }
-  if (PyUnicode_Check(params_arg) || PyBytes_Check(params_arg) || !PySequence_Check(params_arg)) {
-    PyErr_Format(PyExc_TypeError,
-                 "HostFunction: params must be a sequence of parameter objects, got %R",
-                 params_arg);
-    return NULL;
-  }
-  if (!PyLong_Check(entry_obj)) {
-    PyErr_Format(PyExc_TypeError, "HostFunction: entry must be an int address, got %R",
-                 entry_obj);
-    return NULL;
-  }
-  void *entry = PyLong_AsVoidPtr(entry_obj);
-  if (!entry) {
-    if (!PyErr_Occurred())
-      PyErr_SetString(PyExc_ValueError, "HostFunction: entry address is 0");
-    return NULL;
-  }
-  if (device_type != kDLCUDA && device_type != kDLROCM) {
-    PyErr_Format(PyExc_ValueError,
-                 "HostFunction: device_type must be 2 (kDLCUDA) or 10 (kDLROCM), got %d",
-                 device_type);
-    return NULL;
-  }
-  PyObject *params = PySequence_Tuple(params_arg);
-  if (!params)
-    return NULL;
-  Py_ssize_t n = PyTuple_GET_SIZE(params);
-  param_t *p = PyMem_Calloc((size_t)(n ? n : 1), sizeof *p);
-  if (!p) {
-    Py_DECREF(params);
-    return PyErr_NoMemory();
-  }
-  Py_ssize_t nslots = wave, ntensors = 0, nresults = 0, nresult_slots = 0; /* 0: the stream */
-  PyObject *results = NULL;
-  param_t *r = NULL;
-  PyObject *names = PyList_New(0);
-  if (!names)
+  hf_parts o = {0};
+  if (check_constructor(entry_obj, device_type, convention, code, &o) < 0 ||
+      read_params(params_arg, &o) < 0)
     goto fail;
-  for (Py_ssize_t i = 0; i < n; i++) {
-    if (parse_param(PyTuple_GET_ITEM(params, i), i, &p[i]) < 0)
-      goto fail;
-    for (Py_ssize_t j = 0; j < i; j++) {
-      if (PyUnicode_Compare(p[j].name, p[i].name) == 0) {
-        PyErr_Format(PyExc_ValueError, "HostFunction: duplicate parameter name '%U'", p[i].name);
-        goto fail;
-      }
-    }
-    if (PyList_Append(names, p[i].name) < 0)
-      goto fail;
-    if (p[i].is_object != wave) {
-      PyErr_Format(PyExc_ValueError,
-                   "HostFunction: parameter '%U' is %s object, and the convention is '%s' "
-                   "(Wave's takes objects only, pywave's memrefs and scalars)",
-                   p[i].name, p[i].is_object ? "an" : "not an", convention);
-      goto fail;
-    }
-    p[i].slot = nslots;
-    if (p[i].is_memref || p[i].is_object) {
-      p[i].tensor_index = ntensors++;
-      nslots += p[i].is_object ? 1 : WAVERT_MEMREF_WORDS(p[i].mtype.rank);
-    } else {
-      nslots += 1;
-    }
-  }
-  results = results_arg ? PySequence_Tuple(results_arg) : PyTuple_New(0);
-  if (!results)
-    goto fail;
-  nresults = PyTuple_GET_SIZE(results);
-  if (wave && nresults) {
-    PyErr_SetString(PyExc_ValueError, "HostFunction: Wave's convention has no results");
-    goto fail;
-  }
-  if (!(r = PyMem_Calloc((size_t)(nresults ? nresults : 1), sizeof *r))) {
-    PyErr_NoMemory();
-    goto fail;
-  }
-  for (Py_ssize_t i = 0; i < nresults; i++) {
-    if (parse_param(PyTuple_GET_ITEM(results, i), i, &r[i]) < 0)
-      goto fail;
-    r[i].slot = nresult_slots;
-    nresult_slots += r[i].is_memref ? WAVERT_MEMREF_WORDS(r[i].mtype.rank) : 1;
-  }
-  PyObject *sep = PyUnicode_FromString(", ");
-  PyObject *joined = sep ? PyUnicode_Join(sep, names) : NULL;
-  Py_XDECREF(sep);
-  PyObject *signature = joined ? PyUnicode_FromFormat("(%U)", joined) : NULL;
-  Py_XDECREF(joined);
-  Py_CLEAR(names);
-  if (!signature)
+  layout_slots(&o);
+  if (read_results(results_arg, &o) < 0 || make_signature(&o) < 0)
     goto fail;
   HostFunction *self = (HostFunction *)type->tp_alloc(type, 0);
-  if (!self) {
-    Py_DECREF(signature);
+  if (!self)
     goto fail;
-  }
   self->vectorcall = hf_vectorcall;
-  self->entry = (void (*)(uint64_t *))(uintptr_t)entry;
+  self->entry = (void (*)(uint64_t *))(uintptr_t)o.entry;
   Py_INCREF(name);
   self->name = name;
-  self->params = params; /* the reference from PySequence_Tuple */
-  Py_XINCREF(code);
-  self->code = (HostCode *)code;
-  self->signature = signature;
-  self->device_type = device_type;
-  self->nparams = n;
-  self->ntensors = ntensors;
-  self->nslots = nslots;
-  self->wave = wave;
-  self->p = p;
-  self->results = results;
-  self->nresults = nresults;
-  self->nresult_slots = nresult_slots;
-  self->r = r;
+  Py_XINCREF(o.code);
+  self->code = (HostCode *)o.code;
+  self->device_type = o.device_type;
+  self->wave = o.wave;
+  /* The rest moves over: its references and allocations are the function's now. */
+  self->params = o.params;
+  self->p = o.p;
+  self->nparams = o.nparams;
+  self->ntensors = o.ntensors;
+  self->nslots = o.nslots;
+  self->results = o.results;
+  self->r = o.r;
+  self->nresults = o.nresults;
+  self->nresult_slots = o.nresult_slots;
+  self->signature = o.signature;
   return (PyObject *)self;
 fail:
-  Py_XDECREF(names);
-  free_params(p, n);
-  free_params(r, nresults);
-  Py_XDECREF(results);
-  Py_DECREF(params);
+  parts_clear(&o);
   return NULL;
 }
 
@@ -680,143 +604,3 @@ static PyTypeObject HostFunction_Type = {
     .tp_getset = hf_getset,
     .tp_new = hf_new,
 };
-
-/* ---------------------------------------------------------------------------------------- */
-/* Module                                                                                   */
-/* ---------------------------------------------------------------------------------------- */
-static PyObject *set_exceptions(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-  (void)mod;
-  if (nargs != 3 || !PyExceptionClass_Check(args[0]) || !PyExceptionClass_Check(args[1]) ||
-      !PyDict_Check(args[2])) {
-    PyErr_SetString(PyExc_TypeError,
-                    "set_exceptions(ArgumentError, DeviceError, status_errors) takes two "
-                    "exception classes and a dict {libwavert status: exception class}");
-    return NULL;
-  }
-  Py_ssize_t pos = 0;
-  PyObject *key, *value;
-  while (PyDict_Next(args[2], &pos, &key, &value)) {
-    if (!PyLong_Check(key) || !PyExceptionClass_Check(value)) {
-      PyErr_Format(PyExc_TypeError,
-                   "set_exceptions: status_errors maps int codes to exception classes, got "
-                   "%R: %R",
-                   key, value);
-      return NULL;
-    }
-  }
-  Py_INCREF(args[0]);
-  Py_SETREF(ArgumentError, args[0]);
-  Py_INCREF(args[1]);
-  Py_SETREF(DeviceError, args[1]);
-  PyObject *copy = PyDict_Copy(args[2]);
-  if (!copy)
-    return NULL;
-  Py_XSETREF(status_errors, copy);
-  Py_RETURN_NONE;
-}
-
-static PyObject *pack_scalar_py(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-  (void)mod;
-  if (nargs != 2 || !PyUnicode_Check(args[0])) {
-    PyErr_SetString(PyExc_TypeError, "_pack_scalar(kind, value)");
-    return NULL;
-  }
-  for (int i = 0; i < SK_COUNT; i++) {
-    if (PyUnicode_CompareWithASCIIString(args[0], scalar_kind_names[i]) == 0) {
-      uint64_t out = 0;
-      if (pack_scalar((scalar_kind)i, args[1], &out, NULL, 0) < 0)
-        return NULL;
-      return PyLong_FromUnsignedLongLong(out);
-    }
-  }
-  PyErr_Format(PyExc_ValueError, "unknown scalar kind %R", args[0]);
-  return NULL;
-}
-
-static PyMethodDef module_methods[] = {
-    {"set_exceptions", (PyCFunction)(void (*)(void))set_exceptions, METH_FASTCALL,
-     "set_exceptions(ArgumentError, DeviceError, status_errors): the classes raised for bad "
-     "arguments and for device failures, and the class of each libwavert status reported by "
-     "a call (pywave.runtime.STATUS_ERRORS; a status missing from it raises DeviceError)."},
-    {"result_frees", (PyCFunction)result_frees, METH_NOARGS,
-     "result_frees() -> (host, device): memory blocks freed so far by returned Memrefs "
-     "(free() and the driver's free), for diagnostics and tests."},
-    {"_pack_scalar", (PyCFunction)(void (*)(void))pack_scalar_py, METH_FASTCALL,
-     "_pack_scalar(kind, value) -> int: the slot word a scalar argument becomes (testing)."},
-    {NULL, NULL, 0, NULL},
-};
-
-static struct PyModuleDef native_module = {
-    PyModuleDef_HEAD_INIT, .m_name = "pywave._native",
-    .m_doc = "The native per-call path of pywave host functions.", .m_size = -1,
-    .m_methods = module_methods,
-};
-
-static int intern(PyObject **slot, const char *s) {
-  *slot = PyUnicode_InternFromString(s);
-  return *slot ? 0 : -1;
-}
-
-PyMODINIT_FUNC PyInit__native(void) {
-  if (intern(&str_dlpack, "__dlpack__") || intern(&str_dlpack_device, "__dlpack_device__") ||
-      intern(&str_exchange_api, "__dlpack_c_exchange_api__") ||
-      intern(&str_exchange_api_v12, "__c_dlpack_exchange_api__") ||
-      intern(&str_cuda_stream_prot, "__cuda_stream__") ||
-      intern(&str_cuda_stream, "cuda_stream") || intern(&str_ptr, "ptr") ||
-      intern(&str_stream, "stream") || intern(&str_module, "__module__") ||
-      intern(&str_qualname, "__qualname__"))
-    return NULL;
-  PyObject *s_maxver = PyUnicode_InternFromString("max_version");
-  if (!s_maxver)
-    return NULL;
-  kw_stream_maxver = PyTuple_Pack(2, str_stream, s_maxver);
-  kw_stream = PyTuple_Pack(1, str_stream);
-  kw_maxver = PyTuple_Pack(1, s_maxver);
-  Py_DECREF(s_maxver);
-  max_version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
-  if (!kw_stream_maxver || !kw_stream || !kw_maxver || !max_version)
-    return NULL;
-  if (!ArgumentError) {
-    Py_INCREF(PyExc_ValueError);
-    ArgumentError = PyExc_ValueError;
-    Py_INCREF(PyExc_RuntimeError);
-    DeviceError = PyExc_RuntimeError;
-  }
-  if (PyType_Ready(&HostFunction_Type) < 0 || PyType_Ready(&HostCode_Type) < 0 ||
-      PyType_Ready(&Memref_Type) < 0)
-    return NULL;
-  PyObject *m = PyModule_Create(&native_module);
-  if (!m)
-    return NULL;
-  Py_INCREF(&HostFunction_Type);
-  if (PyModule_AddObject(m, "HostFunction", (PyObject *)&HostFunction_Type) < 0) {
-    Py_DECREF(&HostFunction_Type);
-    Py_DECREF(m);
-    return NULL;
-  }
-  Py_INCREF(&HostCode_Type);
-  if (PyModule_AddObject(m, "HostCode", (PyObject *)&HostCode_Type) < 0) {
-    Py_DECREF(&HostCode_Type);
-    Py_DECREF(m);
-    return NULL;
-  }
-  Py_INCREF(&Memref_Type);
-  if (PyModule_AddObject(m, "Memref", (PyObject *)&Memref_Type) < 0) {
-    Py_DECREF(&Memref_Type);
-    Py_DECREF(m);
-    return NULL;
-  }
-  if (launcher_add_type(m) < 0 || add_tables(m) < 0) {
-    Py_DECREF(m);
-    return NULL;
-  }
-  if (PyModule_AddObject(m, "DYNAMIC", PyLong_FromLongLong(WAVERT_DYNAMIC)) < 0 ||
-      PyModule_AddIntConstant(m, "MEMREF_SIGNLESS", WAVERT_MEMREF_SIGNLESS) < 0 ||
-      PyModule_AddIntConstant(m, "MEMREF_STRIDED", WAVERT_MEMREF_STRIDED) < 0 ||
-      PyModule_AddIntConstant(m, "STACK_SLOTS", STACK_SLOTS) < 0 ||
-      PyModule_AddIntConstant(m, "STACK_TENSORS", STACK_TENSORS) < 0) {
-    Py_DECREF(m);
-    return NULL;
-  }
-  return m;
-}

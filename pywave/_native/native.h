@@ -7,14 +7,20 @@
  *   errors.c        exceptions: chained argument errors, libwavert statuses, device names
  *   scalars.c       range-checked packing of Python numbers into slot words
  *   streams.c       stream= parsing, CuPy's current stream, the device handle cache
- *   tensors.c       DLPack intake: per-type route cache, CuPy arrays in place, __dlpack__ calls,
- *                   capsules, release
+ *   cupy.c          CuPy arrays read in place (CuPy's C API or its object layout), without
+ *                   a capsule; CuPy's current stream through that API
+ *   tensors.c       DLPack intake: per-type route cache, __dlpack__ calls, capsules, the
+ *                   descriptor memo, device checks, release
  *   params.c        parameter objects -> the compact param_t, their type text; the exported
  *                   tables (SCALAR_KINDS, DTYPES)
- *   results.c       results: scalars to numbers, memrefs to Memref objects (DLPack export)
+ *   memref.c        the Memref type: a memref result owning (or keeping) its memory, exported
+ *                   through DLPack and __cuda_array_interface__
+ *   results.c       results: scalars to numbers, memref descriptors to Memrefs and their owner
  *   objects.c       Wave's convention: Python objects read into wavert_objects for its helpers
- *   hostfunction.c  the HostFunction type, its call in named phases, the module
+ *   hostcode.c      the HostCode type: a module's code, its calls in flight, deferred release
+ *   hostfunction.c  the HostFunction type: its call in named phases, its construction
  *   launcher.c      the KernelLauncher type: a kernel launched with grid=, block=
+ *   module.c        the module: set_exceptions, result_frees, interned names, PyInit__native
  * Module state is only touched with the GIL held.
  */
 #ifndef PYWAVE_NATIVE_H
@@ -212,7 +218,7 @@ static void free_params(param_t *p, Py_ssize_t n);
 /* ---------------------------------------------------------------------------------------- */
 /* One call's state (hostfunction.c fills it phase by phase)                                 */
 /* ---------------------------------------------------------------------------------------- */
-/* ROUTE_CUPY: a CuPy array read in place (tensors.c), or the protocol if that is not possible. */
+/* ROUTE_CUPY: a CuPy array read in place (cupy.c), or the protocol if that is not possible. */
 enum { ROUTE_NONE = 0, ROUTE_PROTOCOL = 1, ROUTE_EXCHANGE = 2, ROUTE_CAPSULE = 3, ROUTE_CUPY = 4 };
 
 typedef struct {
@@ -252,6 +258,8 @@ static void raise_chained(PyObject *type, PyObject *prefix);
 static void raise_chained_arg(PyObject *type, PyObject *name, Py_ssize_t index, const char *what);
 static void raise_arg(PyObject *name, Py_ssize_t index, const char *fmt, ...);
 static void raise_status(wavert_status st);
+/* cold: its calls are failure paths, kept out of the per-call code's way */
+static void raise_status_fmt(wavert_status st, const char *fmt, ...) __attribute__((cold));
 static PyObject *type_name(PyTypeObject *tp);
 static const char *device_kind(int32_t type);
 static PyObject *device_str(int32_t type, int32_t id);
@@ -268,8 +276,17 @@ static int parse_stream(PyObject *s, void **out);
 static int choose_stream(HostFunction *self, call_state *c);
 static wavert_status get_device(int32_t type, int32_t id, wavert_device **out);
 
-/* tensors.c */
+/* cupy.c */
+#define CUPY_MAX_RANK 64 /* CuPy arrays of higher rank take the DLPack protocol */
 static int cupy_api_stream(int32_t device_id, void **out);
+static int cupy_type_usable(PyTypeObject *tp, PyObject *v);
+static int cupy_device(PyObject *v, int32_t *type, int32_t *id);
+/* noinline: read only for CuPy arrays; inlined, it would weigh on every call's code */
+static int cupy_take(PyObject *v, PyObject *name, Py_ssize_t i, tensor_state *t,
+                     int64_t *strides) __attribute__((noinline));
+static void repair_cupy_strides(DLTensor *t);
+
+/* tensors.c */
 static int classify_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v);
 static int take_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v);
 static void release_tensors(tensor_state *ts, Py_ssize_t n);
@@ -281,5 +298,8 @@ static int object_dtype_error(const param_t *p, Py_ssize_t i, DLDataType dtype);
 
 /* launcher.c */
 static int launcher_add_type(PyObject *module);
+
+/* module.c */
+static int intern(PyObject **slot, const char *s);
 
 #endif /* PYWAVE_NATIVE_H */

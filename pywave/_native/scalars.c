@@ -39,132 +39,151 @@ static int scalar_type_error(PyObject *name, Py_ssize_t index, scalar_kind kind,
   return -1;
 }
 
+/* i1: a bool (Python or NumPy) or an integer 0 / 1. */
+static int pack_bool(PyObject *v, uint64_t *out, PyObject *name, Py_ssize_t index) {
+  if (v == Py_True || v == Py_False) {
+    *out = v == Py_True;
+    return 0;
+  }
+  if (is_numpy_bool(v)) {
+    int t = PyObject_IsTrue(v);
+    if (t < 0)
+      return -1;
+    *out = (uint64_t)t;
+    return 0;
+  }
+  if (PyFloat_Check(v) || !PyIndex_Check(v))
+    return scalar_type_error(name, index, SK_I1, v, "a bool");
+  PyObject *iv = PyNumber_Index(v);
+  if (!iv)
+    return -1;
+  int overflow;
+  long long x = PyLong_AsLongLongAndOverflow(iv, &overflow);
+  if (x == -1 && PyErr_Occurred()) {
+    Py_DECREF(iv);
+    return -1;
+  }
+  if (overflow || (x != 0 && x != 1)) {
+    raise_arg(name, index, "%R is out of range for i1 [0, 1] (pass a bool)", iv);
+    Py_DECREF(iv);
+    return -1;
+  }
+  Py_DECREF(iv);
+  *out = (uint64_t)x;
+  return 0;
+}
+
+/* i8 .. i64 and index: an integer (__index__, not a float) in the type's signed range. */
+static int pack_int(scalar_kind kind, PyObject *v, uint64_t *out, PyObject *name,
+                    Py_ssize_t index) {
+  if (PyFloat_Check(v) || !PyIndex_Check(v))
+    return scalar_type_error(name, index, kind, v, "an integer");
+  PyObject *iv = PyNumber_Index(v);
+  if (!iv)
+    return -1;
+  const int bits = kind == SK_I8 ? 8 : kind == SK_I16 ? 16 : kind == SK_I32 ? 32 : 64;
+  const long long hi = bits == 64 ? INT64_MAX : (long long)((INT64_C(1) << (bits - 1)) - 1);
+  const long long lo = -hi - 1;
+  int overflow;
+  long long x = PyLong_AsLongLongAndOverflow(iv, &overflow);
+  if (x == -1 && PyErr_Occurred()) {
+    Py_DECREF(iv);
+    return -1;
+  }
+  if (overflow || x < lo || x > hi) {
+    raise_arg(name, index, "%R is out of range for %s [%lld, %lld]", iv,
+              scalar_kind_names[kind], lo, hi);
+    Py_DECREF(iv);
+    return -1;
+  }
+  Py_DECREF(iv);
+  *out = bits == 64 ? (uint64_t)x : ((uint64_t)x & ((UINT64_C(1) << bits) - 1));
+  return 0;
+}
+
+/* A float argument's value as a double: a float, or any number with __float__ / __index__
+ * (an integer beyond a double's range is out of range for `kind`). */
+static int read_double(scalar_kind kind, PyObject *v, double *out, PyObject *name,
+                       Py_ssize_t index) {
+  if (PyFloat_Check(v)) {
+    *out = PyFloat_AS_DOUBLE(v);
+    return 0;
+  }
+  const PyNumberMethods *nb = Py_TYPE(v)->tp_as_number;
+  if (!nb || (!nb->nb_float && !nb->nb_index))
+    return scalar_type_error(name, index, kind, v, "a number");
+  double d;
+  if (nb->nb_float) {
+    d = PyFloat_AsDouble(v);
+  } else {
+    PyObject *iv = PyNumber_Index(v);
+    if (!iv)
+      return -1;
+    d = PyLong_AsDouble(iv);
+    Py_DECREF(iv);
+  }
+  if (d == -1.0 && PyErr_Occurred()) {
+    if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+      PyErr_Clear();
+      raise_arg(name, index, "%R is out of range for %s", v, scalar_kind_names[kind]);
+    } else if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+      PyErr_Clear();
+      return scalar_type_error(name, index, kind, v, "a number");
+    }
+    return -1;
+  }
+  *out = d;
+  return 0;
+}
+
+/* f16, bf16, f32, f64: rounded to nearest even; a finite value that overflows is an error. */
+static int pack_float(scalar_kind kind, PyObject *v, uint64_t *out, PyObject *name,
+                      Py_ssize_t index) {
+  double d;
+  if (read_double(kind, v, &d, name, index) < 0)
+    return -1;
+  if (kind == SK_F64) {
+    memcpy(out, &d, sizeof d);
+    return 0;
+  }
+  if (kind == SK_F32) {
+    float f = (float)d;
+    if (isinf(f) && isfinite(d)) {
+      raise_arg(name, index,
+                "%R is out of range for f32 (largest finite value 3.4028234663852886e+38)", v);
+      return -1;
+    }
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    *out = u;
+    return 0;
+  }
+  uint16_t h;
+  const int f16 = kind == SK_F16;
+  if (narrow_float(d, f16 ? 5 : 8, &h) < 0) {
+    raise_arg(name, index, "%R is out of range for %s (largest finite value %s)", v,
+              scalar_kind_names[kind], f16 ? "65504.0" : "3.3895313892515355e+38");
+    return -1;
+  }
+  *out = h;
+  return 0;
+}
+
 /* Pack `v` as a `kind` scalar into *out (bits in the low bytes, the rest zero). Errors name
  * the argument (or only the value when name is NULL). */
 static int pack_scalar(scalar_kind kind, PyObject *v, uint64_t *out, PyObject *name,
                        Py_ssize_t index) {
   switch (kind) {
-  case SK_I1: {
-    if (v == Py_True || v == Py_False) {
-      *out = v == Py_True;
-      return 0;
-    }
-    if (is_numpy_bool(v)) {
-      int t = PyObject_IsTrue(v);
-      if (t < 0)
-        return -1;
-      *out = (uint64_t)t;
-      return 0;
-    }
-    if (PyFloat_Check(v) || !PyIndex_Check(v))
-      return scalar_type_error(name, index, kind, v, "a bool");
-    PyObject *iv = PyNumber_Index(v);
-    if (!iv)
-      return -1;
-    int overflow;
-    long long x = PyLong_AsLongLongAndOverflow(iv, &overflow);
-    if (x == -1 && PyErr_Occurred()) {
-      Py_DECREF(iv);
-      return -1;
-    }
-    if (overflow || (x != 0 && x != 1)) {
-      raise_arg(name, index, "%R is out of range for i1 [0, 1] (pass a bool)", iv);
-      Py_DECREF(iv);
-      return -1;
-    }
-    Py_DECREF(iv);
-    *out = (uint64_t)x;
-    return 0;
-  }
+  case SK_I1: return pack_bool(v, out, name, index);
   case SK_I8:
   case SK_I16:
   case SK_I32:
   case SK_I64:
-  case SK_INDEX: {
-    if (PyFloat_Check(v) || !PyIndex_Check(v))
-      return scalar_type_error(name, index, kind, v, "an integer");
-    PyObject *iv = PyNumber_Index(v);
-    if (!iv)
-      return -1;
-    const int bits = kind == SK_I8 ? 8 : kind == SK_I16 ? 16 : kind == SK_I32 ? 32 : 64;
-    const long long hi = bits == 64 ? INT64_MAX : (long long)((INT64_C(1) << (bits - 1)) - 1);
-    const long long lo = -hi - 1;
-    int overflow;
-    long long x = PyLong_AsLongLongAndOverflow(iv, &overflow);
-    if (x == -1 && PyErr_Occurred()) {
-      Py_DECREF(iv);
-      return -1;
-    }
-    if (overflow || x < lo || x > hi) {
-      raise_arg(name, index, "%R is out of range for %s [%lld, %lld]", iv,
-                scalar_kind_names[kind], lo, hi);
-      Py_DECREF(iv);
-      return -1;
-    }
-    Py_DECREF(iv);
-    *out = bits == 64 ? (uint64_t)x : ((uint64_t)x & ((UINT64_C(1) << bits) - 1));
-    return 0;
-  }
+  case SK_INDEX: return pack_int(kind, v, out, name, index);
   case SK_F16:
   case SK_BF16:
   case SK_F32:
-  case SK_F64: {
-    double d;
-    if (PyFloat_Check(v)) {
-      d = PyFloat_AS_DOUBLE(v);
-    } else if (Py_TYPE(v)->tp_as_number &&
-               (Py_TYPE(v)->tp_as_number->nb_float || Py_TYPE(v)->tp_as_number->nb_index)) {
-      if (Py_TYPE(v)->tp_as_number->nb_float) {
-        d = PyFloat_AsDouble(v);
-      } else {
-        PyObject *iv = PyNumber_Index(v);
-        if (!iv)
-          return -1;
-        d = PyLong_AsDouble(iv);
-        Py_DECREF(iv);
-      }
-      if (d == -1.0 && PyErr_Occurred()) {
-        if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
-          PyErr_Clear();
-          raise_arg(name, index, "%R is out of range for %s", v, scalar_kind_names[kind]);
-        } else if (PyErr_ExceptionMatches(PyExc_TypeError)) {
-          PyErr_Clear();
-          return scalar_type_error(name, index, kind, v, "a number");
-        }
-        return -1;
-      }
-    } else {
-      return scalar_type_error(name, index, kind, v, "a number");
-    }
-    switch (kind) {
-    case SK_F64:
-      memcpy(out, &d, sizeof d);
-      return 0;
-    case SK_F32: {
-      float f = (float)d;
-      if (isinf(f) && isfinite(d)) {
-        raise_arg(name, index,
-                  "%R is out of range for f32 (largest finite value 3.4028234663852886e+38)", v);
-        return -1;
-      }
-      uint32_t u;
-      memcpy(&u, &f, sizeof u);
-      *out = u;
-      return 0;
-    }
-    default: {
-      uint16_t h;
-      const int f16 = kind == SK_F16;
-      if (narrow_float(d, f16 ? 5 : 8, &h) < 0) {
-        raise_arg(name, index, "%R is out of range for %s (largest finite value %s)", v,
-                  scalar_kind_names[kind], f16 ? "65504.0" : "3.3895313892515355e+38");
-        return -1;
-      }
-      *out = h;
-      return 0;
-    }
-    }
-  }
+  case SK_F64: return pack_float(kind, v, out, name, index);
   default:
     PyErr_SetString(PyExc_SystemError, "pywave._native: bad scalar kind");
     return -1;

@@ -168,10 +168,11 @@ static int check_stream(HostFunction *self, call_state *c) {
   wavert_device *device;
   if (get_device(self->device_type, c->dev_id, &device) != WAVERT_OK)
     return 0;
-  if (wavert_stream_check(device, c->stream) == WAVERT_OK)
+  const wavert_status st = wavert_stream_check(device, c->stream);
+  if (st == WAVERT_OK)
     return 0;
-  PyErr_Format(ArgumentError, "%U(): argument 'stream' on %s device %d: %s", self->name,
-               device_kind(self->device_type), (int)c->dev_id, wavert_last_error());
+  raise_status_fmt(st, "%U(): argument 'stream' on %s device %d", self->name,
+                   device_kind(self->device_type), (int)c->dev_id);
   return -1;
 }
 
