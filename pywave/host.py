@@ -177,15 +177,8 @@ def _check_wave_helpers(module: ir.Module) -> None:
     """CompileError for a declaration of one of Wave's helpers that does not have Wave's type
     and ``llvm.emit_c_interface`` (libwavert implements exactly that ABI), or a module that
     defines one itself."""
-    for op in module.body.operations:
-        op = op.operation
-        if op.name != "func.func" or sym_name(op) not in WAVE_HELPER_TYPES:
-            continue
-        name = sym_name(op)
-        if op.regions[0].blocks:
-            raise CompileError(f"the module defines @{name}, one of Wave's helpers, which "
-                               "pywave's runtime provides; declare it without a body")
-        ftype = str(ir.TypeAttr(op.attributes["function_type"]).value)
+    for op, name, ftype in _declarations(module, "func.func", WAVE_HELPER_TYPES,
+                                         "one of Wave's helpers, which"):
         c_interface = "llvm.emit_c_interface" in op.attributes
         if ftype != WAVE_HELPER_TYPES[name] or not c_interface:
             missing = "" if c_interface else " without llvm.emit_c_interface"
@@ -197,18 +190,26 @@ def _check_wave_helpers(module: ir.Module) -> None:
 def _check_wave_declarations(module: ir.Module) -> None:
     """CompileError for a lowered declaration of one of :data:`WAVE_FUNCTIONS` whose LLVM type
     is not the one libwavert implements, or a module that defines one."""
-    for op in module.body.operations:
-        op = op.operation
-        if op.name != "llvm.func" or sym_name(op) not in WAVE_FUNCTIONS:
-            continue
-        name = sym_name(op)
-        if op.regions[0].blocks:
-            raise CompileError(f"the module defines @{name}, a function of Wave's runtime "
-                               "that pywave's runtime provides; declare it without a body")
-        ftype = str(ir.TypeAttr(op.attributes["function_type"]).value)
+    for _, name, ftype in _declarations(module, "llvm.func", WAVE_FUNCTIONS,
+                                        "a function of Wave's runtime that"):
         if ftype != WAVE_LLVM_TYPES[name]:
             raise CompileError(f"@{name} is declared as {ftype}; Wave's runtime function has "
                                f"the type {WAVE_LLVM_TYPES[name]}")
+
+
+def _declarations(module: ir.Module, op_name: str, names, what: str):
+    """(op, name, function type text) of each top-level ``op_name`` declaring one of
+    ``names``; CompileError when the module defines one (``what``: how the message names
+    it, ending before "pywave's runtime provides")."""
+    for op in module.body.operations:
+        op = op.operation
+        if op.name != op_name or sym_name(op) not in names:
+            continue
+        name = sym_name(op)
+        if op.regions[0].blocks:
+            raise CompileError(f"the module defines @{name}, {what} pywave's runtime "
+                               "provides; declare it without a body")
+        yield op, name, str(ir.TypeAttr(op.attributes["function_type"]).value)
 
 
 #: GPU ops MLIR's translation to LLVM IR lowers itself (the ExecutionEngine's host code).
