@@ -169,7 +169,7 @@ class Worker:
             if got is None:
                 if not started:
                     raise NotStarted
-                raise crash.died(self.exit_code(2.0), _next_stage(finished),
+                raise crash.died(self.exit_code(10.0), _next_stage(finished),
                                  self.stderr_tail())
             tag = got[0]
             if tag == "start":
