@@ -68,6 +68,18 @@ class Elf:
                         out.add(self._str(strtab[4], name))
         return out
 
+    def undefined(self) -> set[str]:
+        """Names of the symbol tables' undefined symbols (section index 0)."""
+        out = set()
+        for s in self.sections:
+            if s[1] in (2, 11):  # SHT_SYMTAB, SHT_DYNSYM
+                strtab = self.sections[s[6]]
+                for off in range(s[4], s[4] + s[5], 24):
+                    name, _, _, shndx = struct.unpack_from("<IBBH", self.data, off)
+                    if name and shndx == 0:
+                        out.add(self._str(strtab[4], name))
+        return out
+
     def notes(self) -> list[tuple[str, int, bytes]]:
         out = []
         for s in self.sections:
@@ -293,3 +305,18 @@ def test_isa_versions():
     assert amdgpu.isa_version("gfx942") == 9402
     assert amdgpu.isa_version("gfx90a") == 9010
     assert amdgpu.isa_version("gfx1100") == 11000
+
+
+def test_gpu_assert_compiles_to_a_gfx942_hsaco():
+    """A kernel with cf.assert (gpu.assert's lowering) becomes a loadable gfx942 code object:
+    the message printed through HIP's printf (ockl) and llvm.trap (issue: ROCm gpu.assert
+    failed with 'llvm.mlir.addressof' op must reference a global)."""
+    from test_kernel_semantics import ASSERT
+    art = build(ASSERT, target="gfx942")
+    (binary,) = art.binaries
+    assert binary.format == "hsaco"
+    elf = Elf(binary.data)
+    assert elf.flags & EF_AMDGPU_MACH_MASK == EF_AMDGPU_MACH["gfx942"]
+    assert not elf.undefined(), f"undefined symbols: {elf.undefined()}"
+    assert any(s.startswith("__ockl_printf") for s in elf.symbols())   # linked in
+
