@@ -167,11 +167,22 @@ def _check_explicit_root() -> None:
                 "instead")
 
 
+def _real(path: str) -> str:
+    """``path`` resolved ("" for "", and for a relative path when the working folder was
+    removed: ``''`` on sys.path is the working folder, which then no longer exists)."""
+    if not path:
+        return ""
+    try:
+        return os.path.realpath(path)
+    except OSError:
+        return ""
+
+
 @functools.lru_cache(maxsize=8)
 def _find_toolkit(environment: tuple) -> Toolkit | None:
     _check_explicit_root()
     for root, source in _candidates():
-        root = os.path.realpath(root) if root else ""
+        root = _real(root)
         libdevice = os.path.join(root, LIBDEVICE) if root else ""
         if root and os.path.isfile(libdevice):
             ptxas = os.path.join(root, "bin", "ptxas")

@@ -441,6 +441,19 @@ def test_compile_from_a_removed_working_folder(own_server, tmp_path, monkeypatch
     assert _crash_files(tmp_path) == []
 
 
+def test_compile_from_a_removed_working_folder_with_it_on_sys_path(tmp_path):
+    """``python -c``, stdin and the REPL put '' (the working folder) first on sys.path; the
+    toolkit search resolved it and raised FileNotFoundError once the folder was removed."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    code = ("import os, sys, pywave; os.rmdir(os.getcwd()); "
+            "pywave.compile(sys.stdin.read(), target='sm_90', format='ptx', "
+            "disk_cache=False, isolate=False); print('ok')")
+    done = subprocess.run([sys.executable, "-c", code], input=VECTOR_ADD, text=True,
+                          capture_output=True, timeout=120, cwd=str(gone))
+    assert done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
 def test_a_crash_is_named_when_its_exit_status_is_lost(own_server, tmp_path):
     """The server (which reaps workers) killed, then the reused worker crashes mid-compile:
     its fault handler's words on stderr still make it a crash, with a reproducer."""
