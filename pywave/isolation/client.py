@@ -250,7 +250,8 @@ def _next_stage(finished: str | None) -> str:
 class ForkedWorker(Worker):
     """A worker forked by the compile server; its exit status arrives on a status pipe."""
 
-    def __init__(self, server: "ServerConnection", deadline: protocol.Deadline) -> None:
+    def __init__(self, server: "ServerConnection", deadline: protocol.Deadline,
+                 shield: Shield) -> None:
         super().__init__()
         requests_r, self._requests = os.pipe()
         self._replies, replies_w = os.pipe()
@@ -258,7 +259,8 @@ class ForkedWorker(Worker):
         client = os.pidfd_open(os.getpid())
         try:
             self.pid, self._pidfd = server.fork(
-                [requests_r, replies_w, self.stderr.fileno(), status_w, client], deadline)
+                [requests_r, replies_w, self.stderr.fileno(), status_w, client], deadline,
+                shield)
         except BaseException:
             for fd in (self._requests, self._replies, self._status):
                 _close(fd)
@@ -384,10 +386,11 @@ class ServerConnection:
         self._seq = 0
         self._lock = threading.Lock()
 
-    def fork(self, fds: list[int], deadline: protocol.Deadline) -> tuple[int, int]:
+    def fork(self, fds: list[int], deadline: protocol.Deadline,
+             shield: Shield) -> tuple[int, int]:
         """A worker given ``fds`` (protocol.FORK_FDS); returns (pid, pidfd). Raises
         ServerUnavailable (no answer within FORK_REPLY_SECONDS), WorkerDied (``deadline``
-        passed first)."""
+        passed first); Ctrl-C only while waiting for the reply (``shield``)."""
         with self._lock:
             self._seq += 1
             seq = self._seq
@@ -397,12 +400,12 @@ class ServerConnection:
                 self.sock.sendmsg([protocol.FORK.pack(b"F", seq)],
                                   [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))],
                                   socket.MSG_NOSIGNAL)
-                return self._reply(seq, deadline)
+                return self._reply(seq, deadline, shield)
             except OSError as exc:
                 raise ServerUnavailable(f"compile server at {self.path}: {exc}") from None
 
-    def _reply(self, seq: int, deadline: protocol.Deadline) -> tuple[int, int]:
-        shield = _current_shield()
+    def _reply(self, seq: int, deadline: protocol.Deadline,
+               shield: Shield) -> tuple[int, int]:
         patience = protocol.Deadline(FORK_REPLY_SECONDS)
         while True:
             with shield.waiting():
@@ -415,7 +418,7 @@ class ServerConnection:
                                         f"answer within {FORK_REPLY_SECONDS:g} s")
             data, fds, _, _ = socket.recv_fds(self.sock, protocol.FORK_REPLY.size, 1)
             if len(data) < protocol.FORK_REPLY.size:
-                data += self._rest(protocol.FORK_REPLY.size - len(data), data)
+                data += self._rest(protocol.FORK_REPLY.size - len(data))
             got, pid = protocol.FORK_REPLY.unpack(data)
             if got != seq:          # the reply to an interrupted request
                 for fd in fds:
@@ -427,7 +430,7 @@ class ServerConnection:
                 raise ServerUnavailable("compile server sent no pidfd")
             return pid, fds[0]
 
-    def _rest(self, size: int, data: bytes) -> bytes:
+    def _rest(self, size: int) -> bytes:
         rest = b""
         while len(rest) < size:
             chunk = self.sock.recv(size - len(rest))
@@ -609,13 +612,6 @@ def stop_server() -> bool:
 # --------------------------------------------------------------------------------------------
 # The pool
 # --------------------------------------------------------------------------------------------
-_shields = threading.local()
-
-
-def _current_shield() -> Shield:
-    return getattr(_shields, "shield", None) or Shield()
-
-
 class Pool:
     """At most ``$PYWAVE_COMPILE_WORKERS`` workers (a call may raise the bound for itself);
     thread-safe; forgets its workers in a forked child (their pipes are the parent's)."""
@@ -638,7 +634,6 @@ class Pool:
         deadline = protocol.Deadline(limit)
         burst = size > default
         with Shield() as shield:
-            _shields.shield = shield
             if burst:
                 with self._lock:
                     self._bursts += 1
@@ -667,7 +662,6 @@ class Pool:
                 raise Error("three compile workers in a row ended before they could start "
                             "the compile; see the log (pywave.isolation at DEBUG)")
             finally:
-                _shields.shield = None
                 if burst:
                     with self._lock:
                         self._bursts -= 1
@@ -743,7 +737,7 @@ class Pool:
             if server is None:
                 break
             try:
-                return ForkedWorker(server, deadline)
+                return ForkedWorker(server, deadline, shield)
             except ServerUnavailable as exc:
                 self._drop_server(server, exc)
         return SpawnedWorker()

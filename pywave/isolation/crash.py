@@ -65,8 +65,8 @@ def died(code: int | None, stage: str, stderr: str) -> WorkerDied:
     if code is None:
         said = last_message(stderr)
         if _CRASH_WORDS.search(said):   # its exit status is lost, its last words are not
-            return WorkerDied(f"crashed (its exit status is unknown: the compile server that "
-                              f"reaps it is gone)", stage, stderr)
+            return WorkerDied("crashed (its exit status is unknown: the compile server that "
+                              "reaps it is gone)", stage, stderr)
         return WorkerDied("worker ended and its exit status is unknown (the compile server "
                           "that reaps it is gone too: a logout, the OOM killer or a kill of "
                           "its process group), and it wrote no crash message, so this is not "
