@@ -39,6 +39,31 @@ static int scalar_type_error(PyObject *name, Py_ssize_t index, scalar_kind kind,
   return -1;
 }
 
+/* `v` (an integer: __index__) as a long long in [lo, hi] into *out: 0, or -1 with the error
+ * set (out of range: ArgumentError naming the argument, the value, `kind` and the range, then
+ * `hint`). */
+static int index_in_range(PyObject *v, scalar_kind kind, long long lo, long long hi,
+                          const char *hint, long long *out, PyObject *name, Py_ssize_t index) {
+  PyObject *iv = PyNumber_Index(v);
+  if (!iv)
+    return -1;
+  int overflow;
+  const long long x = PyLong_AsLongLongAndOverflow(iv, &overflow);
+  if (x == -1 && PyErr_Occurred()) {
+    Py_DECREF(iv);
+    return -1;
+  }
+  if (overflow || x < lo || x > hi) {
+    raise_arg(name, index, "%R is out of range for %s [%lld, %lld]%s", iv,
+              scalar_kind_names[kind], lo, hi, hint);
+    Py_DECREF(iv);
+    return -1;
+  }
+  Py_DECREF(iv);
+  *out = x;
+  return 0;
+}
+
 /* i1: a bool (Python or NumPy) or an integer 0 / 1. */
 static int pack_bool(PyObject *v, uint64_t *out, PyObject *name, Py_ssize_t index) {
   if (v == Py_True || v == Py_False) {
@@ -54,21 +79,9 @@ static int pack_bool(PyObject *v, uint64_t *out, PyObject *name, Py_ssize_t inde
   }
   if (PyFloat_Check(v) || !PyIndex_Check(v))
     return scalar_type_error(name, index, SK_I1, v, "a bool");
-  PyObject *iv = PyNumber_Index(v);
-  if (!iv)
+  long long x;
+  if (index_in_range(v, SK_I1, 0, 1, " (pass a bool)", &x, name, index) < 0)
     return -1;
-  int overflow;
-  long long x = PyLong_AsLongLongAndOverflow(iv, &overflow);
-  if (x == -1 && PyErr_Occurred()) {
-    Py_DECREF(iv);
-    return -1;
-  }
-  if (overflow || (x != 0 && x != 1)) {
-    raise_arg(name, index, "%R is out of range for i1 [0, 1] (pass a bool)", iv);
-    Py_DECREF(iv);
-    return -1;
-  }
-  Py_DECREF(iv);
   *out = (uint64_t)x;
   return 0;
 }
@@ -78,25 +91,11 @@ static int pack_int(scalar_kind kind, PyObject *v, uint64_t *out, PyObject *name
                     Py_ssize_t index) {
   if (PyFloat_Check(v) || !PyIndex_Check(v))
     return scalar_type_error(name, index, kind, v, "an integer");
-  PyObject *iv = PyNumber_Index(v);
-  if (!iv)
-    return -1;
   const int bits = kind == SK_I8 ? 8 : kind == SK_I16 ? 16 : kind == SK_I32 ? 32 : 64;
   const long long hi = bits == 64 ? INT64_MAX : (long long)((INT64_C(1) << (bits - 1)) - 1);
-  const long long lo = -hi - 1;
-  int overflow;
-  long long x = PyLong_AsLongLongAndOverflow(iv, &overflow);
-  if (x == -1 && PyErr_Occurred()) {
-    Py_DECREF(iv);
+  long long x;
+  if (index_in_range(v, kind, -hi - 1, hi, "", &x, name, index) < 0)
     return -1;
-  }
-  if (overflow || x < lo || x > hi) {
-    raise_arg(name, index, "%R is out of range for %s [%lld, %lld]", iv,
-              scalar_kind_names[kind], lo, hi);
-    Py_DECREF(iv);
-    return -1;
-  }
-  Py_DECREF(iv);
   *out = bits == 64 ? (uint64_t)x : ((uint64_t)x & ((UINT64_C(1) << bits) - 1));
   return 0;
 }
