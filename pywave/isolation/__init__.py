@@ -61,6 +61,7 @@ folder, or it fails to start) each worker is started directly as ``python -c BOO
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -136,7 +137,5 @@ def serve() -> None:
         from . import worker
         worker.main(None)
 
-
-import atexit  # noqa: E402 - registered once the pool exists
 
 atexit.register(POOL.shutdown)
