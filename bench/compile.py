@@ -18,7 +18,7 @@ host function:
 
 Targets (issues #4, #15): on-disk hit in a fresh process <= 15% of the cold-compile process
 time; in-memory hit <= 50 µs. The warm start is also measured without the pre-linked host code
-(``pywave.sharedobj``; its cache filled with no C compiler), i.e. through llvmlite's MCJIT.
+(``pywave.host.sharedobj``; its cache filled with no C compiler), i.e. through llvmlite's MCJIT.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ import tempfile
 import time
 
 import pywave
-from pywave import api, info, pipeline
+from pywave import api, pipeline
+from pywave.entry import info
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VECTOR_ADD = os.path.join(HERE, "..", "examples", "vector_add.mlir")
@@ -110,7 +111,7 @@ def memory_hit_us(text: str, target: str, hits: int) -> float:
     return 1e6 * statistics.median(times)
 
 
-#: The warm start without pywave.sharedobj's pre-linked host code (its cache was filled with
+#: The warm start without pywave.host.sharedobj's pre-linked host code (its cache was filled with
 #: no C compiler driver), as before it: llvmlite imported and the object loaded with MCJIT.
 WARM_MCJIT = "warm cache, MCJIT (no .pwso)"
 #: Floors of a fresh process beside ``python -c pass``: the site module, and pywave imported

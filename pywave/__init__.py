@@ -9,8 +9,7 @@ from __future__ import annotations
 import logging
 
 from ._version import __version__
-from .errors import (ArgumentError, CompileError, ConfigWarning, DeviceError, Error,
-                     NotBuiltError)
+from .errors import ArgumentError, CompileError, ConfigWarning, DeviceError, Error, NotBuiltError
 
 
 def _check_built() -> None:
@@ -64,13 +63,13 @@ def __getattr__(name: str):
     imported on first use (a warm start needs neither the C export's subprocess nor the thread
     pool)."""
     if name == "ExecutionEngine":
-        from .engine import ExecutionEngine
+        from .entry.engine import ExecutionEngine
         return ExecutionEngine
     if name == "export":
-        from .c_export import export
+        from .entry.c_export import export
         return export
     if name in ("compile_many", "CompileManyError"):
-        from . import many
+        from .entry import many
         return getattr(many, name)
     raise AttributeError(f"module 'pywave' has no attribute {name!r}")
 

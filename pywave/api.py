@@ -19,17 +19,20 @@ import time
 import weakref
 from typing import Mapping, Sequence
 
-from . import cache, jit, kernel_api, pipeline, runtime, sharedobj, validate
+from . import cache, pipeline, runtime
 from .errors import ArgumentError, CompileError, DeviceError, Error
+from .frontend import validate
+from .frontend.source import MlirModule, text_and_name, with_path_hint
+from .host import jit, sharedobj
 from .lowering import LoweringOptions, options_of
 from .pipeline import Artifacts
-from .source import MlirModule, text_and_name, with_path_hint
 from .program import BACKENDS, PACKED_PREFIX, RELEASE_KERNELS, Binary, Program
+from .runtime import kernel_api
 
 log = logging.getLogger("pywave")
 
 #: The live modules, keyed by (MLIR text, cache.described options): a hit hashes no text
-#: beyond the str's own cached hash (shared with pywave.many).
+#: beyond the str's own cached hash (shared with pywave.entry.many).
 _memory: "weakref.WeakValueDictionary[tuple[str, str], CompiledModule]" = \
     weakref.WeakValueDictionary()
 _memory_lock = threading.Lock()
@@ -122,7 +125,7 @@ def compile(text: "str | os.PathLike[str] | MlirModule", *,
         whose name then appears in diagnostics. An ``mlir.ir.Module``, ``Operation`` or
         ``OpView`` of the MLIR Python bindings, or a module object of another MLIR build's
         bindings (IREE's ``iree.compiler.ir``), is compiled from its text
-        (:func:`pywave.source.text_and_name` says exactly what is accepted): it is printed
+        (:func:`pywave.frontend.source.text_and_name` says exactly what is accepted): it is printed
         here, left unchanged and may be used again; the compiled module does not depend on
         its context.
     target : str or list of str, optional
@@ -156,7 +159,7 @@ def compile(text: "str | os.PathLike[str] | MlirModule", *,
     passes : str, optional
         Your own pass pipeline in MLIR's textual syntax, anchored on the module
         (``"builtin.module(canonicalize, func.func(cse))"``; any pass the MLIR Python bindings
-        register), run right after parsing, before pywave's lowering (:mod:`pywave.passes`).
+        register), run right after parsing, before pywave's lowering (:mod:`pywave.frontend.passes`).
         Part of the cache key. An unknown pass, a bad option or a failing pass is a
         ``CompileError`` naming the pass (a failure also the op and its location).
     isolate : bool, optional
@@ -206,7 +209,7 @@ def compile(text: "str | os.PathLike[str] | MlirModule", *,
             cache.discard(cache_key, f"the module does not load: {exc}")
     how = "disk cache hit"
     if module is None:
-        from . import isolation   # a warm start neither imports it nor starts a worker
+        from . import isolation  # a warm start neither imports it nor starts a worker
         try:
             program = isolation.program(compiler, isolate=isolate, timeout=timeout)
         except CompileError as exc:
@@ -274,7 +277,7 @@ class CompiledModule:
         from . import _native
         self._program = program
         engine = _prelinked(program)
-        if engine is None:   # no usable pre-linked shared object (pywave.sharedobj): MCJIT
+        if engine is None:   # no usable pre-linked shared object (pywave.host.sharedobj): MCJIT
             jit.initialise(runtime.LIBRARY)
             engine = jit.JitModule(program.object_code)
         self._engine = engine   # MCJIT or pre-linked: which one served is visible for tests
@@ -325,7 +328,7 @@ class CompiledModule:
         function's do (dtype, rank, static sizes, device, scalar ranges) plus the grid and
         block (1-3 ints, each >= 1, within the device's and kernel's limits) and the dynamic
         shared memory (bytes); it is asynchronous on the stream. See
-        :class:`pywave.kernel_api.Kernels`."""
+        :class:`pywave.runtime.kernel_api.Kernels`."""
         return self._kernels
 
     def kernel(self, name: str):
@@ -342,7 +345,7 @@ class CompiledModule:
         cache), for ``chip`` (default: the image's first chip). ``device=N``: the driver's
         (``cuFuncGetAttribute``) for the code it loads from the image on GPU ``N`` of the
         target's backend; the image is loaded for the query and released after it, which
-        waits for the device's pending work. See :class:`pywave.kernel_api.KernelAttributes`.
+        waits for the device's pending work. See :class:`pywave.runtime.kernel_api.KernelAttributes`.
 
         Raises ArgumentError for an unknown or ambiguous name, or no figures for the chip
         (PTX left to the driver, images given with ``binaries=``); DeviceError without that

@@ -17,7 +17,7 @@ is a logged warning naming the variable and the default used, never an error.
 
 An entry is one file, ``<key>.pwc``, holding everything of its program: kernel images, host
 object code and, when a C compiler linked it, the host code pre-linked into a shared object
-(:mod:`pywave.sharedobj`), all under one checksum. An entry is bound to its key: the key is
+(:mod:`pywave.host.sharedobj`), all under one checksum. An entry is bound to its key: the key is
 inside the checksummed payload, so a file copied or linked under another key is corrupt, not
 another module; and what is ``dlopen``-ed is the checksummed bytes themselves (copied into a
 sealed memfd), so no file can be swapped in between the check and the load. Any entry that
@@ -26,7 +26,7 @@ checksum, a truncated payload, a missing, extra or mistyped field) is logged, re
 rebuilt.
 
 Every file read from the cache folder (entries here, the ptxas release memo of
-:mod:`pywave.toolkit`) goes through :func:`read_file`: opened without following symbolic
+:mod:`pywave.kernels.toolkit`) goes through :func:`read_file`: opened without following symbolic
 links and without blocking, then checked on the open descriptor to be a regular file owned
 by this user and at most :data:`MAX_FILE_BYTES` long. Anything else (a symbolic link, FIFO,
 device, folder, another user's file, an oversized file) is corrupt: logged, removed and
@@ -54,8 +54,7 @@ import time
 from typing import Any
 
 from .errors import warn_config
-from .program import (BACKENDS, FORMATS, PYWAVE_CONVENTION, WAVE_CONVENTION, Binary,
-                      HostSignature, KernelInfo, Param, Program, Target)
+from .program import (BACKENDS, FORMATS, PYWAVE_CONVENTION, WAVE_CONVENTION, Binary, HostSignature, KernelInfo, Param, Program, Target)
 
 try:   # BLAKE2b is built into CPython; hashlib's import loads OpenSSL (~5 ms per process)
     from _blake2 import blake2b
@@ -539,7 +538,7 @@ _writes_lock = threading.Lock()
 def store(cache_key: str, program: Program) -> Program | None:
     """Write the entry of ``program`` atomically, its host code pre-linked into its
     ``shared_object`` first when it has none and a C compiler is present
-    (:func:`pywave.sharedobj.link`); evict least recently used entries over the bound (on
+    (:func:`pywave.host.sharedobj.link`); evict least recently used entries over the bound (on
     the first write of the process and every EVICT_EVERY writes after).
 
     Returns the program as stored (with its ``shared_object`` when one was linked: the
@@ -551,7 +550,7 @@ def store(cache_key: str, program: Program) -> Program | None:
     if root is None:
         return None
     if program.shared_object is None:
-        from . import sharedobj
+        from .host import sharedobj
         shared = sharedobj.link(program.object_code)   # for warm starts without llvmlite
         if shared:
             program = dataclasses.replace(program, shared_object=shared)

@@ -120,7 +120,7 @@ class Dump:
         """Called between kernel lowering and serialisation (``pipeline``): the NVVM-level IR,
         then each gpu.module's LLVM IR and PTX, from serialising copies of the module with
         ``pipeline_for(mlir_format)``."""
-        from .kernels import serialise_clone
+        from .kernels.nvvm import serialise_clone
 
         t0, before = time.perf_counter(), self._elapsed
         self.manifest["pipelines"]["binary"] = pipeline

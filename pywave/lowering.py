@@ -4,7 +4,7 @@ the kernel compile options of nvcc users (line info, fast math, a register limit
 options), the kernel pipeline they make, and the image format a chip can be compiled to.
 
 Plain data and strings; no MLIR import (the options are part of the compile-cache key,
-computed before MLIR loads). :mod:`pywave.kernel_options` applies the kernel compile options
+computed before MLIR loads). :mod:`pywave.kernels.options` applies the kernel compile options
 to the IR.
 """
 
@@ -189,23 +189,6 @@ def _checked_ptxas_options(options: object) -> tuple[str, ...]:
         if reserved:
             raise CompileError(f"{where}: pywave sets {name} itself ({reserved})")
     return tuple(options)
-
-
-def nvvm_target(chip: str, options: LoweringOptions) -> str:
-    """The ``#nvvm.target`` attribute text for ``chip`` with ``options`` (the ptxas options
-    as a list of separate strings)."""
-    features = f', features = "{options.features}"' if options.features else ""
-    return f'#nvvm.target<chip = "{chip}", O = {options.kernel_opt_level}{features}' \
-        f'{nvvm_flags(options)}>'
-
-
-def nvvm_flags(options: LoweringOptions) -> str:
-    """``, flags = {"ptxas-cmd-options" = [...]}`` for :attr:`LoweringOptions.ptxas_arguments`
-    ("" without any). The options are validated strings: no quote or backslash to escape."""
-    args = options.ptxas_arguments
-    if not args:
-        return ""
-    return ', flags = {"ptxas-cmd-options" = [' + ", ".join(f'"{a}"' for a in args) + "]}"
 
 
 def nvvm_pipeline(options: LoweringOptions) -> str:

@@ -3,14 +3,14 @@
 ======================  =============================================  =====================
 stage                   runs                                           produces
 ======================  =============================================  =====================
-``parse``               :mod:`pywave.parse`                            verified module
-``passes``              :mod:`pywave.passes` (the user's ``passes=``)  the module after them
+``parse``               :mod:`pywave.frontend.parse`                            verified module
+``passes``              :mod:`pywave.frontend.passes` (the user's ``passes=``)  the module after them
 ``prepare``             bool widening, ``PREPARE_PIPELINE``, checks    outlined kernels
-``signatures``          :mod:`pywave.signature`                        ``[HostSignature]``
-``kernels``             target assignment, :mod:`pywave.kernels` /     ``[Binary]`` (+ user
-                        :mod:`pywave.amdgpu`, :mod:`pywave.images`     replacements)
-``host``                :mod:`pywave.host`                             host LLVM IR
-``llvm-codegen``        :mod:`pywave.jit`                              host object code
+``signatures``          :mod:`pywave.host.signature`                        ``[HostSignature]``
+``kernels``             target assignment, :mod:`pywave.kernels.nvvm` /     ``[Binary]`` (+ user
+                        :mod:`pywave.kernels.rocdl`, :mod:`pywave.kernels.images`     replacements)
+``host``                :mod:`pywave.host.lowering`                             host LLVM IR
+``llvm-codegen``        :mod:`pywave.host.jit`                              host object code
 ======================  =============================================  =====================
 
 :func:`pywave.compile` (JIT), :func:`pywave.export` (a shared library for C), dumping
@@ -18,8 +18,8 @@ stage                   runs                                           produces
 runs one with ``passes_only`` (parse, the user's passes, the module's text). The target is
 resolved once, when the pipeline is made (the compile cache keys on it before anything runs);
 MLIR is imported by :meth:`Pipeline.run` only, so a cache hit never loads it. The options
-are checked when the pipeline is made (:func:`pywave.validate.options`); the module is checked
-after ``parse`` and ``prepare`` (:mod:`pywave.validate`), before LLVM sees it. A Pipeline is
+are checked when the pipeline is made (:func:`pywave.frontend.validate.options`); the module is checked
+after ``parse`` and ``prepare`` (:mod:`pywave.frontend.validate`), before LLVM sees it. A Pipeline is
 plain data until it runs: :mod:`pywave.isolation` pickles it into a compile worker, where
 :meth:`Pipeline.run` runs.
 """
@@ -32,9 +32,12 @@ import logging
 import time
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
-from . import cache, dump, images, jit, lowering, passes, runtime, toolkit, validate
+from . import cache, dump, lowering, runtime
 from ._version import __version__
 from .errors import Error
+from .frontend import passes, validate
+from .host import jit
+from .kernels import images, toolkit
 from .program import BACKENDS, HOST_ABI, Binary, HostModule, Program, Target
 
 _lowering = lowering      # the module; Pipeline's parameter of the same name shadows it
@@ -162,7 +165,7 @@ class Recorder:
         if self.dump:
             self.dump.kernels_lowered(module, pipeline, pipeline_for)
         if self.keep_stages:
-            from .kernels import serialise_clone
+            from .kernels.nvvm import serialise_clone
             started = time.perf_counter()
             for name, data in serialise_clone(module, pipeline_for("isa")):
                 self.stages[f"ptx @{name}"] = data.rstrip(b"\0").decode(errors="replace")
@@ -183,8 +186,8 @@ class Pipeline:
         The MLIR module.
     target : str or list of str, optional
         Chips to build for (``"sm_90"``, ``"gfx942"``, ``["sm_80", "sm_90"]``;
-        :func:`pywave.validate.targets`); the rule against the IR's own chips is
-        :func:`pywave.kernels.assign_targets`'s. Default: the IR's chips, else GPU 0's.
+        :func:`pywave.frontend.validate.targets`); the rule against the IR's own chips is
+        :func:`pywave.kernels.targets.assign_targets`'s. Default: the IR's chips, else GPU 0's.
     opt_level : int
         LLVM optimisation level of the host code (0-3).
     format : str
@@ -194,7 +197,7 @@ class Pipeline:
         Name of the text in diagnostics.
     replacements : mapping, optional
         ``{gpu.module name: path or bytes}``: images replacing the compiled ones
-        (:mod:`pywave.images`); loaded when the pipeline is made.
+        (:mod:`pywave.kernels.images`); loaded when the pipeline is made.
     keep_stages : bool
         Keep each stage's IR text in :attr:`Artifacts.stages` and emit host assembly.
     dump_dir : str, optional
@@ -209,20 +212,20 @@ class Pipeline:
         :data:`pywave.program.RUN_ENTRY`), and skip, instead of refusing, the other public
         functions Python cannot call.
     launchers : bool
-        Also generate a launcher host function per launchable kernel (:mod:`pywave.launchers`,
+        Also generate a launcher host function per launchable kernel (:mod:`pywave.host.launchers`,
         the Python launch API of :func:`pywave.compile`); not for ``library`` or
         ``run_entry``, whose functions are C's and the runner's.
     passes : str, optional
         The user's pass pipeline (``"builtin.module(canonicalize, func.func(cse))"``), run
-        right after ``parse`` and before pywave's own stages (:mod:`pywave.passes`); part of
+        right after ``parse`` and before pywave's own stages (:mod:`pywave.frontend.passes`); part of
         the cache key.
     passes_only : bool
         Stop after ``passes`` (``pywave opt``): :attr:`Artifacts.text` is the module's text;
         no target is looked up and nothing is compiled.
     packed_interface : bool
-        Host code for :class:`pywave.engine.ExecutionEngine`: MLIR ExecutionEngine's packed
+        Host code for :class:`pywave.entry.engine.ExecutionEngine`: MLIR ExecutionEngine's packed
         wrapper ``_mlir_<f>`` of every externally visible host function
-        (:func:`pywave.host.add_packed_interface`); like ``run_entry``, other public functions
+        (:func:`pywave.host.lowering.add_packed_interface`); like ``run_entry``, other public functions
         Python cannot call are kept, not refused, and synchronous launches return when their
         kernel has finished (upstream's meaning).
 
@@ -232,7 +235,7 @@ class Pipeline:
         An option of the wrong type (``text`` not a str, ...), naming the parameter.
     CompileError
         A value out of range (an unknown chip, ``opt_level``, ``format``), text that is not
-        valid Unicode or nests too deeply (:func:`pywave.validate.options`), an unreadable
+        valid Unicode or nests too deeply (:func:`pywave.frontend.validate.options`), an unreadable
         or unknown replacement image.
     """
 
@@ -306,8 +309,9 @@ class Pipeline:
         :mod:`pywave.isolation` runs it in a compile worker."""
         from mlir import ir
 
-        from . import host, kernels, parse, signature
-        from .mlirutil import run_pipeline
+        from .frontend import parse, prepare
+        from .host import lowering as host_lowering
+        from .host import signature
 
         requested = self.target.requested     # an unknown chip fails before any work
         rec = Recorder(self.keep_stages, self._start_dump())
@@ -318,28 +322,25 @@ class Pipeline:
                 return self._run_passes_only(module, rec)
             validate.module(module)
             if self.run_entry is not None:
-                host.check_run_entry(module, self.run_entry)
+                host_lowering.check_run_entry(module, self.run_entry)
             rec.done("parse", module)
             if self.passes is not None:
                 _passes.run(module, self.passes, self.text, self.filename)
                 validate.module(module)
             rec.done("passes", module if self.passes is not None else None)
-            bool_args = kernels.widen_bool_memrefs(module)
-            run_pipeline(module, kernels.PREPARE_PIPELINE, "preparing the module", self.text)
-            kernels.check_kernels(module)
-            validate.prepared(module, device_arguments=not self._runner)
+            bool_args = prepare.prepare(module, self.text, device_arguments=not self._runner)
             rec.done("prepare", module)
             functions = signature.read_signatures(module, self.text, bool_args,
                                                   strict=not self._runner)
             if self.launchers:
-                from . import launchers
+                from .host import launchers
                 functions += launchers.add_launchers(module, self.text, bool_args)
             rec.done("signatures")
             target, binaries = self._kernels(module, requested, rec)
             rec.done("kernels", module)
             if rec.dump:
                 rec.dump.binaries(binaries)
-            lowered = host.lower(module, binaries, functions, text=self.text,
+            lowered = host_lowering.lower(module, binaries, functions, text=self.text,
                                  kernel_bare_ptr=self.lowering.kernel_bare_ptr,
                                  run_entry=self.run_entry,
                                  packed_interface=self.packed_interface)
@@ -374,59 +375,26 @@ class Pipeline:
 
     def _kernels(self, module: "ir.Module", requested: Target | None,
                  rec: Recorder) -> tuple[Target, list[Binary]]:
-        """Assign targets, lower and serialise the kernels, swap in the replacements."""
-        dumper = rec.dump
-        from . import kernel_options, kernels
-        kernel_options.add_ptxas_arguments(module, self.lowering)
-        self._attach_nvvm_targets(module, requested or self.target.found)
-        target = kernels.assign_targets(module, requested, self.target.found)
-        if target.backend == "rocdl":
-            from . import amdgpu
-            kernel_options.check_target(self.lowering, target, self.format)
-            binaries = amdgpu.lower_rocdl(module, fmt=self.format, text=self.text,
-                                          opt_level=self.lowering.kernel_opt_level,
-                                          line_info=self.lowering.line_info)
-        else:
-            from . import subgroups
-            subgroups.lower_subgroup_ops(module)
-            fmt = _lowering.image_format(self.format, target.chip, toolkit.cuda_toolkit()) \
-                if len(target.chips) == 1 else self.format
-            assembled = kernels.lower_nvvm(module, fmt=fmt, text=self.text,
-                                           observe=rec.kernels_lowered
-                                           if dumper or self.keep_stages else None,
-                                           options=self.lowering)
-            binaries = [assembled.get(b.name, b)
-                        for b in kernels.collect_binaries(module, target)]
-        binaries = images.replace(binaries, self.replacements, target)
-        if dumper:
-            dumper.update(target={"backend": target.backend, "chip": target.chip})
+        """The kernels stage (:func:`pywave.kernels.lower`), observed for dumps."""
+        from . import kernels
+        target, binaries = kernels.lower(
+            module, requested=requested, found=self.target.found, options=self.lowering,
+            fmt=self.format, text=self.text, replacements=self.replacements,
+            observe=rec.kernels_lowered if rec.dump or self.keep_stages else None)
+        if rec.dump:
+            rec.dump.update(target={"backend": target.backend, "chip": target.chip})
         return target, binaries
-
-    def _attach_nvvm_targets(self, module: "ir.Module", target: Target | None) -> None:
-        """Give target-less ``gpu.module``s an ``#nvvm.target`` carrying the lowering options
-        (features, kernel opt level) when the target is an NVIDIA chip; the others are left
-        to :func:`pywave.kernels.assign_targets`."""
-        from mlir import ir
-
-        from .mlirutil import gpu_modules, kernels_of
-        from .targets import module_target
-        if target is None or target.backend != "nvvm":
-            return
-        attr = "[" + ", ".join(_lowering.nvvm_target(chip, self.lowering)
-                               for chip in target.chips) + "]"
-        for gmod in gpu_modules(module):
-            if kernels_of(gmod) and module_target(gmod) is None:
-                gmod.attributes["targets"] = ir.Attribute.parse(attr, module.context)
 
     def _start_dump(self) -> "dump.Dump | None":
         options = {k: v for k, v in self.describe().items() if k not in ("chip", "filename")}
         dumper = dump.Dump.start(self.dump_root, self.text, filename=self.filename,
                                  options=options)
         if dumper:
-            from . import host, kernels
+            from .frontend import prepare
+            from .host import lowering as host_lowering
             dumper.update(tool_versions=tool_versions(), pipelines={
                 "passes": self.passes or "",
-                "prepare": kernels.PREPARE_PIPELINE,
+                "prepare": prepare.PREPARE_PIPELINE,
                 "nvvm": _lowering.nvvm_pipeline(self.lowering),
-                "host": host.HOST_PIPELINE, "llvm": f"llvmlite O{self.opt_level}"})
+                "host": host_lowering.HOST_PIPELINE, "llvm": f"llvmlite O{self.opt_level}"})
         return dumper

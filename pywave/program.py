@@ -283,7 +283,7 @@ class Param:
 #: Host functions written in pywave's own convention: memref and scalar arguments.
 PYWAVE_CONVENTION = "pywave"
 #: Host functions in Wave's convention (``f(!llvm.ptr stream, !llvm.ptr object, ...)``, no
-#: results; :func:`pywave.signature.is_wave_function` says which): ``params`` are the objects,
+#: results; :func:`pywave.host.signature.is_wave_function` says which): ``params`` are the objects,
 #: the stream is the packed entry's first slot.
 WAVE_CONVENTION = "wave"
 
@@ -324,7 +324,7 @@ class HostSignature:
 HOST_ABI = 2
 
 #: Packed entry of host function ``f``: ``void _pywave_packed_f(uint64_t *slots)`` (the slot
-#: layout is documented in :mod:`pywave.host`).
+#: layout is documented in :mod:`pywave.host.lowering`).
 PACKED_PREFIX = "_pywave_packed_"
 #: ``void _pywave_release_kernels(void)``: releases every kernel the host code loaded and
 #: clears its slot (later calls load them again). Not safe while a call runs.
@@ -334,7 +334,7 @@ RELEASE_KERNELS = "_pywave_release_kernels"
 RUN_ENTRY = "_pywave_run"
 #: ``void _pywave_engine_init(void)`` / ``_pywave_engine_fini(void)``: the host code's global
 #: constructors / destructors (loading / unloading the kernel images through ``mgpu*``), in
-#: the ExecutionEngine's host code (:class:`pywave.engine.ExecutionEngine`).
+#: the ExecutionEngine's host code (:class:`pywave.entry.engine.ExecutionEngine`).
 ENGINE_INIT = "_pywave_engine_init"
 ENGINE_FINI = "_pywave_engine_fini"
 
@@ -356,7 +356,7 @@ class Program:
     object code and the host signatures; plain data, no MLIR objects.
 
     ``shared_object``: the same host object code pre-linked into an ELF shared object
-    (:func:`pywave.sharedobj.link`), or None. The disk cache adds it when it stores the
+    (:func:`pywave.host.sharedobj.link`), or None. The disk cache adds it when it stores the
     program and keeps it inside the entry's checksum; a ``CompiledModule`` opens it with
     ``dlopen`` instead of loading ``object_code`` with MCJIT. Not part of equality or
     ``repr``: a program is the same program with or without its pre-linked form."""

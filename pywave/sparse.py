@@ -8,7 +8,7 @@ path, or a copy already loaded), else ``lib64/`` of ``$CUDA_HOME``, ``$CUDA_PATH
 ``/usr/local/cuda``. NVIDIA's pip wheels (``nvidia-cusparse-cu12``, ``nvidia-cusparselt-cu12``,
 CUDA 13's ``nvidia/cu13``) are outside all of these, so before host code that calls the
 library runs, :func:`preload` loads it from where the toolkit is looked for
-(:mod:`pywave.toolkit`'s order: ``$PYWAVE_CUDA_PATH``, ``$CUDA_HOME``, ``$CUDA_PATH``, the
+(:mod:`pywave.kernels.toolkit`'s order: ``$PYWAVE_CUDA_PATH``, ``$CUDA_HOME``, ``$CUDA_PATH``, the
 wheels on ``sys.path``, ``/usr/local/cuda``): libwavert's ``dlopen`` of the soname then finds
 that copy. Imports no MLIR.
 """
@@ -104,7 +104,7 @@ def preload(symbols: Iterable[str]) -> None:
 
 def named_in(object_code: bytes) -> set[str]:
     """The sparse entry points whose names the ELF string table of ``object_code`` (host
-    object code) holds, for loaders that do not read its symbol table (:mod:`pywave.sharedobj`).
+    object code) holds, for loaders that do not read its symbol table (:mod:`pywave.host.sharedobj`).
     A name counts only as a whole NUL-terminated string."""
     return {f for f in FUNCTIONS if b"\0" + f.encode() + b"\0" in object_code}
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import pywave
-from pywave import amdgpu
 from pywave.api import build
+from pywave.kernels import rocdl
 
 DATA = Path(__file__).parent / "data"
 KERNEL_FILES = sorted(p.name for p in DATA.glob("*.mlir"))
@@ -28,9 +28,9 @@ SCALAR_SIZES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "index": 8,
 
 
 def _tools_missing() -> str | None:
-    if amdgpu.linker() is None:
+    if rocdl.linker() is None:
         return "no ld.lld (apt-get install lld, or pip install ziglang)"
-    if amdgpu.device_library_dir() is None:
+    if rocdl.device_library_dir() is None:
         return "no ROCm device libraries (apt-get install rocm-device-libs, or set ROCM_PATH)"
     return None
 
@@ -163,13 +163,14 @@ def kernel_arg_sizes(text: str) -> dict[str, list[int]]:
     a rank-r memref is 3 + 2r 8-byte fields, a scalar its own size."""
     from mlir import ir
 
-    from pywave import kernels, mlirutil, parse
+    from pywave import mlirutil
+    from pywave.frontend import parse, prepare
 
     out = {}
     with ir.Context() as ctx:
         module = parse.parse(text, ctx)
-        kernels.widen_bool_memrefs(module)
-        mlirutil.run_pipeline(module, kernels.PREPARE_PIPELINE, "prepare")
+        prepare.widen_bool_memrefs(module)
+        mlirutil.run_pipeline(module, prepare.PREPARE_PIPELINE, "prepare")
         for gmod in mlirutil.gpu_modules(module):
             for k in mlirutil.kernels_of(gmod):
                 name = mlirutil.sym_name(k)
@@ -285,13 +286,13 @@ def test_nvidia_format_for_amd_target_is_an_error(mlir):
 
 
 def test_missing_linker_is_a_compile_error_naming_the_install(mlir, monkeypatch):
-    monkeypatch.setattr(amdgpu, "linker", lambda: None)
+    monkeypatch.setattr(rocdl, "linker", lambda: None)
     with pytest.raises(pywave.CompileError, match="ld.lld.*apt-get install lld"):
         build(mlir("vector_add.mlir"), target="gfx942")
 
 
 def test_missing_device_libraries_is_a_compile_error(mlir, monkeypatch):
-    monkeypatch.setattr(amdgpu, "device_library_dir", lambda: None)
+    monkeypatch.setattr(rocdl, "device_library_dir", lambda: None)
     with pytest.raises(pywave.CompileError, match="rocm-device-libs"):
         build(mlir("exp.mlir"), target="gfx942")
 
@@ -302,9 +303,9 @@ def test_unknown_chip_is_a_compile_error(mlir):
 
 
 def test_isa_versions():
-    assert amdgpu.isa_version("gfx942") == 9402
-    assert amdgpu.isa_version("gfx90a") == 9010
-    assert amdgpu.isa_version("gfx1100") == 11000
+    assert rocdl.isa_version("gfx942") == 9402
+    assert rocdl.isa_version("gfx90a") == 9010
+    assert rocdl.isa_version("gfx1100") == 11000
 
 
 def test_gpu_assert_compiles_to_a_gfx942_hsaco():

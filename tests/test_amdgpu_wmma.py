@@ -1,4 +1,4 @@
-"""gfx11 WMMA lowering of ``gpu.subgroup_mma_*`` (pywave.amdgpu_wmma), without an AMD GPU.
+"""gfx11 WMMA lowering of ``gpu.subgroup_mma_*`` (pywave.kernels.rewrites.amdgpu_wmma), without an AMD GPU.
 
 Two checks:
 
@@ -28,9 +28,9 @@ from mlir import execution_engine, ir, passmanager, runtime
 from mlir.dialects import arith, func, vector
 
 import pywave
-from pywave import amdgpu
-from pywave.amdgpu_wmma import lower_wmma
 from pywave.api import build
+from pywave.kernels import rocdl
+from pywave.kernels.rewrites.amdgpu_wmma import lower_wmma
 
 WAVE = 32
 KIND_F32, KIND_F16_LOW, KIND_F16_HIGH = 0, 1, 2
@@ -317,7 +317,7 @@ def test_constant_and_elementwise_fragments():
 # Compiled for the chip
 # --------------------------------------------------------------------------------------------
 def _tools_missing() -> str | None:
-    if amdgpu.linker() is None:
+    if rocdl.linker() is None:
         return "no ld.lld (apt-get install lld, or pip install ziglang)"
     return None
 
@@ -358,8 +358,8 @@ def gfx1100_assembly(text: str) -> str:
     gmod = next(op.operation for op in module.body.operations
                 if op.operation.name == "gpu.module")
     assert lower_wmma(gmod, "gfx1100") == 8
-    passmanager.PassManager.parse(amdgpu.ROCDL_PIPELINE.format(chip="gfx1100"), ctx).run(gmod)
-    return amdgpu.kernel_assembly(amdgpu.translate(gmod), "gfx1100", ["matmul"])
+    passmanager.PassManager.parse(rocdl.ROCDL_PIPELINE.format(chip="gfx1100"), ctx).run(gmod)
+    return rocdl.kernel_assembly(rocdl.translate(gmod), "gfx1100", ["matmul"])
 
 
 @pytest.mark.parametrize("acc", ["f32", "f16"])

@@ -17,7 +17,8 @@ import pytest
 import pywave
 import dataclasses
 
-from pywave import api, cache, pipeline, toolkit
+from pywave import api, cache, pipeline
+from pywave.kernels import toolkit
 from pywave.program import HOST_ABI, Binary, HostSignature, Param, Program, Target
 
 DATA = Path(__file__).parent / "data"

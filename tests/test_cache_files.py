@@ -278,7 +278,7 @@ def test_cache_commands_neither_hang_nor_follow_links(kind, filled, driver, tmp_
 
 def test_cache_info_shows_the_bound_eviction_applies(tmp_path, monkeypatch):
     """``pywave cache info`` reads PYWAVE_CACHE_MAX_BYTES as eviction does (with its units)."""
-    from pywave import cache_admin
+    from pywave.entry import cache_admin
     monkeypatch.setenv("PYWAVE_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("PYWAVE_CACHE_MAX_BYTES", "512MiB")
     assert cache_admin.summary().max_bytes == cache.max_bytes() == 512 << 20

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 import pywave
-from pywave import cache, toolkit
-from pywave.__main__ import main
+from pywave import cache
+from pywave.entry.cli import main
+from pywave.kernels import toolkit
 
 DATA = Path(__file__).parent / "data"
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 import pywave
-from pywave import isolation, many
+from pywave import isolation
+from pywave.entry import many
 
 DATA = Path(__file__).parent / "data"
 VECTOR_ADD = (DATA / "vector_add.mlir").read_text(encoding="utf-8")

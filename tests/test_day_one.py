@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 
 import pywave
-from pywave import api, cache, toolkit, validate
-from pywave.__main__ import main
+from pywave import api, cache
+from pywave.entry.cli import main
+from pywave.frontend import validate
+from pywave.kernels import toolkit
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "data"
@@ -46,8 +48,10 @@ def _unbuilt_tree(root: Path) -> Path:
     """``root/pywave``: the package's Python sources without anything built."""
     tree = root / "pywave"
     tree.mkdir(parents=True)
-    for path in Path(pywave.__file__).parent.glob("*.py"):
-        shutil.copy(path, tree / path.name)
+    source = Path(pywave.__file__).parent
+    for path in source.rglob("*.py"):
+        (tree / path.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, tree / path.relative_to(source))
     return tree
 
 
@@ -107,7 +111,7 @@ def test_pytest_in_the_repository_root_uses_the_installed_pywave(tmp_path):
 # ------------------------------------------------------------------------- 3: Ctrl-C
 
 def test_ctrl_c_in_process_is_one_line_and_status_130(monkeypatch, capsys):
-    from pywave import cache_admin
+    from pywave.entry import cache_admin
 
     def interrupted():
         raise KeyboardInterrupt
@@ -212,7 +216,7 @@ def test_print_ir_shows_ptx_and_summarises_binaries():
 
 
 def test_elide_blobs_counts_bytes():
-    from pywave.__main__ import elide_blobs
+    from pywave.entry.cli import elide_blobs
     blob = "\\7F" + "ELF" + "\\00" * 600
     assert elide_blobs(f'x = "{blob}" y = "short"') == 'x = "<604 bytes elided>" y = "short"'
     assert elide_blobs('dense<"0x' + "AB" * 300 + '">') == 'dense<"<300 bytes elided>">'
@@ -307,7 +311,7 @@ def test_precompile_into_an_unwritable_cache_fails(tmp_path):
 
 
 def test_precompile_reports_an_entry_it_could_not_write(private_cache, monkeypatch):
-    from pywave import many
+    from pywave.entry import many
     monkeypatch.setattr(cache, "write_atomic", lambda root, name, data: False)
     [outcome] = many.run([VECTOR_ADD.read_text() + "// store fails\n"], load=False,
                          target="sm_90", isolate=False)

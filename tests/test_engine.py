@@ -17,7 +17,7 @@ import pytest
 
 import pywave
 from pywave import pipeline
-from pywave.engine import ExecutionEngine, UnknownFunction
+from pywave.entry.engine import ExecutionEngine, UnknownFunction
 
 from conftest import need_fake_driver
 

@@ -84,7 +84,7 @@ def test_export_takes_a_path_as_compile_does(tmp_path):
 
 
 def test_export_generates_the_host_code_once(tmp_path, monkeypatch):
-    from pywave import jit
+    from pywave.host import jit
     calls = []
     real = jit.compile_object
 
@@ -205,7 +205,8 @@ def test_example_passes_on_gpu(saxpy):
 def test_wrapper_fixed_c_comes_from_the_template(saxpy):
     # Every line of the template without a placeholder is in the generated wrapper as
     # written, and the Python module holds none of that C (only the per-function parts).
-    from pywave import c_export, layout
+    from pywave import layout
+    from pywave.entry import c_export
 
     template = Path(layout.required_file(c_export.WRAPPER_TEMPLATE)).read_text()
     wrapper = (saxpy / "aot_saxpy_wrapper.c").read_text()
@@ -219,7 +220,7 @@ def test_wrapper_fixed_c_comes_from_the_template(saxpy):
 
 
 def test_template_placeholders_must_match_what_pywave_fills():
-    from pywave import c_export
+    from pywave.entry import c_export
 
     with pytest.raises(pywave.CompileError, match=r"placeholders \['DECLARATIONS', "
                                                   r".*but pywave fills \['NAME'\]"):

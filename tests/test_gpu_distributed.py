@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import pywave
-from pywave import toolkit
+from pywave.kernels import toolkit
 
 WORKER = Path(__file__).with_name("distributed_worker.py")
 RANKS = 2
@@ -70,7 +70,7 @@ def test_torchrun_two_ranks_share_a_cache_and_all_reduce(tmp_path):
         assert report["world"] == RANKS and report["device"] == f"cuda:{r}"
         assert report["checks"] and all(report["checks"].values()), report
     # One entry per module, shared by the ranks (no per-rank copies, no leftover temporaries);
-    # beside each, at most one pre-linked host object (pywave.sharedobj, where cc exists).
+    # beside each, at most one pre-linked host object (pywave.host.sharedobj, where cc exists).
     names = sorted(p.name for p in cache_dir.iterdir() if p.name != toolkit.VERSIONS_FILE)
     entries = [n for n in names if n.endswith(".pwc")]
     linked = [n for n in names if n.endswith(".pwso")]

@@ -20,7 +20,9 @@ import pytest
 
 import pywave
 import pywave.api as api
-from pywave import kernels, mlirutil, toolkit
+from pywave import mlirutil
+from pywave.frontend import prepare
+from pywave.kernels import nvvm, toolkit
 from semantics import cases as cs
 from semantics import floats as fl
 from semantics import generate
@@ -207,7 +209,7 @@ def test_comparison_accepts_the_reference_and_rejects_a_wrong_result(all_cases):
 
 
 def _needs_libdevice() -> None:
-    if not kernels.has_ptxas(toolkit.cuda_toolkit()):
+    if not nvvm.has_ptxas(toolkit.cuda_toolkit()):
         pytest.skip("needs a CUDA toolkit (ptxas, libdevice) to compile the math kernels")
 
 
@@ -245,12 +247,12 @@ def test_unsupported_ops_are_exactly_those_listed(all_cases):
     by_name = {c.name: c for c in chosen}
     with ir.Context():
         module = ir.Module.parse(text)
-        kernels.widen_bool_memrefs(module)
-        run_pipeline(module, kernels.PREPARE_PIPELINE, "preparing", text)
+        prepare.widen_bool_memrefs(module)
+        run_pipeline(module, prepare.PREPARE_PIPELINE, "preparing", text)
         for gmod in mlirutil.gpu_modules(module):
             gmod.attributes["targets"] = ir.Attribute.parse(
                 '[#nvvm.target<chip = "sm_90">]')
-        run_pipeline(module, kernels.NVVM_PIPELINE, "lowering to NVVM", text)
+        run_pipeline(module, nvvm.NVVM_PIPELINE, "lowering to NVVM", text)
 
         def visit(op: ir.Operation) -> ir.WalkResult:
             if op.name.startswith(("math.", "arith.")):

@@ -58,8 +58,10 @@ def _build_and_run(tmp_path: Path, flags: list[str]) -> str:
 def test_source_tree_without_built_parts_is_a_pywave_error(tmp_path):
     tree = tmp_path / "pywave"
     tree.mkdir()
-    for path in Path(layout.__file__).parent.glob("*.py"):
-        shutil.copy(path, tree / path.name)
+    source = Path(layout.__file__).parent
+    for path in source.rglob("*.py"):
+        (tree / path.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, tree / path.relative_to(source))
     # -S: no site-packages, so no installed pywave (nor an editable install's import hook)
     # can be found before the unbuilt tree in the current directory.
     proc = subprocess.run([sys.executable, "-S", "-c", "import pywave"], cwd=tmp_path,

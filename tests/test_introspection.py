@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 import pywave
-from pywave import _native, introspect
+from pywave import _native
+from pywave.runtime import introspect
 
 DATA = Path(__file__).parent / "data"
 

@@ -31,10 +31,10 @@ def _boot_with(patch: str) -> str:
             f"{patch}; from pywave import isolation; isolation.serve()")
 
 
-CRASH_ON_MARK = ("import os; from pywave import parse; real = parse.parse; "
+CRASH_ON_MARK = ("import os; from pywave.frontend import parse; real = parse.parse; "
                  "parse.parse = lambda text, *a, **k: os.kill(os.getpid(), 11) "
                  "if 'CRASH' in text else real(text, *a, **k)")
-HANG_ON_MARK = ("import time; from pywave import host; real = host.lower; "
+HANG_ON_MARK = ("import time; from pywave.host import lowering as host; real = host.lower; "
                 "host.lower = lambda *a, **k: time.sleep(600) if 'HANG' in k['text'] "
                 "else real(*a, **k)")
 
@@ -98,7 +98,7 @@ def test_typed_errors_keep_their_location():
 
 def test_abort_becomes_compile_error_naming_stage_message_and_reproducer(patched_worker):
     patched_worker(
-        "import os; from pywave import kernels; "
+        "import os; from pywave.kernels import nvvm as kernels; "
         "kernels.lower_nvvm = lambda *a, **k: (os.write(2, b\"python: X.cpp:1: f(): "
         "Assertion `x' failed.\\n\"), os.abort())")
     with pytest.raises(pywave.CompileError) as info:
@@ -114,7 +114,7 @@ def test_abort_becomes_compile_error_naming_stage_message_and_reproducer(patched
 
 def test_crash_in_a_users_pass_is_a_compile_error_with_a_reproducer(patched_worker):
     """passes= runs in the worker (stage 'passes'); the reproducer keeps the pipeline."""
-    patched_worker("import os; from pywave import passes; "
+    patched_worker("import os; from pywave.frontend import passes; "
                    "passes.run = lambda *a, **k: os.abort()")
     user = "builtin.module(func.func(cse))"
     with pytest.raises(pywave.CompileError) as info:
@@ -127,7 +127,7 @@ def test_crash_in_a_users_pass_is_a_compile_error_with_a_reproducer(patched_work
 
 
 def test_process_carries_on_after_a_crash(patched_worker):
-    patched_worker("import os; from pywave import parse; "
+    patched_worker("import os; from pywave.frontend import parse; "
                    "parse.parse = lambda *a, **k: os.kill(os.getpid(), 11)")
     with pytest.raises(pywave.CompileError, match="SIGSEGV.*stage 'parse'"):
         program(VECTOR_ADD, target="sm_90")
@@ -144,7 +144,7 @@ def test_hang_is_killed_at_the_time_limit(patched_worker, monkeypatch):
 
 
 def test_untyped_worker_exception_keeps_its_type(patched_worker):
-    patched_worker("from pywave import parse; "
+    patched_worker("from pywave.frontend import parse; "
                    "parse.parse = lambda *a, **k: {}['missing']")
     with pytest.raises(KeyError) as info:
         program(VECTOR_ADD, target="sm_90")
@@ -221,7 +221,7 @@ def test_compile_uses_the_worker_once_and_hits_start_none(requests):
 
 
 def test_cli_compile_sends_its_lowering_options_to_the_worker(requests, tmp_path, capsys):
-    from pywave.__main__ import main
+    from pywave.entry.cli import main
     path = tmp_path / "v.mlir"
     path.write_text(VECTOR_ADD)
     assert main(["compile", str(path), "--target", "sm_90", "--format", "ptx",
@@ -235,7 +235,7 @@ def test_cli_compile_sends_its_lowering_options_to_the_worker(requests, tmp_path
 def test_cli_run_compiles_its_entry_in_the_worker(requests, tmp_path):
     """``pywave run`` compiles through the worker with its entry and lowering options (the
     run itself needs a GPU; without one the command reports the missing device)."""
-    from pywave.__main__ import main
+    from pywave.entry.cli import main
     path = os.path.join(DATA, "runner", "host_memref.mlir")
     main(["run", path, "--target", "sm_90", "--format", "ptx", "--kernel-opt-level", "1"])
     (kind, sent), = requests

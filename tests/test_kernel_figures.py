@@ -15,12 +15,13 @@ import textwrap
 import pytest
 
 import pywave
-from pywave import api, kernels, ptxas, toolkit
+from pywave import api
+from pywave.kernels import nvvm, ptxas, toolkit
 from pywave.program import KernelInfo
 
 from conftest import DATA, need_fake_driver
 
-needs_ptxas = pytest.mark.skipif(not kernels.has_ptxas(toolkit.cuda_toolkit()),
+needs_ptxas = pytest.mark.skipif(not nvvm.has_ptxas(toolkit.cuda_toolkit()),
                                  reason="needs ptxas from a CUDA toolkit")
 
 

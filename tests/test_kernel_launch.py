@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 import pywave
-from pywave import api, kernel_api
+from pywave import api
+from pywave.runtime import kernel_api
 
 DATA = Path(__file__).parent / "data"
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 import pywave
-from pywave import amdgpu, api, lowering, pipeline, toolkit
+from pywave import api, lowering, pipeline
+from pywave.kernels import rocdl, toolkit
 from pywave.lowering import LoweringOptions
 
 DATA = Path(__file__).parent / "data"
@@ -26,7 +27,7 @@ needs_ptxas = pytest.mark.skipif(
 
 
 def _amd_tools_missing() -> bool:
-    return amdgpu.linker() is None or amdgpu.device_library_dir() is None
+    return rocdl.linker() is None or rocdl.device_library_dir() is None
 
 
 def image(text: str, fmt: str = "ptx", target: str = "sm_90", **options) -> bytes:

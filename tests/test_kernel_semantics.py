@@ -1,4 +1,4 @@
-"""pywave.semantics: the two places where upstream's NVVM path computed something other than
+"""pywave.kernels.rewrites.semantics: the two places where upstream's NVVM path computed something other than
 the MLIR program says (found by test_gpu_semantics on an H200), checked in the PTX here.
 
 - 8-byte loads and stores keep their natural alignment (the target's data layout is set
@@ -8,9 +8,9 @@ the MLIR program says (found by test_gpu_semantics on an H200), checked in the P
 
 Also the kernel ops upstream's lowerings leave out, each lowered to what MLIR defines it as
 (run on a GPU against a host reference by test_gpu_semantics.py): every ``gpu`` id and
-dimension query on NVVM and ROCDL (:mod:`pywave.gpu_ids`), uniform 32-bit integer subgroup
-reductions as ``redux.sync`` on sm_80 and newer (:mod:`pywave.subgroups`), and ``cf.assert``
-in ROCDL kernels (:func:`pywave.amdgpu.lower_asserts`).
+dimension query on NVVM and ROCDL (:mod:`pywave.kernels.rewrites.gpu_ids`), uniform 32-bit integer subgroup
+reductions as ``redux.sync`` on sm_80 and newer (:mod:`pywave.kernels.rewrites.subgroups`), and ``cf.assert``
+in ROCDL kernels (:func:`pywave.kernels.rocdl.lower_asserts`).
 """
 
 from __future__ import annotations
@@ -96,16 +96,16 @@ def test_amd_translation_keeps_the_rocdl_data_layout():
     body must keep it (8-byte accesses aligned to 8, not LLVM's default 4)."""
     from mlir import ir
 
-    from pywave import amdgpu, kernels
+    from pywave.kernels import rocdl, nvvm
     from pywave.mlirutil import gpu_modules, run_pipeline
     text = STORE_F64.replace("gpu.module @k {",
                              'gpu.module @k [#rocdl.target<chip = "gfx942">] {')
     with ir.Context():
         module = ir.Module.parse(text)
-        run_pipeline(module, "builtin.module(" + amdgpu.ROCDL_PIPELINE.format(chip="gfx942")
+        run_pipeline(module, "builtin.module(" + rocdl.ROCDL_PIPELINE.format(chip="gfx942")
                      + ")", "lowering to ROCDL")
         (gmod,) = gpu_modules(module)
-        llvm_ir = amdgpu.translate(gmod)
+        llvm_ir = rocdl.translate(gmod)
     stores = re.findall(r"store (?:double|i64) .*, align (\d+)", llvm_ir)
     assert stores and set(stores) == {"8"}, llvm_ir
 
@@ -138,14 +138,14 @@ def amd_llvm_ir(text: str, monkeypatch) -> str:
     """The LLVM IR pywave hands to the AMDGPU backend for ``text`` (gfx942), captured before
     code generation (which needs ld.lld and the ROCm device libraries; tests/test_amdgpu.py
     runs it where they are installed)."""
-    from pywave import amdgpu
+    from pywave.kernels import rocdl
     seen = []
 
     def capture(llvm_ir, chip, kernels, **kw):
         seen.append(llvm_ir)
         return b"\x7fELF"
 
-    monkeypatch.setattr(amdgpu, "compile_llvm_ir", capture)
+    monkeypatch.setattr(rocdl, "compile_llvm_ir", capture)
     api.build(text, target="gfx942")
     (llvm_ir,) = seen
     return llvm_ir

@@ -12,20 +12,23 @@ import pytest
 import pywave
 
 PACKAGE = Path(pywave.__file__).resolve().parent
-MODULES = sorted(p for p in PACKAGE.glob("*.py") if p.name != "__init__.py")
+MODULES = sorted(p for p in PACKAGE.rglob("*.py") if p != PACKAGE / "__init__.py")
 
 
 def imports_from_the_face(path: Path) -> list[str]:
-    """``from . import X`` / ``from pywave import X`` where X is no submodule (a name of the
-    face), and ``import pywave``. Submodule imports are fine."""
+    """``from <pywave> import X`` (relative or absolute) where X is no submodule (a name of
+    the face), and ``import pywave``. Submodule imports, and relative imports within a
+    subpackage, are fine."""
+    inside = path.resolve().parent.relative_to(PACKAGE).parts if \
+        path.resolve().is_relative_to(PACKAGE) else ()
     found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.ImportFrom):
-            face = (node.level == 1 and node.module is None) or \
+            face = (node.level == len(inside) + 1 and node.module is None) or \
                 (node.level == 0 and node.module == "pywave")
             for alias in node.names if face else ():
                 if importlib.util.find_spec(f"pywave.{alias.name}") is None:
-                    found.append(f"line {node.lineno}: from {'.' if node.level else 'pywave'} "
+                    found.append(f"line {node.lineno}: from {'.' * node.level or 'pywave'} "
                                  f"import {alias.name}")
         elif isinstance(node, ast.Import):
             found += [f"line {node.lineno}: import pywave" for a in node.names
@@ -40,7 +43,7 @@ def test_the_scan_sees_a_face_import(tmp_path):
                                           "line 2: from pywave import compile"]
 
 
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_module_does_not_import_from_the_package_face(path):
     assert imports_from_the_face(path) == []
 

@@ -16,7 +16,7 @@ import pytest
 
 import pywave
 from pywave import cache, pipeline
-from pywave.source import module_text, text_and_name
+from pywave.frontend.source import module_text, text_and_name
 
 DATA = Path(__file__).parent / "data"
 VECTOR_ADD = (DATA / "vector_add.mlir").read_text()

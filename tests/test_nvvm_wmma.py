@@ -1,4 +1,4 @@
-"""pywave.nvvm_wmma: gpu.subgroup_mma_elementwise kinds MLIR 22's NVVM lowering aborts on
+"""pywave.kernels.rewrites.nvvm_wmma: gpu.subgroup_mma_elementwise kinds MLIR 22's NVVM lowering aborts on
 (llvm_unreachable) are lowered member by member; extf is a CompileError naming the op."""
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ import pytest
 
 import pywave
 from pywave import cache, pipeline
-from pywave.__main__ import main
 from pywave.api import build
-from pywave.passes import Pass, check, split
+from pywave.entry.cli import main
+from pywave.frontend.passes import Pass, check, split
 
 DATA = Path(__file__).parent / "data"
 VECTOR_ADD = (DATA / "vector_add.mlir").read_text()

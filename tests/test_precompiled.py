@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 import pywave
-from pywave import api, images
+from pywave import api
+from pywave.kernels import images
 
 DATA = Path(__file__).parent / "data"
 VECTOR_ADD = (DATA / "vector_add.mlir").read_text()

@@ -138,7 +138,7 @@ def test_cache_round_trip_keeps_results_and_old_entries_are_corrupt():
 
 
 def test_export_refuses_functions_with_results(tmp_path):
-    from pywave import c_export
+    from pywave.entry import c_export
     with pytest.raises(pywave.CompileError, match="returns values"):
         c_export.export("func.func @main(%x: f32) -> f32 {\n return %x : f32\n}",
                         tmp_path, "lib", target="sm_90")

@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 
 import pywave
-from pywave import jit, lowering, pipeline, run, runtime
+from pywave import lowering, pipeline, runtime
+from pywave.entry import run
+from pywave.host import jit
 
 RUNNER = Path(__file__).parent / "data" / "runner"
 ROOT = Path(__file__).parent.parent
@@ -128,13 +130,13 @@ def test_nvgpu_on_sm_90a():
 
 
 def test_old_chip_gets_ptx_when_ptxas_dropped_it():
-    from pywave import kernels
-    from pywave.toolkit import cuda_toolkit
+    from pywave.kernels import nvvm
+    from pywave.kernels.toolkit import cuda_toolkit
     toolkit = cuda_toolkit()
     art = pipeline.Pipeline((RUNNER / "host_memref.mlir").read_text(), target="sm_70",
                             run_entry="main").run()
     ptxas = os.path.join(toolkit or "", "bin", "ptxas")
-    chips = lowering.ptxas_chips(ptxas) if kernels.has_ptxas(toolkit) else frozenset()
+    chips = lowering.ptxas_chips(ptxas) if nvvm.has_ptxas(toolkit) else frozenset()
     if chips and "sm_70" in chips:
         assert art.binaries[0].format == "cubin"
     else:

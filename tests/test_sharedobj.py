@@ -1,4 +1,4 @@
-"""pywave.sharedobj: the compile cache's pre-linked host code. A stored entry holds its host
+"""pywave.host.sharedobj: the compile cache's pre-linked host code. A stored entry holds its host
 code linked into a shared object when a C compiler driver is present; a fresh process loads
 it with dlopen without importing llvmlite; without a linker it falls back to MCJIT; damaged
 bytes of it make the whole entry corrupt (rebuilt); two modules of one code keep separate
@@ -20,7 +20,9 @@ from pathlib import Path
 import pytest
 
 import pywave
-from pywave import api, cache, jit, sharedobj, toolkit
+from pywave import api, cache
+from pywave.host import jit, sharedobj
+from pywave.kernels import toolkit
 
 pytest.importorskip("pywave._native")
 
@@ -203,7 +205,7 @@ def test_host_code_uses_no_cpu_extensions():
     """The cached host object must run on any CPU of the triple (the cache key does not hold
     the CPU): a 512-byte copy, which the host CPU's AVX/AVX-512 would vectorise, stays in
     SSE2 registers."""
-    from pywave import jit
+    from pywave.host import jit
 
     ir = textwrap.dedent("""
         define void @copy(ptr %dst, ptr %src) {

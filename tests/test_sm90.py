@@ -17,12 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from pywave import jit, pipeline, runtime
+from pywave import pipeline, runtime
+from pywave.host import jit
 from pywave.lowering import LoweringOptions
 from pywave.program import Binary
 
 ir = pytest.importorskip("mlir.ir")
-from pywave import host  # noqa: E402 - needs MLIR
+from pywave.host import lowering as host_lowering  # noqa: E402 - needs MLIR
 
 DATA = Path(__file__).parent / "data" / "sm90"
 #: `pywave run` options of each program (its chip and PTX features).
@@ -74,7 +75,7 @@ def _helper(text: str, name: str) -> str:
 def test_cluster_launch_passes_the_cluster_extents_first():
     with ir.Context():
         module = ir.Module.parse(CLUSTER_LAUNCH)
-        host.LaunchRewriter(module, [Binary("kernels", "ptx", b".version 8.0\0",
+        host_lowering.LaunchRewriter(module, [Binary("kernels", "ptx", b".version 8.0\0",
                                             "sm_90a")]).run()
         module.operation.verify()
         text = str(module)

@@ -23,7 +23,9 @@ from pathlib import Path
 import pytest
 from mlir import ir, passmanager
 
-from pywave import jit, pipeline, run, runtime, sparse
+from pywave import pipeline, runtime, sparse
+from pywave.entry import run
+from pywave.host import jit
 
 DATA = Path(__file__).parent / "data" / "sparse"
 HEADER = Path(__file__).parent.parent / "libwavert" / "include" / "wavert_mgpu.h"

@@ -20,8 +20,10 @@ from pathlib import Path
 import pytest
 
 import pywave
-from pywave import _native, c_export, introspect, program, runtime
+from pywave import _native, program, runtime
+from pywave.entry import c_export
 from pywave.program import DTYPES, Dtype
+from pywave.runtime import introspect
 
 PACKAGE = Path(pywave.__file__).resolve().parent
 
@@ -90,13 +92,13 @@ def test_numpy_names_match_libwavert_messages():
 
 
 def test_element_types_accepted_are_program_dtypes():
-    from pywave import signature
+    from pywave.host import signature
     assert signature.ELEMENT_DTYPES == {
         d.mlir: (d.code, d.bits, d.signless) for d in DTYPES.values() if d.mlir != "i1"}
 
 
 def test_scalar_kinds_are_the_call_paths():
-    from pywave import signature
+    from pywave.host import signature
     assert signature.SCALAR_KINDS == set(_native.SCALAR_KINDS)
     assert set(c_export.SCALAR_C) == set(_native.SCALAR_KINDS)
     for kind in _native.SCALAR_KINDS:
@@ -105,7 +107,7 @@ def test_scalar_kinds_are_the_call_paths():
 
 
 def test_launch_parameters_are_the_launchers():
-    from pywave import launchers
+    from pywave.host import launchers
     assert launchers.LAUNCH_PARAMS is _native.LAUNCH_PARAMS
     assert [t for _, t in _native.LAUNCH_PARAMS] == ["index"] * 6 + ["i32"]
     assert introspect.LAUNCH_PARAMS is _native.LAUNCH_PARAMS

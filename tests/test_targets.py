@@ -11,12 +11,14 @@ import sys
 import pytest
 
 import pywave
-from pywave import api, kernels, toolkit, validate
+from pywave import api
+from pywave.frontend import validate
+from pywave.kernels import nvvm, toolkit
 from pywave.program import Target
 
 from conftest import DATA
 
-needs_ptxas = pytest.mark.skipif(not kernels.has_ptxas(toolkit.cuda_toolkit()),
+needs_ptxas = pytest.mark.skipif(not nvvm.has_ptxas(toolkit.cuda_toolkit()),
                                  reason="needs ptxas from a CUDA toolkit")
 
 VECTOR_ADD = (DATA / "vector_add.mlir").read_text()

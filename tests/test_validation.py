@@ -1,4 +1,4 @@
-"""pywave.validate: values MLIR/LLVM assert on are typed errors before they reach them."""
+"""pywave.frontend.validate: values MLIR/LLVM assert on are typed errors before they reach them."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import time
 import pytest
 
 import pywave
-from pywave import kernels, mlirutil, toolkit
+from pywave import mlirutil
 from pywave.api import build
+from pywave.kernels import nvvm, toolkit
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 V = open(os.path.join(DATA, "vector_add.mlir"), encoding="utf-8").read()
@@ -59,21 +60,21 @@ def test_options_are_validated(kw, exc, words):
 
 
 def test_pipeline_values_are_quoted_and_unquotable_ones_refused():
-    pipeline = kernels.binary_pipeline("isa", "/opt/cu da} dump-intermediates=/tmp")
+    pipeline = nvvm.binary_pipeline("isa", "/opt/cu da} dump-intermediates=/tmp")
     assert 'toolkit="/opt/cu da} dump-intermediates=/tmp"' in pipeline
     with pytest.raises(pywave.CompileError, match="double quote"):
-        kernels.binary_pipeline("isa", '/opt/x" opts="-v')
+        nvvm.binary_pipeline("isa", '/opt/x" opts="-v')
 
 
 def test_pipeline_value_reaches_mlir_as_one_option():
     from mlir import ir, passmanager
     with ir.Context():
         pm = passmanager.PassManager.parse(
-            kernels.binary_pipeline("isa", "/opt/cu da format=bin"))
+            nvvm.binary_pipeline("isa", "/opt/cu da format=bin"))
     assert "toolkit={/opt/cu da format=bin}" in str(pm) and "format=isa" in str(pm)
 
 
-@pytest.mark.skipif(not kernels.has_ptxas(toolkit.cuda_toolkit()), reason="needs ptxas")
+@pytest.mark.skipif(not nvvm.has_ptxas(toolkit.cuda_toolkit()), reason="needs ptxas")
 def test_cuda_path_with_a_space(tmp_path, monkeypatch):
     real = toolkit.cuda_toolkit()
     root = tmp_path / "cuda toolkit"
@@ -237,7 +238,7 @@ def test_chip_lists_are_known_to_llvm():
     """Every listed chip is a processor of llvmlite's LLVM (no 'not a recognized
     processor' warning)."""
     code = ("import llvmlite.binding as l; l.initialize_all_targets(); "
-            "l.initialize_all_asmprinters(); from pywave import validate\n"
+            "l.initialize_all_asmprinters(); from pywave.frontend import validate\n"
             "for triple, chips in (('nvptx64-nvidia-cuda', validate.NVPTX_CHIPS), "
             "('amdgcn-amd-amdhsa', validate.AMDGPU_CHIPS)):\n"
             "    t = l.Target.from_triple(triple)\n"
@@ -249,7 +250,7 @@ def test_chip_lists_are_known_to_llvm():
 
 
 def test_ptx_isa_follows_the_ptxas_release():
-    from pywave import toolkit
+    from pywave.kernels import toolkit
     assert toolkit.ptx_isa("12.1.105") == 81
     assert toolkit.ptx_isa("12.6.20") == 85
     assert toolkit.ptx_isa("13.0.88") == 90
@@ -267,17 +268,18 @@ def test_ptx_isa_follows_the_ptxas_release():
 def test_ptx_version_is_raised_only_where_no_features_were_given(given, expected):
     from mlir import ir
 
-    from pywave.toolkit import Toolkit
-    found = Toolkit("/cuda", "test", "/cuda/bin/ptxas", "/cuda/libdevice.bc", "13.0.88")
+    from pywave.kernels import targets
+    version = toolkit.ptx_isa("13.0.88")
+    assert version == 90
     with ir.Context() as ctx:
         ctx.allow_unregistered_dialects = False
         module = ir.Module.parse(f"module {{ gpu.module @k [{given}] {{ }} }}")
-        assert kernels.raise_ptx_version(module, found) == 90
+        targets.raise_ptx_version(module, version)
         gmod = mlirutil.gpu_modules(module)[0]
         assert str(ir.ArrayAttr(gmod.attributes["targets"])[0]) == expected
 
 
-@pytest.mark.skipif(not kernels.has_ptxas(toolkit.cuda_toolkit()), reason="needs ptxas")
+@pytest.mark.skipif(not nvvm.has_ptxas(toolkit.cuda_toolkit()), reason="needs ptxas")
 def test_kernel_with_5472_bytes_of_parameters_compiles():
     """137 memref<?xf32> descriptors of 40 bytes: 5,480 bytes, over PTX 7.8's 4 KiB limit
     (ptxas: "requires PTX ISA .version 8.1")."""

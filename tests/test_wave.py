@@ -258,8 +258,8 @@ def test_command_line_summary_names_the_convention():
 
 
 def test_gfx942_compiles_wave_kernels():
-    from pywave import amdgpu
-    if amdgpu.linker() is None:
+    from pywave.kernels import rocdl
+    if rocdl.linker() is None:
         pytest.skip("no ld.lld (apt-get install lld, or pip install ziglang)")
     for name in ("read_write", "scalars", "dynamic_dims"):
         art = api.build(wave_text(name), target="gfx942")

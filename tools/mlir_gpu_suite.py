@@ -535,7 +535,7 @@ def pass_info(name: str) -> PassInfo:
 def pywave_pass_names() -> set[str]:
     """The passes pywave runs itself (empty without pywave)."""
     try:
-        from pywave.transform_passes import BY_NAME
+        from pywave.frontend.transform_passes import BY_NAME
     except ImportError:
         return set()
     return set(BY_NAME)

@@ -529,7 +529,7 @@ static PyObject *hf_get_code(HostFunction *self, void *closure) {
 
 /* `__signature__` and `__doc__` are built when asked for, by pywave.introspect.<what>(obj). */
 static PyObject *introspect(PyObject *obj, const char *what) {
-  PyObject *mod = PyImport_ImportModule("pywave.introspect");
+  PyObject *mod = PyImport_ImportModule("pywave.runtime.introspect");
   if (!mod)
     return NULL;
   PyObject *r = PyObject_CallMethod(mod, what, "O", obj);

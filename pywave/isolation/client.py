@@ -28,9 +28,9 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from . import crash, files, options, protocol
 from .._version import __version__
 from ..errors import Error
-from . import crash, files, options, protocol
 from .interrupts import Shield
 
 if TYPE_CHECKING:

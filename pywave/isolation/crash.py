@@ -19,8 +19,8 @@ import tempfile
 import time
 from typing import Any
 
-from ..errors import CompileError
 from . import files
+from ..errors import CompileError
 
 log = logging.getLogger("pywave.isolation")
 

@@ -6,8 +6,8 @@ import os
 import signal
 import socket
 
-from .. import validate
 from ..errors import Error
+from ..frontend import validate
 
 ENV_ISOLATE = "PYWAVE_ISOLATE"
 ENV_TIMEOUT = "PYWAVE_COMPILE_TIMEOUT"

@@ -23,8 +23,8 @@ import time
 import traceback
 from typing import Any, Callable
 
-from ..errors import CompileError, Error
 from . import protocol
+from ..errors import CompileError, Error
 from .options import ENV_ISOLATE
 
 log = logging.getLogger("pywave.isolation")
@@ -104,8 +104,14 @@ def preload() -> None:
         from mlir import ir, passmanager  # noqa: F401
         from mlir.dialects import arith, builtin, func, gpu, llvm, memref, nvvm  # noqa: F401
 
-        from .. import dump, host, jit, kernel_options, kernels, nvvm_wmma  # noqa: F401
-        from .. import parse, pipeline, semantics, signature, subgroups  # noqa: F401
+        from .. import dump
+        from .. import pipeline
+        from ..frontend import parse
+        from ..host import lowering as host_lowering, jit
+        from ..host import signature  # noqa: F401
+        from ..kernels import options as kernel_options, nvvm
+        from ..kernels.rewrites import nvvm_wmma  # noqa: F401
+        from ..kernels.rewrites import semantics, subgroups
         jit.all_targets()      # llvmlite.binding and every LLVM target (GPU data layouts)
         jit.initialise()       # the host target (object code)
     except ImportError as exc:  # reported by the first request, in context

@@ -1,0 +1,117 @@
+"""Looking at and clearing the disk compile cache (:mod:`pywave.cache`): ``python -m pywave
+cache info|list|clear``. Reads entries without touching them (no recency update, nothing
+removed) except :func:`clear`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from .. import cache
+from ..kernels import toolkit
+from ..runtime import kernel_api
+
+#: Files of the cache folder: entries, and temporary files of writes in progress (or of
+#: writes that failed).
+ENTRY_SUFFIX = ".pwc"
+TEMP_PREFIX = ".tmp-"
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One cache entry: its key (the file name without ``.pwc``), size in bytes, last use
+    (seconds since the epoch), and what it holds (``None`` when it cannot be read)."""
+
+    key: str
+    size: int
+    last_used: float
+    chip: str | None
+    functions: tuple[str, ...] | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    """The cache folder (None when the cache is off or unsafe), its entries' count and total
+    bytes, and the size bound in bytes."""
+
+    directory: str | None
+    entries: int
+    total_bytes: int
+    max_bytes: int
+
+
+def _entry_files(root: str) -> list[str]:
+    return sorted(n for n in os.listdir(root)
+                  if n.endswith(ENTRY_SUFFIX) and not n.startswith(TEMP_PREFIX))
+
+
+def entries() -> list[Entry]:
+    """Every entry, least recently used first ([] when the cache is off). A file that
+    :func:`pywave.cache.read_entry` refuses (corrupt, a symbolic link, FIFO or device,
+    another user's, oversized) is listed as unreadable (``chip`` and ``functions`` None) and
+    left for :func:`pywave.cache.load` to rebuild; none is followed, waited on or read past
+    its bound."""
+    root = cache.directory()
+    if root is None:
+        return []
+    out = []
+    for name in _entry_files(root):
+        try:
+            st = os.lstat(os.path.join(root, name))
+        except OSError:
+            continue
+        key = name[:-len(ENTRY_SUFFIX)]
+        try:   # read only: cache.load would touch or remove it
+            program = cache.read_entry(root, key)
+            chip = program.target.chip
+            functions = tuple(f.name for f in program.functions
+                              if kernel_api.kernel_of(f.name) is None)   # host functions
+        except (cache.CorruptEntry, OSError):
+            chip = functions = None
+        out.append(Entry(key, st.st_size, st.st_mtime, chip, functions))
+    return sorted(out, key=lambda e: e.last_used)
+
+
+def summary() -> Summary:
+    """Location, entry count, total size and bound of the cache (symbolic links are counted
+    by their own size, never followed)."""
+    root = cache.directory()
+    if root is None:
+        return Summary(None, 0, 0, cache.max_bytes())
+    count = total = 0
+    for name in os.listdir(root):
+        if not name.endswith(cache.SUFFIXES) or name.startswith(TEMP_PREFIX):
+            continue
+        try:
+            total += os.lstat(os.path.join(root, name)).st_size
+        except OSError:
+            continue
+        count += name.endswith(ENTRY_SUFFIX)
+    return Summary(root, count, total, cache.max_bytes())
+
+
+def clear() -> tuple[int, int, int]:
+    """Remove every entry, pre-linked ``.pwso`` file of earlier versions, leftover temporary
+    file and the ptxas release memo (:data:`pywave.kernels.toolkit.VERSIONS_FILE`, and the legacy
+    one); returns (entries removed, files removed, bytes freed). A symbolic link is removed
+    itself, never what it points to (nor counted by it).
+    Other processes may keep using the cache: a removed entry is rebuilt on its next compile."""
+    root = cache.directory()
+    if root is None:
+        return 0, 0, 0
+    entries = removed = freed = 0
+    for name in os.listdir(root):
+        if not (name.endswith(cache.SUFFIXES) or name.startswith(TEMP_PREFIX) or
+                name in (toolkit.VERSIONS_FILE, toolkit.LEGACY_VERSIONS_FILE)):
+            continue
+        path = os.path.join(root, name)
+        try:
+            size = os.lstat(path).st_size
+            os.unlink(path)
+        except OSError:
+            continue
+        removed += 1
+        entries += name.endswith(ENTRY_SUFFIX) and not name.startswith(TEMP_PREFIX)
+        freed += size
+    return entries, removed, freed

@@ -1,0 +1,134 @@
+"""Stage ``prepare``: what every module gets before its signatures are read and its kernels
+lowered: ``memref<...xi1>`` widened to bytes, nvgpu ops lowered, ``gpu.launch`` bodies
+outlined into kernels, the structured dialects lowered, and the checks that must see the
+outlined kernels (:func:`pywave.frontend.validate.prepared`)."""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import arith
+
+from . import validate
+from ..errors import CompileError
+from ..mlirutil import gpu_modules, kernels_of, run_pipeline, sym_name
+
+#: Run on the whole module first: lower nvgpu ops (before outlining, as upstream's
+#: ``gpu-lower-to-nvvm-pipeline`` does: a TMA descriptor made on the host then reaches the
+#: outlined kernel as an ``!llvm.ptr``, not as an ``!nvgpu.tensormap.descriptor`` argument no
+#: kernel lowering converts; ``nvgpu.tma.create.descriptor`` becomes a call of libwavert's
+#: ``mgpuTensorMapEncodeTiledMemref``), outline ``gpu.launch`` bodies into ``gpu.func``
+#: kernels and lower the structured dialects both host and kernels may use. No
+#: ``arith-expand``: its select-based expansion of ``arith.maximumf``/``minimumf`` returns
+#: -0.0 for ``maximumf(+0.0, -0.0)`` where the op's documentation orders -0.0 below +0.0; the
+#: LLVM lowerings (``convert-gpu-to-nvvm``, ``convert-to-llvm``) lower every arith op
+#: themselves (``ceildivsi``/``floordivsi``/``ceildivui`` included) and min/max to LLVM's IEEE
+#: intrinsics.
+PREPARE_PIPELINE = ("builtin.module(canonicalize, convert-nvgpu-to-nvvm, gpu-kernel-outlining, "
+                    "convert-vector-to-scf, expand-strided-metadata, lower-affine, "
+                    "convert-scf-to-cf)")
+
+
+def prepare(module: ir.Module, text: str, *, device_arguments: bool) -> set[tuple[str, int]]:
+    """Run the stage on ``module`` (in place). ``device_arguments``: the public host
+    functions' memref arguments hold GPU memory (False for runner programs). Returns
+    :func:`widen_bool_memrefs`'s pairs; CompileError for what the later stages cannot take."""
+    bool_args = widen_bool_memrefs(module)
+    run_pipeline(module, PREPARE_PIPELINE, "preparing the module", text)
+    check_kernels(module)
+    validate.prepared(module, device_arguments=device_arguments)
+    return bool_args
+
+
+def widen_bool_memrefs(module: ir.Module) -> set[tuple[str, int]]:
+    """Give ``memref<...xi1>`` values i8 elements (DLPack bools are 8-bit, and MLIR 22's memref
+    lowering cannot address sub-byte elements): loads gain an ``arith.trunci`` to i1, stores
+    an ``arith.extui`` from i1. Applies to kernels and host code alike. Returns the
+    (host function or ``"module::kernel"``, argument index) pairs that were
+    ``memref<...xi1>``, which still take bool tensors, and (host function, -1 - result index)
+    for such results (returned as bools)."""
+    host_args: set[tuple[str, int]] = set()
+    i1 = ir.IntegerType.get_signless(1, module.context)
+    i8 = ir.IntegerType.get_signless(8, module.context)
+
+    def widened(t: ir.Type) -> ir.Type | None:
+        if isinstance(t, ir.MemRefType) and t.element_type == i1:
+            return ir.MemRefType.get(t.shape, i8, t.layout, t.memory_space)
+        return None
+
+    def retype(op: ir.Operation) -> ir.WalkResult:
+        for region in op.regions:
+            for block in region.blocks:
+                for arg in block.arguments:
+                    if (new := widened(arg.type)) is not None:
+                        arg.set_type(new)
+        for result in op.results:
+            if (new := widened(result.type)) is not None:
+                result.set_type(new)
+        if op.name in ("func.func", "gpu.func"):
+            ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+            inputs = [widened(t) or t for t in ftype.inputs]
+            results = [widened(t) or t for t in ftype.results]
+            fname = sym_name(op) if op.name == "func.func" else \
+                f"{sym_name(op.parent)}::{sym_name(op)}"
+            host_args.update((fname, i) for i, t in enumerate(ftype.inputs)
+                             if widened(t) is not None)
+            host_args.update((fname, -1 - i) for i, t in enumerate(ftype.results)
+                             if widened(t) is not None)
+            if inputs != list(ftype.inputs) or results != list(ftype.results):
+                op.attributes["function_type"] = ir.TypeAttr.get(
+                    ir.FunctionType.get(inputs, results))
+        return ir.WalkResult.ADVANCE
+
+    accesses: list[ir.Operation] = []
+
+    def collect(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "memref.load" and op.results[0].type == i1:
+            accesses.append(op)
+        elif op.name == "memref.store" and op.operands[0].type == i1:
+            accesses.append(op)
+        return ir.WalkResult.ADVANCE
+
+    with module.context, ir.Location.unknown(module.context):
+        module.operation.walk(retype)
+        module.operation.walk(collect)
+        for op in accesses:
+            if op.name == "memref.load":
+                op.results[0].set_type(i8)
+                with ir.InsertionPoint.after(op) if hasattr(ir.InsertionPoint, "after") \
+                        else ir.InsertionPoint(op):
+                    narrow = arith.TruncIOp(i1, op.results[0])
+                if not hasattr(ir.InsertionPoint, "after"):
+                    narrow.operation.move_after(op)
+                op.results[0].replace_all_uses_except(narrow.result, narrow.operation)
+            else:
+                with ir.InsertionPoint(op):
+                    wide = arith.ExtUIOp(i8, op.operands[0])
+                op.operands[0] = wide.result
+    return host_args
+
+
+def check_kernels(module: ir.Module) -> None:
+    """Reject kernel signatures the launch path cannot pass (unranked memrefs) and memrefs of
+    sub-byte elements, which MLIR 22's memref-to-LLVM lowering aborts on."""
+    for gmod in gpu_modules(module):
+        mod_name = sym_name(gmod)
+        for kernel in kernels_of(gmod):
+            name = sym_name(kernel)
+            ftype = ir.FunctionType(ir.TypeAttr(kernel.attributes["function_type"]).value)
+            for i, t in enumerate(ftype.inputs):
+                where = f"kernel @{mod_name}::@{name} argument #{i}"
+                if isinstance(t, ir.UnrankedMemRefType):
+                    raise CompileError(
+                        f"{where} has the unranked type {t}: unranked memrefs cannot be passed "
+                        "to kernels; use a ranked memref")
+                check_element_width(t, where)
+
+
+def check_element_width(t: ir.Type, where: str) -> None:
+    """CompileError for a memref whose integer elements are narrower than 8 bits."""
+    if isinstance(t, ir.MemRefType) and isinstance(t.element_type, ir.IntegerType) and \
+            ir.IntegerType(t.element_type).width < 8:
+        raise CompileError(
+            f"{where} has the type {t}: MLIR's memref lowering cannot load or store elements "
+            "narrower than 8 bits; declare the memref with i8 elements (bool tensors are "
+            "8-bit) and convert with arith.trunci / arith.extui")

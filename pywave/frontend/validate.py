@@ -1,0 +1,624 @@
+"""Checks that run before MLIR or LLVM sees a value they would assert on.
+
+Two halves:
+
+- :func:`options`, :func:`chip`, :func:`source`, :func:`isolate`, :func:`timeout` and
+  :func:`pipeline_value` need no MLIR: they check what the caller passed (types, target
+  names, the text's encoding, strings that go into a pass pipeline) and run in the user's
+  process before a compile starts (on cache hits too: they are cheap). :func:`nesting` runs
+  right before the text is parsed (:func:`pywave.frontend.parse.parse`): a cache hit skips it.
+- :func:`module`, :func:`prepared` and :func:`host_spaces` walk a parsed module (in the
+  compile worker): memory spaces, allocas, ``memref.dim`` indices, kernel launch-bound
+  attributes, host code that touches device memory or is typed with a GPU memory space, ops
+  that no stage lowers.
+
+Every failure is a :class:`~pywave.errors.CompileError` (a bad ``timeout``: a
+:class:`~pywave.errors.Error`; ``TypeError`` for a wrong Python type) naming the parameter or
+op, the value and the limit.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ..errors import CompileError, Error
+
+if TYPE_CHECKING:
+    from mlir import ir
+
+log = logging.getLogger("pywave.validate")
+
+# --------------------------------------------------------------------------------------------
+# Targets
+# --------------------------------------------------------------------------------------------
+#: NVPTX processors of LLVM 22 (llvm/lib/Target/NVPTX/NVPTX.td).
+NVPTX_CHIPS = (
+    "sm_20", "sm_21", "sm_30", "sm_32", "sm_35", "sm_37", "sm_50", "sm_52", "sm_53",
+    "sm_60", "sm_61", "sm_62", "sm_70", "sm_72", "sm_75", "sm_80", "sm_86", "sm_87",
+    "sm_88", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100a", "sm_100f", "sm_101",
+    "sm_101a", "sm_101f", "sm_103", "sm_103a", "sm_103f", "sm_110", "sm_110a", "sm_110f",
+    "sm_120", "sm_120a", "sm_120f", "sm_121", "sm_121a", "sm_121f")
+#: AMDGPU processors of LLVM 22 (llvm/lib/Target/AMDGPU/GCNProcessors.td, GCN only).
+AMDGPU_CHIPS = (
+    "gfx600", "gfx601", "gfx602", "gfx700", "gfx701", "gfx702", "gfx703", "gfx704",
+    "gfx705", "gfx801", "gfx802", "gfx803", "gfx805", "gfx810", "gfx900", "gfx902",
+    "gfx904", "gfx906", "gfx908", "gfx909", "gfx90a", "gfx90c", "gfx942", "gfx950",
+    "gfx1010", "gfx1011", "gfx1012", "gfx1013", "gfx1030", "gfx1031", "gfx1032", "gfx1033",
+    "gfx1034", "gfx1035", "gfx1036", "gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150",
+    "gfx1151", "gfx1152", "gfx1153", "gfx1200", "gfx1201", "gfx1250")
+
+#: Optimisation levels of the host code (LLVM -O0..-O3).
+OPT_LEVELS = (0, 1, 2, 3)
+
+
+def formats() -> tuple[str, ...]:
+    """The ``format=`` values a compile accepts: ``"auto"`` and the image formats of
+    :data:`pywave.program.FORMATS`."""
+    from ..program import FORMATS
+    return ("auto",) + tuple(FORMATS)
+
+
+#: The oldest NVIDIA chip pywave compiles for. libwavert needs a CUDA driver of 9.0 or newer
+#: (its required entry points include cuFuncSetAttribute, CUDA 9.0), and CUDA 9.0 dropped
+#: Fermi (sm_20, sm_21): no driver pywave can use runs those GPUs.
+MIN_NVPTX_CHIP = "sm_30"
+#: NVIDIA chips pywave accepts: LLVM's, from :data:`MIN_NVPTX_CHIP` on.
+SUPPORTED_NVPTX_CHIPS = NVPTX_CHIPS[NVPTX_CHIPS.index(MIN_NVPTX_CHIP):]
+
+
+def chip(name: Any, parameter: str = "target") -> str:
+    """``name`` if it is a chip LLVM's NVPTX or AMDGPU backend knows (NVIDIA: from
+    :data:`MIN_NVPTX_CHIP` on), else CompileError with the closest valid name, or the valid
+    names when none is close (TypeError when it is not a str). Names are exact: ``SM_90`` or
+    ``sm90`` are suggested as ``sm_90``, not accepted, so that one chip has one cache key."""
+    if not isinstance(name, str):
+        raise TypeError(f"{parameter} must be a chip name (str) such as 'sm_90' or 'gfx942', "
+                        f"got {type(name).__name__} {name!r}")
+    if name in SUPPORTED_NVPTX_CHIPS or name in AMDGPU_CHIPS:
+        return name
+    if name in NVPTX_CHIPS:
+        raise CompileError(f"{parameter} {name!r} is older than {MIN_NVPTX_CHIP}, the oldest "
+                           "NVIDIA chip pywave supports: libwavert needs a CUDA 9.0 or newer "
+                           "driver, which does not run Fermi GPUs (sm_2x)")
+    shown = name if len(name) <= 40 else name[:40] + "..."
+    close = _closest_chip(name)
+    if close:
+        raise CompileError(f"{parameter} {shown!r} is not a chip the compiler knows; did you "
+                           f"mean {close!r}? (chip names are exact and lower case: sm_90, "
+                           "sm_90a, gfx942)")
+    amd = name.lower().startswith("gfx")
+    raise CompileError(f"{parameter} {shown!r} is not a chip the compiler knows; valid "
+                       f"names: {', '.join(AMDGPU_CHIPS if amd else SUPPORTED_NVPTX_CHIPS)}"
+                       + ("" if amd else "; AMD chips: gfx942, gfx90a, ... (see "
+                          "pywave.frontend.validate.AMDGPU_CHIPS)"))
+
+
+def targets(value: Any, parameter: str = "target") -> str:
+    """The chips of a ``target=`` value as one comma-separated str (``"sm_80,sm_90"``): a chip
+    name, several separated by commas (the CLI's ``--target sm_80,sm_90``), or a list/tuple
+    of chip names. Each must be known (:func:`chip`); CompileError for an empty list, a chip
+    named twice, or NVIDIA and AMD chips together; TypeError for another type."""
+    if isinstance(value, (list, tuple)):
+        if not all(isinstance(v, str) for v in value):
+            raise TypeError(f"{parameter} must be a chip name or a list of chip names, got "
+                            f"{value!r}")
+        names = [v.strip() for v in value]
+    elif isinstance(value, str):
+        names = [v.strip() for v in value.split(",")] if "," in value else [value]
+    else:
+        chip(value, parameter)      # the TypeError naming the parameter
+        names = []
+    if not names:
+        raise CompileError(f"{parameter}={value!r} names no chip; expected e.g. 'sm_90' or "
+                           "['sm_80', 'sm_90']")
+    for name in names:
+        chip(name, parameter)
+    if len(set(names)) != len(names):
+        raise CompileError(f"{parameter}={value!r} names a chip twice")
+    if len({n[:3] for n in names}) > 1:
+        raise CompileError(f"{parameter}={value!r} mixes NVIDIA and AMD chips; one compile "
+                           "builds for one backend")
+    return ",".join(names)
+
+
+def _closest_chip(name: str) -> str | None:
+    """The valid chip ``name`` was probably meant to be: the same with case, ``-``/``_`` and a
+    missing ``_`` after ``sm`` fixed (``SM_90``, ``sm90``, ``sm-90a`` -> ``sm_90``...), else
+    the closest by spelling; None when nothing is close."""
+    import difflib
+    valid = SUPPORTED_NVPTX_CHIPS + AMDGPU_CHIPS
+    folded = name.strip().lower().replace("-", "_")
+    fixed = re.sub(r"^sm_?(?=[0-9])", "sm_", folded)
+    if fixed in valid:
+        return fixed
+    if len(name) > 40:
+        return None
+    found = difflib.get_close_matches(fixed, valid, n=1, cutoff=0.8)
+    return found[0] if found else None
+
+
+def options(text: Any, *, target: Any = None, opt_level: Any = 2, format: Any = "auto",
+            filename: Any = "<input>", dump_dir: Any = None, replacements: Any = None,
+            keep_stages: Any = False, library: Any = False, run_entry: Any = None) -> None:
+    """Check the options of a compile (:class:`pywave.pipeline.Pipeline`'s parameters)
+    before any work: TypeError for a wrong type, CompileError for a wrong value (each naming
+    the parameter). ``lowering`` checks itself (:class:`pywave.lowering.LoweringOptions`)."""
+    source(text)
+    if target is not None:
+        targets(target)
+    if isinstance(opt_level, bool) or not isinstance(opt_level, int):
+        raise TypeError(f"opt_level must be an int (0-3), got {opt_level!r}")
+    if opt_level not in OPT_LEVELS:
+        raise CompileError(f"opt_level={opt_level} is out of range; expected 0, 1, 2 or 3")
+    if not isinstance(format, str):
+        raise TypeError(f"format must be a str, got {format!r}")
+    if format not in formats():
+        raise CompileError(f"format={format!r} is not a binary format; expected one of "
+                           f"{', '.join(formats())}")
+    if not isinstance(filename, str):
+        raise TypeError(f"filename must be a str, got {type(filename).__name__}")
+    if dump_dir is not None and not isinstance(dump_dir, (str, os.PathLike)):
+        raise TypeError(f"dump_dir must be a path (str or os.PathLike), got {dump_dir!r}")
+    for name, value in (("keep_stages", keep_stages), ("library", library)):
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be a bool, got {value!r}")
+    if run_entry is not None and not isinstance(run_entry, str):
+        raise TypeError(f"run_entry must be a function name (str), got {run_entry!r}")
+    _replacements(replacements)
+
+
+def _replacements(replacements: Any) -> None:
+    """``binaries=`` maps gpu.module names (str) to paths or bytes (TypeError otherwise)."""
+    if replacements is None:
+        return
+    if not isinstance(replacements, Mapping):
+        raise TypeError(f"binaries must be a dict {{gpu.module name: path or bytes}}, "
+                        f"got {type(replacements).__name__}")
+    for name, value in replacements.items():
+        if not isinstance(name, str) or \
+                not isinstance(value, (str, bytes, bytearray, os.PathLike)):
+            raise TypeError(f"binaries[{name!r}] must map a gpu.module name (str) to a "
+                            f"path or bytes, got {type(value).__name__}")
+
+
+def isolate(value: Any) -> None:
+    """``isolate=`` is a bool or None (TypeError otherwise)."""
+    if value is not None and not isinstance(value, bool):
+        raise TypeError(f"isolate must be a bool or None, got {value!r}")
+
+
+def timeout(value: Any, parameter: str = "timeout") -> float:
+    """``value`` as seconds: any real number (int, float, NumPy scalars, Fraction; not bool)
+    that is finite and > 0 as a float. TypeError for a non-number, pywave.Error otherwise."""
+    import numbers
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{parameter} must be a number of seconds, got {value!r}")
+    try:
+        seconds = float(value)
+    except OverflowError:
+        seconds = float("inf")
+    if not seconds > 0 or seconds == float("inf"):
+        raise Error(f"{parameter} must be a finite number of seconds > 0 (at most "
+                    f"{1.7976931348623157e308:g}), got {value!r:.60}")
+    return seconds
+
+
+def source(text: Any) -> None:
+    """MLIR text must be a str that encodes to UTF-8 (no lone surrogates)."""
+    if not isinstance(text, str):
+        raise TypeError(f"compile() takes MLIR text (str), got {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        line = text.count("\n", 0, exc.start) + 1
+        column = exc.start - (text.rfind("\n", 0, exc.start) + 1) + 1
+        raise CompileError(
+            f"the MLIR text holds {exc.object[exc.start]!r} at line {line}, column {column}, "
+            "a lone UTF-16 surrogate that is not valid Unicode text (UTF-8 cannot encode "
+            "it); remove it or write the character it was meant to pair into",
+            line=line, column=column) from None
+
+
+#: Brackets nested deeper than this are refused before parsing: MLIR's parser and verifier
+#: recurse per level and their time grows faster than linearly (100,000 levels: > 60 s).
+MAX_NESTING = 1000
+_BRACKETS = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|[(){}\[\]]')
+_OPEN = "({["
+
+
+def nesting(text: str) -> None:
+    """CompileError when (), {} or [] outside strings and comments nest deeper than
+    MAX_NESTING, naming the line and column where the limit is passed. Texts with no more
+    opening brackets than that in all (strings and comments included) cannot nest deeper and
+    are not scanned."""
+    if sum(map(text.count, _OPEN)) <= MAX_NESTING:
+        return
+    depth = 0
+    for match in _BRACKETS.finditer(text):
+        token = match.group()
+        if token in _OPEN:
+            depth += 1
+            if depth > MAX_NESTING:
+                at = match.start()
+                line = text.count("\n", 0, at) + 1
+                column = at - (text.rfind("\n", 0, at) + 1) + 1
+                raise CompileError(
+                    f"the MLIR text nests brackets deeper than {MAX_NESTING} levels at line "
+                    f"{line}, column {column}; flatten the nesting (regions, affine "
+                    "expressions, attributes)", line=line, column=column)
+        elif len(token) == 1:
+            depth = max(depth - 1, 0)
+
+
+def pipeline_value(what: str, value: str) -> str:
+    """``value`` quoted for a pass-pipeline option (``"..."``): the quotes keep spaces and
+    ``=``/``}`` inside one option; a value holding a quote or a control character cannot be
+    quoted and is a CompileError naming ``what``."""
+    if any(ch == '"' or ord(ch) < 0x20 or ch == "\x7f" for ch in value):
+        raise CompileError(f"{what} {value!r} holds a double quote or a control character, "
+                           "which cannot be passed to the MLIR pass pipeline; use a path "
+                           "without them")
+    return f'"{value}"'
+
+
+# --------------------------------------------------------------------------------------------
+# Module checks (in the worker, after parsing)
+# --------------------------------------------------------------------------------------------
+#: LLVM address spaces are 24-bit (llvm::PointerType); larger or negative ones assert.
+MAX_ADDRESS_SPACE = (1 << 24) - 1
+#: Kernel attributes holding launch bounds (each entry a positive 32-bit count).
+LAUNCH_BOUND_ATTRIBUTES = ("known_block_size", "known_grid_size", "known_cluster_size",
+                           "nvvm.maxntid", "nvvm.reqntid", "nvvm.cluster_dim",
+                           "nvvm.minctasm", "nvvm.maxnreg", "nvvm.maxclusterrank",
+                           "rocdl.flat_work_group_size", "rocdl.reqd_work_group_size")
+MAX_LAUNCH_BOUND = (1 << 31) - 2
+#: Launch-size hints and the largest launch each dimension (x, y, z) can have.
+HINT_LIMITS = {"known_block_size": (1024, 1024, 64),
+               "known_grid_size": ((1 << 31) - 1, 65535, 65535)}
+#: Flattened LLVM arguments of one host function (see _check_argument_words).
+MAX_HOST_ARGUMENT_WORDS = 4096
+#: Ops that read or write memref elements (host code must not run them on device memory).
+ELEMENT_ACCESS_OPS = frozenset({
+    "memref.load", "memref.store", "memref.copy", "memref.atomic_rmw",
+    "memref.generic_atomic_rmw", "vector.load", "vector.store", "vector.transfer_read",
+    "vector.transfer_write", "vector.maskedload", "vector.maskedstore", "vector.gather",
+    "vector.scatter", "vector.expandload", "vector.compressstore", "affine.load",
+    "affine.store", "affine.vector_load", "affine.vector_store"})
+#: View-like ops: their result aliases their first operand's memory.
+VIEW_OPS = frozenset({"memref.subview", "memref.cast", "memref.reinterpret_cast",
+                      "memref.view", "memref.collapse_shape", "memref.expand_shape",
+                      "memref.transpose", "memref.memory_space_cast",
+                      "memref.assume_alignment", "memref.extract_strided_metadata"})
+#: Dialects the kernel lowering turns into LLVM (pywave.lowering.nvvm_pipeline:
+#: convert-nvgpu-to-nvvm, convert-vector-to-llvm, convert-gpu-to-nvvm, convert-nvvm-to-llvm;
+#: pywave.kernels.rocdl: convert-gpu-to-rocdl, which also lowers the amdgpu dialect).
+KERNEL_DIALECTS = frozenset({"arith", "math", "memref", "vector", "gpu", "cf", "index",
+                             "llvm", "nvvm", "nvgpu", "rocdl", "amdgpu", "builtin", "ub",
+                             "func", "complex"})
+#: Dialects the host lowering turns into LLVM (pywave.host.lowering: async.execute run in place,
+#: gpu-to-llvm, convert-to-llvm; nvgpu's TMA descriptors by convert-nvgpu-to-nvvm).
+HOST_DIALECTS = frozenset({"arith", "math", "memref", "vector", "gpu", "cf", "index",
+                           "llvm", "builtin", "ub", "func", "complex", "nvvm", "nvgpu",
+                           "rocdl", "async"})
+
+
+def _where(op: "ir.Operation") -> str:
+    """``<input>:3:7`` style location of ``op`` (or ``unknown location``)."""
+    from ..mlirutil import file_location
+    loc = file_location(op.location)
+    return f"line {loc[0]}, column {loc[1]}" if loc else "an unknown location"
+
+
+def single_threaded(ctx: "ir.Context") -> None:
+    """Run MLIR on the calling thread only. With a multithreaded context MLIR verifies and
+    runs passes on its thread pool, and a diagnostic emitted there (two ``gpu.func`` of one
+    name: "redefinition of symbol") reaches the bindings' error-capture handler, which
+    touches Python objects without the GIL: nanobind aborts the process (incref_check)."""
+    ctx.enable_multithreading(False)
+
+
+def module(mod: "ir.Module") -> None:
+    """Checks on the parsed module: memory spaces, allocas, kernel launch bounds."""
+    from mlir import ir
+    _walk_checking(mod.operation, lambda op: _check_op(op, ir), ir)
+
+
+def _walk_checking(root: "ir.Operation", check, ir) -> None:
+    """Walk ``root`` calling ``check(op)``; the first CompileError it raises stops the walk
+    and is raised after it (an exception must not cross MLIR's walk callback)."""
+    problems: list[CompileError] = []
+
+    def visit(op: "ir.Operation") -> "ir.WalkResult":
+        try:
+            check(op)
+        except CompileError as exc:
+            problems.append(exc)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit)
+    if problems:
+        raise problems[0]
+
+
+def _check_op(op: "ir.Operation", ir) -> None:
+    for result in op.results:
+        _check_type(result.type, op, ir)
+    for region in op.regions:
+        for block in region.blocks:
+            for arg in block.arguments:
+                _check_type(arg.type, op, ir)
+    if op.name in ("func.func", "gpu.func", "llvm.func") and "function_type" in op.attributes:
+        attr = op.attributes["function_type"]
+        if isinstance(attr, ir.TypeAttr) and isinstance(attr.value, ir.FunctionType):
+            for t in list(attr.value.inputs) + list(attr.value.results):
+                _check_type(t, op, ir)
+    if op.name == "memref.alloca":
+        _check_alloca(op, ir)
+    if op.name == "memref.dim":
+        _check_dim_index(op, ir)
+    if op.name in ("gpu.func", "llvm.func"):
+        _check_launch_bounds(op, ir)
+
+
+#: Memory-space attributes the kernel lowerings map to address spaces (gpu-to-nvvm/rocdl:
+#: #gpu.address_space; convert-amdgpu-to-rocdl: #amdgpu.address_space). The host lowering
+#: (gpu-to-llvm, convert-to-llvm) maps neither: host code typed with one is refused by
+#: :func:`host_spaces`.
+MAPPED_SPACES = ("#gpu.address_space<", "#amdgpu.address_space<")
+
+
+def _check_type(t: "ir.Type", op: "ir.Operation", ir) -> None:
+    if not isinstance(t, (ir.MemRefType, ir.UnrankedMemRefType)):
+        return
+    space = t.memory_space
+    if space is None:
+        return
+    if not isinstance(space, ir.IntegerAttr):
+        if not str(space).startswith(MAPPED_SPACES):
+            raise CompileError(
+                f"{op.name} at {_where(op)} uses the type {t} with memory space {space}, "
+                f"which no lowering maps to an LLVM address space; memory spaces are "
+                f"0..{MAX_ADDRESS_SPACE} (LLVM address spaces) or, in kernel code, "
+                "#gpu.address_space<global|workgroup|private> or (AMD kernels) "
+                "#amdgpu.address_space<...>")
+        return
+    value = ir.IntegerAttr(space).value
+    if not 0 <= value <= MAX_ADDRESS_SPACE:
+        raise CompileError(f"{op.name} at {_where(op)} uses the type {t} with memory space "
+                           f"{value}; memory spaces are 0..{MAX_ADDRESS_SPACE} (LLVM "
+                           "address spaces), or #gpu.address_space<global|workgroup|private>")
+
+
+def _check_dim_index(op: "ir.Operation", ir) -> None:
+    """A ``memref.dim`` of a ranked memref whose index is a constant must name one of its
+    dimensions: MLIR leaves an out-of-range index undefined (memref dialect, ``memref.dim``)
+    and its folding asserts on one (ShapedType::isDynamicDim)."""
+    source, index = op.operands[0], op.operands[1]
+    if not isinstance(source.type, ir.MemRefType) or not isinstance(index, ir.OpResult):
+        return
+    owner = index.owner
+    if owner.name not in ("arith.constant", "index.constant") or \
+            not isinstance(owner.attributes["value"], ir.IntegerAttr):
+        return
+    value = ir.IntegerAttr(owner.attributes["value"]).value
+    rank = ir.MemRefType(source.type).rank
+    if not 0 <= value < rank:
+        raise CompileError(f"memref.dim at {_where(op)} asks for dimension {value} of "
+                           f"{source.type}, which has {rank} dimension(s): the index must be "
+                           f"0..{rank - 1}")
+
+
+def _check_alloca(op: "ir.Operation", ir) -> None:
+    space = ir.MemRefType(op.results[0].type).memory_space
+    if space is None:
+        return
+    text = str(space)
+    private = text in ("#gpu.address_space<private>", "5 : i64", "5 : i32", "5")
+    if private or (isinstance(space, ir.IntegerAttr) and ir.IntegerAttr(space).value in (0, 5)):
+        return
+    raise CompileError(
+        f"memref.alloca at {_where(op)} allocates in memory space {text}: an alloca is "
+        "thread-private stack memory (the default or #gpu.address_space<private>); for "
+        "workgroup memory use a workgroup attribution of the gpu.func "
+        "(workgroup(%buf : memref<..., #gpu.address_space<workgroup>>)), "
+        "gpu.dynamic_shared_memory or a memref.global in the gpu.module")
+
+
+def _check_launch_bounds(op: "ir.Operation", ir) -> None:
+    for name in LAUNCH_BOUND_ATTRIBUTES:
+        if name not in op.attributes:
+            continue
+        attr = op.attributes[name]
+        values = _integers(attr, ir)
+        if values is None:
+            continue
+        for value in values:
+            if not 1 <= value <= MAX_LAUNCH_BOUND:
+                fname = ir.StringAttr(op.attributes["sym_name"]).value \
+                    if "sym_name" in op.attributes else "?"
+                raise CompileError(
+                    f"{op.name} @{fname} at {_where(op)} has {name} = {attr} with the entry "
+                    f"{value}; launch bounds are 1..{MAX_LAUNCH_BOUND}")
+
+
+def _integers(attr: "ir.Attribute", ir) -> list[int] | None:
+    if isinstance(attr, ir.DenseI32ArrayAttr):
+        return list(ir.DenseI32ArrayAttr(attr))
+    if isinstance(attr, ir.DenseI64ArrayAttr):
+        return list(ir.DenseI64ArrayAttr(attr))
+    if isinstance(attr, ir.IntegerAttr):
+        return [ir.IntegerAttr(attr).value]
+    if isinstance(attr, ir.ArrayAttr):
+        out = []
+        for a in ir.ArrayAttr(attr):
+            if not isinstance(a, ir.IntegerAttr):
+                return None
+            out.append(ir.IntegerAttr(a).value)
+        return out
+    return None
+
+
+def prepared(mod: "ir.Module", *, device_arguments: bool = True) -> None:
+    """Checks after the prepare pipeline (kernels outlined): host code touching device
+    memory, ops that neither the kernel nor the host lowering handles. ``device_arguments``:
+    the memref arguments of public host functions hold GPU memory (tensors from Python;
+    False for ``pywave run``, whose entry takes none and whose other functions get what
+    their callers pass)."""
+    from mlir import ir
+
+    for top in mod.body.operations:
+        top = top.operation
+        if top.name == "gpu.module":
+            _drop_impossible_launch_hints(top, ir)
+            _check_lowerable(top, KERNEL_DIALECTS, "kernels (convert-gpu-to-nvvm/rocdl)", ir,
+                             skip_self=True)
+        elif top.name == "func.func":
+            _check_argument_words(top, ir)
+            _check_lowerable(top, HOST_DIALECTS, "host (gpu-to-llvm, convert-to-llvm)", ir)
+            _check_host_access(top, ir, device_arguments and not _private(top, ir))
+
+
+def host_spaces(mod: "ir.Module") -> None:
+    """Host code typed with a :data:`MAPPED_SPACES` memory space, anywhere in a type
+    (``!async.value<memref<...>>``, a memref of memrefs) or in a type attribute (a
+    ``memref.global``'s type, a function type), is a CompileError naming the op, its place
+    and the type. Run on the module as it enters the host lowering (kernels outlined and
+    serialised, async regions inlined, dead values gone): the host lowering maps no such
+    space, and MLIR 22 then reports a failed type conversion inside a pass that still
+    succeeds, which aborts the Python bindings (fuzz seed 34, case 90)."""
+    from mlir import ir
+
+    def types(op: "ir.Operation"):
+        yield from (r.type for r in op.results)
+        for region in op.regions:
+            for block in region.blocks:
+                yield from (a.type for a in block.arguments)
+        for name in op.attributes:
+            attr = op.attributes[name]
+            if isinstance(attr, ir.TypeAttr):
+                yield attr.value
+
+    def check(op: "ir.Operation") -> None:
+        for t in types(op):
+            text = str(t)
+            space = next((s for s in MAPPED_SPACES if s in text), None)
+            if space is not None and not _in_gpu_module(op):
+                raise CompileError(
+                    f"{op.name} at {_where(op)} uses the type {t} in host code; the host "
+                    f"lowering (gpu-to-llvm) maps no {space[:-1]} memory space to an LLVM "
+                    "address space: outside a gpu.module write GPU global memory as memory "
+                    "space 1 (or none), in the kernel's signature too")
+
+    _walk_checking(mod.operation, check, ir)
+
+
+def _in_gpu_module(op: "ir.Operation") -> bool:
+    """Whether ``op`` is or is nested in a ``gpu.module`` (one the host lowering leaves to
+    the kernel path, e.g. inside a nested builtin.module)."""
+    while op is not None:
+        if op.name == "gpu.module":
+            return True
+        op = op.parent
+    return False
+
+
+def _drop_impossible_launch_hints(gmod: "ir.Operation", ir) -> None:
+    """Remove ``known_block_size``/``known_grid_size`` hints outside the GPU's launch limits.
+    gpu-kernel-outlining copies them from constant launch sizes (an index constant above
+    2^31 even wraps to a negative i32), and NVVM's range metadata then asserts in LLVM
+    (ConstantRange, APInt). They are hints only: such a launch is refused at run time with
+    an ArgumentError naming the limit, as one of a non-constant size is."""
+    for op in gmod.regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name != "gpu.func":
+            continue
+        for name, limits in HINT_LIMITS.items():
+            if name not in op.attributes:
+                continue
+            values = _integers(op.attributes[name], ir) or []
+            if any(not 1 <= v <= hi for v, hi in zip(values, limits)):
+                log.debug("dropping %s = %s of @%s: outside the launch limits %s", name,
+                          values, ir.StringAttr(op.attributes["sym_name"]).value, limits)
+                del op.attributes[name]
+
+
+def _check_argument_words(func: "ir.Operation", ir) -> None:
+    """Host functions pass at most MAX_HOST_ARGUMENT_WORDS LLVM arguments: LLVM's O2 module
+    pipeline takes time quadratic in the arguments of the packed entry's call (1,000
+    memrefs, 5,000 words: 4 s; 10,000 words: 20 s)."""
+    attr = func.attributes["function_type"]
+    words = 0
+    for t in ir.FunctionType(ir.TypeAttr(attr).value).inputs:
+        words += 3 + 2 * ir.MemRefType(t).rank if isinstance(t, ir.MemRefType) else 1
+    if words > MAX_HOST_ARGUMENT_WORDS:
+        name = ir.StringAttr(func.attributes["sym_name"]).value
+        raise CompileError(
+            f"host function @{name} at {_where(func)} takes {words} argument words (a rank-r "
+            f"memref is 3 + 2r, a scalar 1); the limit is {MAX_HOST_ARGUMENT_WORDS}: pass "
+            "many scalars in one memref instead")
+
+
+def _check_lowerable(root: "ir.Operation", dialects: frozenset[str], stage: str, ir,
+                     skip_self: bool = False) -> None:
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name.split(".", 1)[0] not in dialects:
+            found.append(op)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit, ir.WalkOrder.PRE_ORDER)      # the outermost unlowerable op
+    if found:
+        op = found[0]
+        raise CompileError(
+            f"{op.name} at {_where(op)} cannot be lowered by the {stage} stage: it lowers the "
+            f"{', '.join(sorted(dialects - {'builtin', 'ub'}))} dialects; rewrite the op with "
+            "those (the IR after each stage is in a dump: dump_dir= or $PYWAVE_DUMP_DIR)")
+
+
+def _private(func: "ir.Operation", ir) -> bool:
+    """``func`` is a private function (called by host code only, never from Python)."""
+    return "sym_visibility" in func.attributes and \
+        ir.StringAttr(func.attributes["sym_visibility"]).value == "private"
+
+
+def _check_host_access(func: "ir.Operation", ir, arguments: bool) -> None:
+    """CompileError for element reads/writes in host code of a memref that holds device
+    memory: an argument of the function when ``arguments`` (tensors passed from Python
+    live on the GPU) or a ``gpu.alloc`` result (not ``host_shared``), followed through
+    view-like ops."""
+    if not func.regions[0].blocks:
+        return
+    fname = ir.StringAttr(func.attributes["sym_name"]).value
+    device: dict[Any, str] = {}
+    for i, arg in enumerate(func.regions[0].blocks[0].arguments if arguments else ()):
+        if isinstance(arg.type, (ir.MemRefType, ir.UnrankedMemRefType)):
+            device[arg] = f"argument #{i} of host function @{fname}"
+    bad: list[tuple[ir.Operation, str]] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "gpu.alloc" and "hostShared" not in op.attributes:
+            device[op.results[0]] = f"the gpu.alloc at {_where(op)}"
+        elif op.name in VIEW_OPS and len(op.operands) and op.operands[0] in device:
+            for result in op.results:
+                if isinstance(result.type, (ir.MemRefType, ir.UnrankedMemRefType)):
+                    device[result] = device[op.operands[0]]
+        elif op.name in ELEMENT_ACCESS_OPS or op.name.startswith("linalg."):
+            for operand in op.operands:
+                if operand in device:
+                    bad.append((op, device[operand]))
+                    return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    func.walk(visit)
+    if bad:
+        op, origin = bad[0]
+        raise CompileError(
+            f"{op.name} at {_where(op)} reads or writes the elements of {origin} on the host, "
+            "but that memref holds GPU memory; access it in a kernel (gpu.launch_func) or "
+            "copy it with gpu.memcpy into host memory first", )

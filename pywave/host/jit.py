@@ -1,0 +1,240 @@
+"""Stage ``llvm-codegen`` (:mod:`pywave.pipeline`): LLVM IR -> optimised host object code;
+then loaded into llvmlite's MCJIT (:class:`JitModule`).
+
+Object code is the unit (so it can be cached on disk and loaded without MLIR). Before an
+object is loaded, every symbol it leaves undefined must resolve in the process or in
+libwavert: MCJIT would otherwise jump to address 0 on the first call.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import struct
+import sys
+import threading
+
+from .. import layout, sparse
+from ..errors import CompileError
+
+
+class _LazyLLVM:
+    """``llvmlite.binding``, imported on first use (a warm start through pywave.host.sharedobj
+    never imports it); the first attribute read replaces this object with the module."""
+
+    def __getattr__(self, name: str):
+        import llvmlite.binding
+        globals()["llvm"] = llvmlite.binding
+        return getattr(llvmlite.binding, name)
+
+
+llvm = _LazyLLVM()
+
+log = logging.getLogger("pywave.jit")
+
+_init_lock = threading.Lock()
+_initialised = False
+_all_targets = False
+_runtime_loaded = False
+
+#: Host-side half/bfloat16 conversions that LLVM lowers to compiler-rt calls. No library in
+#: a Python process provides them, so they are defined here over libwavert's bit-exact
+#: (round-to-nearest-even) conversions, whose ABI is plain integers.
+SOFTFLOAT_IR = r"""
+declare i16 @wavert_f16_from_f32(float)
+declare i16 @wavert_f16_from_f64(double)
+declare float @wavert_f32_from_f16(i16)
+declare i16 @wavert_bf16_from_f32(float)
+declare i16 @wavert_bf16_from_f64(double)
+
+define half @__truncsfhf2(float %x) {
+  %b = call i16 @wavert_f16_from_f32(float %x)
+  %r = bitcast i16 %b to half
+  ret half %r
+}
+define half @__truncdfhf2(double %x) {
+  %b = call i16 @wavert_f16_from_f64(double %x)
+  %r = bitcast i16 %b to half
+  ret half %r
+}
+define float @__extendhfsf2(half %x) {
+  %b = bitcast half %x to i16
+  %r = call float @wavert_f32_from_f16(i16 %b)
+  ret float %r
+}
+define float @__gnu_h2f_ieee(half %x) {
+  %r = call float @__extendhfsf2(half %x)
+  ret float %r
+}
+define half @__gnu_f2h_ieee(float %x) {
+  %r = call half @__truncsfhf2(float %x)
+  ret half %r
+}
+define bfloat @__truncsfbf2(float %x) {
+  %b = call i16 @wavert_bf16_from_f32(float %x)
+  %r = bitcast i16 %b to bfloat
+  ret bfloat %r
+}
+define bfloat @__truncdfbf2(double %x) {
+  %b = call i16 @wavert_bf16_from_f64(double %x)
+  %r = bitcast i16 %b to bfloat
+  ret bfloat %r
+}
+"""
+
+
+def all_targets():
+    """``llvmlite.binding`` with every LLVM target (NVPTX, AMDGPU...) initialised, once;
+    thread-safe. For the GPU targets' machines (data layouts, AMD code generation)."""
+    import llvmlite.binding
+    global _all_targets
+    with _init_lock:
+        if not _all_targets:
+            llvmlite.binding.initialize_all_targets()
+            llvmlite.binding.initialize_all_asmprinters()
+            _all_targets = True
+    return llvmlite.binding
+
+
+def initialise(runtime_library: str | None = None) -> None:
+    """Initialise LLVM's native target once; with ``runtime_library``, also make libwavert's
+    symbols visible to the JIT."""
+    global _initialised, _runtime_loaded
+    with _init_lock:
+        if not _initialised:
+            llvm.initialize_native_target()
+            llvm.initialize_native_asmprinter()
+            llvm.initialize_native_asmparser()
+            _initialised = True
+        if runtime_library and not _runtime_loaded:
+            llvm.load_library_permanently(runtime_library)
+            # MLIR's runner utilities (printMemref*, vector.print's print*), shipped with it.
+            runner = layout.runner_library()
+            if runner is not None:
+                llvm.load_library_permanently(runner)
+            _runtime_loaded = True
+
+
+@functools.cache
+def target_machine(opt_level: int) -> llvm.TargetMachine:
+    """The target machine of host code at ``opt_level`` (one per level, reused): the generic
+    CPU of the host's triple. Host code is launch glue (descriptor words, driver calls), and
+    its object is kept in the disk cache, whose key does not hold the host CPU: one built for
+    this CPU's extensions (AVX-512) would die of SIGILL on another machine sharing the cache
+    (a home directory on NFS) or under valgrind."""
+    initialise()
+    target = llvm.Target.from_triple(llvm.get_process_triple())
+    return target.create_target_machine(cpu="generic", features="", opt=opt_level,
+                                        reloc="pic", codemodel="jitdefault")
+
+
+def compile_object(llvm_ir: str, *, opt_level: int = 2, library: bool = False,
+                   assembly: bool = False) -> tuple[bytes, str]:
+    """Optimise ``llvm_ir`` at ``opt_level`` (0-3) and emit (object code, assembly text);
+    the assembly is emitted only with ``assembly=True`` (else "": it costs a second codegen).
+
+    The code is for the generic CPU of the host's triple (:func:`target_machine`).
+    ``library=True`` makes an object to link into a shared library (``pywave.export``): every
+    defined symbol hidden (so a host function named ``main`` cannot
+    clash with a program's; the library's wrapper still reaches the packed entries and
+    ``_pywave_release_kernels``)."""
+    if opt_level not in (0, 1, 2, 3):
+        raise CompileError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
+    tm = target_machine(opt_level)
+    try:
+        module = llvm.parse_assembly(llvm_ir)
+        module.link_in(llvm.parse_assembly(SOFTFLOAT_IR))
+        module.triple = tm.triple
+        module.data_layout = str(tm.target_data)
+        if library:
+            _hide_symbols(module)
+        module.verify()
+    except RuntimeError as exc:
+        raise CompileError(f"LLVM rejected the host IR: {exc}") from None
+    if opt_level:
+        pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(module, pb)
+    return tm.emit_object(module), tm.emit_assembly(module) if assembly else ""
+
+
+def _hide_symbols(module: llvm.ModuleRef) -> None:
+    for value in list(module.functions) + list(module.global_variables):
+        if not value.is_declaration and value.linkage.name in ("external", "weak_odr"):
+            value.visibility = "hidden"
+
+
+def undefined_symbols(obj: bytes) -> list[str]:
+    """Names an ELF64 little-endian relocatable object leaves undefined."""
+    if obj[:4] != b"\x7fELF" or obj[4] != 2 or obj[5] != 1:
+        raise CompileError("host object is not an ELF64 little-endian object")
+    shoff, = struct.unpack_from("<Q", obj, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", obj, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", obj, shoff + i * shentsize)
+                for i in range(shnum)]
+    names = []
+    for sh in sections:
+        if sh[1] != 2:  # SHT_SYMTAB
+            continue
+        strtab = sections[sh[6]]
+        for off in range(sh[4], sh[4] + sh[5], 24):
+            st_name, st_info, _, st_shndx = struct.unpack_from("<IBBH", obj, off)
+            if st_shndx == 0 and st_name and (st_info >> 4) in (1, 2):  # GLOBAL/WEAK UNDEF
+                end = obj.index(b"\0", strtab[4] + st_name)
+                names.append(obj[strtab[4] + st_name:end].decode())
+    return names
+
+
+#: Symbols the JIT linker (RuntimeDyld) defines itself.
+_LINKER_DEFINED = {"_GLOBAL_OFFSET_TABLE_"}
+
+
+#: The engines not closed yet. An engine stays reachable from here until ``close``: llvmlite
+#: frees an ExecutionEngine in its ``__del__``, and when the garbage collector takes a cycle
+#: holding a compiled module it runs every finaliser of the cycle first, in no set order, so
+#: the engine's code could be freed before the module's release calls into it.
+_open_engines: set["JitModule"] = set()
+_open_lock = threading.Lock()
+
+
+class JitModule:
+    """Host object code loaded into an MCJIT engine. Thread-safe after construction;
+    ``close`` frees the code (callers must make sure no call is running). The code lives
+    until ``close``: garbage collection alone never frees it (:data:`_open_engines`)."""
+
+    def __init__(self, obj: bytes) -> None:
+        undefined = undefined_symbols(obj)
+        missing = [s for s in undefined
+                   if s not in _LINKER_DEFINED and not llvm.address_of_symbol(s)]
+        if missing:
+            raise CompileError("host code needs symbols that nothing in the process provides: "
+                               + ", ".join(sorted(missing)))
+        sparse.preload(undefined)   # libwavert opens cuSPARSE(Lt) by soname when called
+        tm = target_machine.__wrapped__(0)   # a fresh one: the engine owns and frees it
+        base = llvm.parse_assembly("")
+        base.triple = tm.triple
+        self._engine = llvm.create_mcjit_compiler(base, tm)
+        self._engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+        self._engine.finalize_object()
+        with _open_lock:
+            _open_engines.add(self)
+
+    def address(self, name: str) -> int:
+        """Address of a function or global defined in the object (CompileError if absent)."""
+        addr = self._engine.get_function_address(name) or \
+            self._engine.get_global_value_address(name)
+        if not addr:
+            raise CompileError(f"the JIT-compiled host code has no symbol {name!r}")
+        return addr
+
+    def close(self, _finalizing=sys.is_finalizing, _lock=_open_lock,
+              _open=_open_engines) -> None:
+        """Free the code (idempotent)."""
+        if self._engine is not None:
+            engine, self._engine = self._engine, None
+            with _lock:
+                _open.discard(self)
+            if _finalizing():   # llvmlite's globals may be gone at exit; the process frees it
+                engine.detach()
+            else:
+                engine.close()

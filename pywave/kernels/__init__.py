@@ -1,0 +1,56 @@
+"""Stage ``kernels``: from outlined ``gpu.module``s to kernel images, entered through
+:func:`lower` alone.
+
+``targets`` assigns each ``gpu.module`` its chips (the one reader and writer of the
+``targets`` attribute); ``options`` applies the kernel compile options; ``rewrites`` holds
+the rewrites for what upstream's lowerings lack; ``nvvm`` lowers and serialises for NVIDIA
+(``ptxas`` assembles per chip, ``toolkit`` finds the CUDA toolkit), ``rocdl`` for AMD;
+``images`` swaps in images the user gives. MLIR is imported when :func:`lower` runs, so
+importing ``pywave.kernels.toolkit`` (the cache key needs the toolkit's version) loads none.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Mapping
+
+if TYPE_CHECKING:
+    from mlir import ir
+
+    from ..lowering import LoweringOptions
+    from ..program import Binary, Target
+
+
+def lower(module: "ir.Module", *, requested: "Target | None", found: "Target | None",
+          options: "LoweringOptions", fmt: str, text: str,
+          replacements: "Mapping[str, Binary]",
+          observe: "Callable[[ir.Module, str, Callable[[str], str]], None] | None" = None,
+          ) -> "tuple[Target, list[Binary]]":
+    """Assign the targets, lower and serialise the kernels, swap in the replacements.
+
+    ``requested`` is the ``target=`` chip(s) (None: the IR's own, else ``found``, GPU 0's);
+    ``fmt`` the image format asked for (``"auto"``, ``"cubin"``, ``"ptx"``, ``"fatbin"``,
+    ``"hsaco"``); ``observe`` (dumps, ``keep_stages``) sees the NVVM-lowered module before
+    serialisation (:func:`pywave.kernels.nvvm.lower_nvvm`). Returns the program's target and
+    one :class:`pywave.program.Binary` per ``gpu.module``; CompileError for what cannot be
+    built (naming the module, the option or the tool)."""
+    from . import images, nvvm, targets, toolkit
+    from . import options as kernel_options
+    from .. import lowering
+    targets.add_ptxas_arguments(module, options)
+    targets.attach_nvvm_targets(module, requested or found, options)
+    target = targets.assign_targets(module, requested, found)
+    if target.backend == "rocdl":
+        from . import rocdl
+        kernel_options.check_amd(options, target.chip)
+        binaries = rocdl.lower_rocdl(module, fmt=fmt, text=text,
+                                     opt_level=options.kernel_opt_level,
+                                     line_info=options.line_info)
+    else:
+        from .rewrites import subgroups
+        subgroups.lower_subgroup_ops(module)
+        if len(target.chips) == 1:
+            fmt = lowering.image_format(fmt, target.chip, toolkit.cuda_toolkit())
+        assembled = nvvm.lower_nvvm(module, fmt=fmt, text=text, observe=observe,
+                                    options=options)
+        binaries = [assembled.get(b.name, b) for b in nvvm.collect_binaries(module, target)]
+    return target, images.replace(binaries, replacements, target)
