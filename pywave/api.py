@@ -1,7 +1,7 @@
 """The public surface: :func:`compile` and :class:`CompiledModule`.
 
-``compile`` looks up the compile caches (in memory here, on disk in :mod:`pywave.cache`) and
-on a miss runs the :class:`pywave.pipeline.Pipeline` in a compile worker
+``compile`` takes the named steps of :mod:`pywave.front`: the in-memory cache, the disk cache
+(:mod:`pywave.cache`), on a miss the :class:`pywave.pipeline.Pipeline` in a compile worker
 (:mod:`pywave.isolation`: a crash or hang of MLIR/LLVM there is a CompileError); a
 :class:`CompiledModule` loads the program's host object code into the JIT and wraps each
 host function in ``pywave._native.HostFunction``. MLIR is imported only when something must
@@ -14,15 +14,13 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import threading
 import time
-import weakref
 from typing import Mapping, Sequence
 
-from . import cache, pipeline, runtime
+from . import cache, front, pipeline, runtime
 from .errors import ArgumentError, CompileError, DeviceError, Error
 from .frontend import validate
-from .frontend.source import MlirModule, text_and_name, with_path_hint
+from .frontend.source import MlirModule, text_and_name
 from .host import jit, sharedobj
 from .lowering import LoweringOptions, options_of
 from .pipeline import Artifacts
@@ -30,13 +28,6 @@ from .program import BACKENDS, PACKED_PREFIX, RELEASE_KERNELS, Binary, Program
 from .runtime import kernel_api
 
 log = logging.getLogger("pywave")
-
-#: The live modules, keyed by (MLIR text, cache.described options): a hit hashes no text
-#: beyond the str's own cached hash (shared with pywave.entry.many).
-_memory: "weakref.WeakValueDictionary[tuple[str, str], CompiledModule]" = \
-    weakref.WeakValueDictionary()
-_memory_lock = threading.Lock()
-
 
 def device_count() -> int:
     """Number of GPUs pywave can launch on: the CUDA GPUs, else (none) the HIP GPUs; 0 when
@@ -192,59 +183,36 @@ def compile(text: "str | os.PathLike[str] | MlirModule", *,
     if timeout is not None:
         validate.timeout(timeout)
     dumping = compiler.dump_root is not None
-    described = cache.described(compiler.options(), pipeline.tool_versions())
+    req = front.request(compiler)
     started = time.perf_counter()
-    hit = live_module((text, described)) if not dumping else None
+    hit = front.live(req.memo) if not dumping else None
     if hit is not None:
         log.info("compile: in-memory cache hit")
         return hit
-    cache_key = cache.key(text, described)
-    program = cache.load(cache_key) if disk_cache and not dumping else None
-    module = None
-    if program is not None:
-        try:
-            module = CompiledModule(program)
-        except (Error, TypeError, ValueError, OverflowError) as exc:
-            # decoded, yet not loadable (e.g. a parameter record the call path refuses)
-            cache.discard(cache_key, f"the module does not load: {exc}")
+    module = _from_disk(req) if disk_cache and not dumping else None
     how = "disk cache hit"
     if module is None:
-        from . import isolation  # a warm start neither imports it nor starts a worker
-        try:
-            program = isolation.program(compiler, isolate=isolate, timeout=timeout)
-        except CompileError as exc:
-            hinted = with_path_hint(exc, text)
-            if hinted is exc:
-                raise
-            raise hinted from exc
+        program = front.build_program(compiler, isolate=isolate, timeout=timeout)
         if disk_cache:
-            program = cache.store(cache_key, program) or program   # as stored: pre-linked
+            program = front.keep(req, program) or program   # as stored: pre-linked
         how = "compiled (cache miss)" if disk_cache and not dumping else "compiled (cache off)"
         module = CompiledModule(program)
-    log.info("compile %s: %s for %s in %.1f ms", cache_key[:16], how, program.target.chip,
+    log.info("compile %s: %s for %s in %.1f ms", req.key[:16], how, module.target,
              (time.perf_counter() - started) * 1e3)
-    return adopt((text, described), module)
+    return front.adopt(req.memo, module)
 
 
-def live_module(memo: tuple[str, str]) -> "CompiledModule | None":
-    """The open module that :func:`compile` (or :func:`pywave.compile_many`) made for
-    ``memo`` (the text and its described options: :func:`pywave.cache.described`) and that
-    is still alive, else None. Thread-safe."""
-    with _memory_lock:
-        found = _memory.get(memo)
-    return found if found is not None and not found.closed else None
-
-
-def adopt(memo: tuple[str, str], module: "CompiledModule") -> "CompiledModule":
-    """Register ``module`` as the live module of ``memo`` and return it; when another thread
-    registered an open one first, that one is returned (one module per text and options).
-    Thread-safe."""
-    with _memory_lock:
-        found = _memory.get(memo)
-        if found is not None and not found.closed:
-            return found
-        _memory[memo] = module
-    return module
+def _from_disk(req: "front.Request") -> "CompiledModule | None":
+    """The disk cache's module for ``req``, loaded; None on a miss. An entry that decodes but
+    does not load (e.g. a parameter record the call path refuses) is discarded."""
+    program = front.stored(req)
+    if program is None:
+        return None
+    try:
+        return CompiledModule(program)
+    except (Error, TypeError, ValueError, OverflowError) as exc:
+        cache.discard(req.key, f"the module does not load: {exc}")
+        return None
 
 
 class CompiledModule:

@@ -49,12 +49,13 @@ import shutil
 import subprocess
 from typing import Mapping
 
-from .. import isolation, layout, pipeline, runtime
+from .. import front, layout, pipeline, runtime
 from .._version import __version__
 from ..errors import CompileError
+from ..frontend.source import MlirModule, text_and_name
 from ..lowering import LoweringOptions, options_of
-from ..program import (DTYPES, DYNAMIC, PACKED_PREFIX, RELEASE_KERNELS, SIGNLESS, WAVE_CONVENTION, HostSignature, Param, Target)
-from ..frontend.source import MlirModule, text_and_name, with_path_hint
+from ..program import (DTYPES, DYNAMIC, PACKED_PREFIX, RELEASE_KERNELS, SIGNLESS,
+                       WAVE_CONVENTION, HostSignature, Param, Target)
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: Keywords of C (C11 and C23) and C++ (the header is usable from both).
@@ -177,15 +178,9 @@ def export(text: "str | os.PathLike[str] | MlirModule", out_dir: str | os.PathLi
                            "install) before exporting")
     text, path = text_and_name(text)
     filename = path if filename == "<input>" else filename
-    try:
-        art = isolation.artifacts(pipeline.Pipeline(
-            text, target=target, opt_level=opt_level, format=format, filename=filename,
-            replacements=binaries, library=True, lowering=options_of(lowering), passes=passes))
-    except CompileError as exc:
-        hinted = with_path_hint(exc, text)
-        if hinted is exc:
-            raise
-        raise hinted from exc
+    art = front.build_artifacts(pipeline.Pipeline(
+        text, target=target, opt_level=opt_level, format=format, filename=filename,
+        replacements=binaries, library=True, lowering=options_of(lowering), passes=passes))
     for fn in art.host.functions:
         if not _IDENT.match(fn.name):
             raise CompileError(f"host function @{fn.name} is not a C identifier; rename it "

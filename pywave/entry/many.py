@@ -16,10 +16,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from .. import api, cache, pipeline
+from .. import api, cache, front, pipeline
 from ..errors import ArgumentError, CompileError, Error
 from ..frontend import validate
-from ..frontend.source import MlirModule, text_and_name, with_path_hint
+from ..frontend.source import MlirModule, text_and_name
 from ..lowering import LoweringOptions, options_of
 from ..program import Program
 
@@ -43,11 +43,14 @@ class Outcome:
     index: int
     name: str
     status: str
-    key: str | None = None
     seconds: float = 0.0
     error: Exception | None = None
     program: Program | None = None
-    memo: tuple[str, str] | None = field(default=None, repr=False)  # pywave.api._memory key
+    request: "front.Request | None" = field(default=None, repr=False)
+
+    @property
+    def key(self) -> str | None:
+        return self.request.key if self.request is not None else None
 
 
 class CompileManyError(CompileError):
@@ -207,18 +210,16 @@ def run(texts: "Sequence[str | os.PathLike[str] | MlirModule]", *, jobs: int | N
         outcome, compiler = entry
         started = time.perf_counter()
         try:
-            outcome.program = isolation.program(compiler, isolate=isolate, timeout=timeout,
-                                                workers=workers)
+            outcome.program = front.build_program(compiler, isolate=isolate, timeout=timeout,
+                                                  workers=workers)
         except Exception as exc:  # noqa: BLE001 - reported per input, the others go on
-            if isinstance(exc, CompileError):
-                exc = with_path_hint(exc, outcome.memo[0])
             outcome.status, outcome.error = FAILED, exc
             return
         finally:
             outcome.seconds = time.perf_counter() - started
         outcome.status = COMPILED
         if disk_cache:
-            stored = cache.store(outcome.key, outcome.program)
+            stored = front.keep(outcome.request, outcome.program)
             if stored is not None:   # the program as stored: with its pre-linked host code
                 outcome.program = stored
             elif not load:
@@ -268,8 +269,7 @@ def _prepare(index: int, item: object, disk_cache: bool, load: bool,
                                      format=options.get("format", "auto"),
                                      lowering=options_of(options.get("lowering")),
                                      launchers=True, passes=options.get("passes"))
-        outcome.memo = (text, cache.described(compiler.options(), pipeline.tool_versions()))
-        outcome.key = cache.key(*outcome.memo)
+        outcome.request = front.request(compiler)
     except Exception as exc:  # noqa: BLE001 - reported per input
         outcome.status, outcome.error = FAILED, exc
         return outcome, None
@@ -281,13 +281,13 @@ def _prepare(index: int, item: object, disk_cache: bool, load: bool,
 
 def _cached(outcome: Outcome, disk_cache: bool, load: bool) -> bool:
     """Whether the input is served by a cache (then ``outcome.program`` is set for loading)."""
-    alive = api.live_module(outcome.memo) if load else None
+    alive = front.live(outcome.request.memo) if load else None
     if alive is not None:
         outcome.program = alive.program
         return True
     if not disk_cache:
         return False
-    outcome.program = cache.load(outcome.key)    # decoded: a corrupt entry is rebuilt
+    outcome.program = front.stored(outcome.request)    # decoded: a corrupt entry is rebuilt
     if outcome.program is None:
         return False
     if not load:
@@ -298,6 +298,6 @@ def _cached(outcome: Outcome, disk_cache: bool, load: bool) -> bool:
 def _module(outcome: Outcome) -> "api.CompiledModule":
     """The CompiledModule of a successful input: the live one of the in-memory cache, else a
     new one (registered there, as :func:`pywave.compile` does)."""
-    alive = api.live_module(outcome.memo)
-    return alive if alive is not None else api.adopt(outcome.memo,
-                                                     api.CompiledModule(outcome.program))
+    alive = front.live(outcome.request.memo)
+    return alive if alive is not None else front.adopt(outcome.request.memo,
+                                                       api.CompiledModule(outcome.program))
