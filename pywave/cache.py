@@ -1,5 +1,5 @@
 """Compile cache on disk: compiled programs (:class:`pywave.program.Program`) by key. (The
-in-memory cache of open modules is in :mod:`pywave.api`.)
+in-memory cache of open modules is in :mod:`pywave.front`.)
 
 An on-disk entry holds everything a call needs (kernel binaries, host object code, the host
 functions' signatures, stored by field name), so a warm start in a new process loads it

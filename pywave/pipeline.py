@@ -1,17 +1,16 @@
 """The compile pipeline: MLIR text -> plain artifacts, each stage run once.
 
-======================  =============================================  =====================
-stage                   runs                                           produces
-======================  =============================================  =====================
-``parse``               :mod:`pywave.frontend.parse`                            verified module
-``passes``              :mod:`pywave.frontend.passes` (the user's ``passes=``)  the module after them
-``prepare``             bool widening, ``PREPARE_PIPELINE``, checks    outlined kernels
-``signatures``          :mod:`pywave.host.signature`                        ``[HostSignature]``
-``kernels``             target assignment, :mod:`pywave.kernels.nvvm` /     ``[Binary]`` (+ user
-                        :mod:`pywave.kernels.rocdl`, :mod:`pywave.kernels.images`     replacements)
-``host``                :mod:`pywave.host.lowering`                             host LLVM IR
-``llvm-codegen``        :mod:`pywave.host.jit`                              host object code
-======================  =============================================  =====================
+==================  ==============================================  ==========================
+stage               runs                                            produces
+==================  ==============================================  ==========================
+``parse``           :mod:`pywave.frontend.parse`                    verified module
+``passes``          :mod:`pywave.frontend.passes` (``passes=``)     the module after them
+``prepare``         :mod:`pywave.frontend.prepare`                  outlined kernels
+``signatures``      :mod:`pywave.host.signature`, ``launchers``     ``[HostSignature]``
+``kernels``         :func:`pywave.kernels.lower`                    ``[Binary]``
+``host``            :mod:`pywave.host.lowering`                     host LLVM IR
+``llvm-codegen``    :mod:`pywave.host.jit`                          host object code
+==================  ==============================================  ==========================
 
 :func:`pywave.compile` (JIT), :func:`pywave.export` (a shared library for C), dumping
 (:mod:`pywave.dump`) and ``python -m pywave`` all run one :class:`Pipeline`; ``pywave opt``

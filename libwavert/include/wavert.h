@@ -38,8 +38,11 @@
 extern "C" {
 #endif
 
+/* Version of this header and of the library built from it. While MAJOR is 0, a MINOR bump may
+ * remove or change exported symbols (0.2.0 removed the thirteen wavert_jit_* mirrors of MLIR's
+ * mgpu* runtime functions: generated host code calls the mgpu* names of wavert_mgpu.h). */
 #define WAVERT_VERSION_MAJOR 0
-#define WAVERT_VERSION_MINOR 1
+#define WAVERT_VERSION_MINOR 2
 #define WAVERT_VERSION_PATCH 0
 
 /* Symbol visibility: exported while building libwavert (WAVERT_BUILDING, set by its build),
