@@ -150,9 +150,10 @@ def compile(text: "str | os.PathLike[str] | MlirModule", *,
     passes : str, optional
         Your own pass pipeline in MLIR's textual syntax, anchored on the module
         (``"builtin.module(canonicalize, func.func(cse))"``; any pass the MLIR Python bindings
-        register), run right after parsing, before pywave's lowering (:mod:`pywave.frontend.passes`).
-        Part of the cache key. An unknown pass, a bad option or a failing pass is a
-        ``CompileError`` naming the pass (a failure also the op and its location).
+        register), run right after parsing, before pywave's lowering
+        (:mod:`pywave.frontend.passes`). Part of the cache key. An unknown pass, a bad option
+        or a failing pass is a ``CompileError`` naming the pass (a failure also the op and its
+        location).
     isolate : bool, optional
         Run MLIR and LLVM in a compile worker process (the default; ``$PYWAVE_ISOLATE=0``
         turns it off): a crash, abort or hang there becomes a ``CompileError`` naming the
@@ -313,7 +314,8 @@ class CompiledModule:
         cache), for ``chip`` (default: the image's first chip). ``device=N``: the driver's
         (``cuFuncGetAttribute``) for the code it loads from the image on GPU ``N`` of the
         target's backend; the image is loaded for the query and released after it, which
-        waits for the device's pending work. See :class:`pywave.runtime.kernel_api.KernelAttributes`.
+        waits for the device's pending work. See
+        :class:`pywave.runtime.kernel_api.KernelAttributes`.
 
         Raises ArgumentError for an unknown or ambiguous name, or no figures for the chip
         (PTX left to the driver, images given with ``binaries=``); DeviceError without that

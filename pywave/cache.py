@@ -54,7 +54,8 @@ import time
 from typing import Any
 
 from .errors import warn_config
-from .program import (BACKENDS, FORMATS, PYWAVE_CONVENTION, WAVE_CONVENTION, Binary, HostSignature, KernelInfo, Param, Program, Target)
+from .program import (BACKENDS, FORMATS, PYWAVE_CONVENTION, WAVE_CONVENTION, Binary,
+                      HostSignature, KernelInfo, Param, Program, Target)
 
 try:   # BLAKE2b is built into CPython; hashlib's import loads OpenSSL (~5 ms per process)
     from _blake2 import blake2b

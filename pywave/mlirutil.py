@@ -5,6 +5,7 @@ a caret)."""
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 from mlir import ir, passmanager
 
@@ -81,3 +82,18 @@ def kernels_of(gmod: ir.Operation) -> list[ir.Operation]:
     """The kernels (``gpu.func`` with ``gpu.kernel``) of a ``gpu.module``, in order."""
     return [op.operation for op in gmod.regions[0].blocks[0].operations
             if op.operation.name == "gpu.func" and "gpu.kernel" in op.operation.attributes]
+
+
+def find_ops(root: ir.Operation, keep: "Callable[[ir.Operation], bool]") -> list[ir.Operation]:
+    """The ops nested in ``root`` (``root`` included) for which ``keep(op)`` holds, in the
+    order ``Operation.walk`` visits them (post-order). Collect first, then rewrite: changing
+    the IR during a walk is unsafe."""
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if keep(op):
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit)
+    return found

@@ -17,10 +17,10 @@ stage               runs                                            produces
 runs one with ``passes_only`` (parse, the user's passes, the module's text). The target is
 resolved once, when the pipeline is made (the compile cache keys on it before anything runs);
 MLIR is imported by :meth:`Pipeline.run` only, so a cache hit never loads it. The options
-are checked when the pipeline is made (:func:`pywave.frontend.validate.options`); the module is checked
-after ``parse`` and ``prepare`` (:mod:`pywave.frontend.validate`), before LLVM sees it. A Pipeline is
-plain data until it runs: :mod:`pywave.isolation` pickles it into a compile worker, where
-:meth:`Pipeline.run` runs.
+are checked when the pipeline is made (:func:`pywave.frontend.validate.options`); the module
+is checked after ``parse`` and ``prepare`` (:mod:`pywave.frontend.validate`), before LLVM sees
+it. A Pipeline is plain data until it runs: :mod:`pywave.isolation` pickles it into a compile
+worker, where :meth:`Pipeline.run` runs.
 """
 
 from __future__ import annotations
@@ -216,17 +216,17 @@ class Pipeline:
         ``run_entry``, whose functions are C's and the runner's.
     passes : str, optional
         The user's pass pipeline (``"builtin.module(canonicalize, func.func(cse))"``), run
-        right after ``parse`` and before pywave's own stages (:mod:`pywave.frontend.passes`); part of
-        the cache key.
+        right after ``parse`` and before pywave's own stages (:mod:`pywave.frontend.passes`);
+        part of the cache key.
     passes_only : bool
         Stop after ``passes`` (``pywave opt``): :attr:`Artifacts.text` is the module's text;
         no target is looked up and nothing is compiled.
     packed_interface : bool
         Host code for :class:`pywave.entry.engine.ExecutionEngine`: MLIR ExecutionEngine's packed
         wrapper ``_mlir_<f>`` of every externally visible host function
-        (:func:`pywave.host.lowering.add_packed_interface`); like ``run_entry``, other public functions
-        Python cannot call are kept, not refused, and synchronous launches return when their
-        kernel has finished (upstream's meaning).
+        (:func:`pywave.host.lowering.add_packed_interface`); like ``run_entry``, other public
+        functions Python cannot call are kept, not refused, and synchronous launches return
+        when their kernel has finished (upstream's meaning).
 
     Raises
     ------

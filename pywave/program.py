@@ -12,7 +12,8 @@ cache stores and that the call path reads. No MLIR import (a warm start loads a 
 - :data:`FORMATS`: the kernel image formats (name, file extension, backend that loads it).
 - :class:`Binary`: one kernel image, as the host code embeds it.
 - :class:`Param`, :class:`HostSignature`: a host function's arguments and results, as the
-  native call path checks and builds them (``pywave._native.HostFunction`` reads a Param's fields by name).
+  native call path checks and builds them (``pywave._native.HostFunction`` reads a Param's
+  fields by name).
 - :class:`HostModule`: the host stage's output (LLVM IR and signatures).
 - :class:`Program`: what a ``CompiledModule`` runs (and the disk cache stores).
 """

@@ -104,8 +104,8 @@ def preload(symbols: Iterable[str]) -> None:
 
 def named_in(object_code: bytes) -> set[str]:
     """The sparse entry points whose names the ELF string table of ``object_code`` (host
-    object code) holds, for loaders that do not read its symbol table (:mod:`pywave.host.sharedobj`).
-    A name counts only as a whole NUL-terminated string."""
+    object code) holds, for loaders that do not read its symbol table
+    (:mod:`pywave.host.sharedobj`). A name counts only as a whole NUL-terminated string."""
     return {f for f in FUNCTIONS if b"\0" + f.encode() + b"\0" in object_code}
 
 

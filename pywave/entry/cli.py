@@ -145,6 +145,9 @@ def _binaries(specs: list[str]) -> dict[str, str]:
 
 
 def _add_compile_options(p: argparse.ArgumentParser) -> None:
+    """The input and the options of a compile (``compile`` and ``export``): target, format,
+    host opt level, replaced images, the lowering options and a pass pipeline."""
+    from . import run
     p.add_argument("file", help="MLIR file ('-' reads standard input)")
     p.add_argument("--target", help="chip, e.g. sm_90, or several: sm_80,sm_90 (one fatbin "
                    "per gpu.module); default: the GPU's")
@@ -153,14 +156,16 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
                    help="LLVM optimisation level of the host code (0-3)")
     p.add_argument("--binary", action="append", default=[], metavar="NAME=PATH",
                    help="use this PTX/cubin/fatbin/hsaco for gpu.module NAME")
+    run.add_lowering_options(p)
+    run.add_pass_pipeline_option(p)
 
 
 def _run_compile(args: argparse.Namespace) -> int:
+    from .. import front, pipeline
     from . import run
-    from .. import isolation, pipeline
     text, filename = read_input(args.file)
     started = time.perf_counter()
-    artifacts = isolation.artifacts(pipeline.Pipeline(
+    artifacts = front.build_artifacts(pipeline.Pipeline(
         text, target=args.target, opt_level=args.opt_level, format=args.format,
         filename=filename, replacements=_binaries(args.binary),
         keep_stages=args.print_ir, dump_dir=args.dump_dir,
@@ -175,11 +180,8 @@ def _run_compile(args: argparse.Namespace) -> int:
 
 
 def register_compile(sub) -> None:
-    from . import run
     p = sub.add_parser("compile", help="compile an MLIR file and print its stages")
     _add_compile_options(p)
-    run.add_lowering_options(p)
-    run.add_pass_pipeline_option(p)
     p.add_argument("--print-ir", action="store_true", help="print the IR after each stage")
     p.add_argument("--dump-dir", metavar="DIR",
                    help="write every intermediate into a numbered folder under DIR")
@@ -203,11 +205,8 @@ def _run_export(args: argparse.Namespace) -> int:
 
 
 def register_export(sub) -> None:
-    from . import run
     p = sub.add_parser("export", help="compile an MLIR file into a shared library for C")
     _add_compile_options(p)
-    run.add_lowering_options(p)
-    run.add_pass_pipeline_option(p)
     p.add_argument("--name", required=True, help="C name: lib<NAME>.so, <NAME>_<func>()")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
     p.add_argument("--runtime", default="copy", choices=["copy", "link"],
@@ -216,10 +215,10 @@ def register_export(sub) -> None:
 
 
 def _run_opt(args: argparse.Namespace) -> int:
-    from .. import isolation, pipeline
+    from .. import front, pipeline
     text, filename = read_input(args.file)
-    done = isolation.artifacts(pipeline.Pipeline(text, filename=filename, passes=args.passes,
-                                                 passes_only=True))
+    done = front.build_artifacts(pipeline.Pipeline(text, filename=filename, passes=args.passes,
+                                                   passes_only=True))
     out = done.text if done.text.endswith("\n") else done.text + "\n"
     if args.output in (None, "-"):
         sys.stdout.write(out)

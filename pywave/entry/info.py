@@ -51,7 +51,8 @@ def installation() -> dict[str, Any]:
 
 
 def cuda_toolkit() -> dict[str, Any]:
-    """The toolkit :func:`pywave.kernels.toolkit.find_toolkit` picks (``found: False`` without one)."""
+    """The toolkit :func:`pywave.kernels.toolkit.find_toolkit` picks (``found: False`` without
+    one)."""
     found = toolkit.find_toolkit()
     if found is None:
         return {"found": False}

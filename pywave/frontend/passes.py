@@ -6,8 +6,8 @@
 The pipeline is MLIR's textual pass-pipeline syntax anchored on the module,
 ``builtin.module(canonicalize, func.func(cse), gpu.module(...))``, with any pass or pass
 pipeline the MLIR Python bindings register, and pywave's own passes
-(:mod:`pywave.frontend.transform_passes`: stand-ins for mlir-opt's test-only transform-dialect passes,
-also under their mlir-opt names). It runs one pass at a time (each leaf of the
+(:mod:`pywave.frontend.transform_passes`: stand-ins for mlir-opt's test-only transform-dialect
+passes, also under their mlir-opt names). It runs one pass at a time (each leaf of the
 nesting in order, as its own ``builtin.module(anchor(...)(pass))`` pass manager: the same
 result, since a nested pass sees one op of its anchor at a time), so that a failure names the
 pass that failed, with MLIR's diagnostics (the op and its location in the input).

@@ -1,5 +1,6 @@
 """Stage ``signatures`` (:mod:`pywave.pipeline`), for the Python launch API: a generated host
-function per launchable kernel, its *launcher* (named by :func:`pywave.runtime.kernel_api.launcher_name`)::
+function per launchable kernel, its *launcher* (named by
+:func:`pywave.runtime.kernel_api.launcher_name`)::
 
     func.func private @"_pywave_kernel$kernels$add"(%a: memref<?xf32>, ..., %n: index,
             %gx: index, %gy: index, %gz: index, %bx: index, %by: index, %bz: index,

@@ -48,9 +48,10 @@ from mlir.dialects import gpu, llvm
 
 from ..errors import CompileError
 from ..frontend import validate
-from ..mlirutil import diagnostic_error, file_location, run_pipeline, sym_name
+from ..mlirutil import diagnostic_error, file_location, find_ops, run_pipeline, sym_name
 from .async_inline import inline_async_execute
-from ..program import (ENGINE_FINI, ENGINE_INIT, PACKED_PREFIX, RELEASE_KERNELS, RUN_ENTRY, Binary, HostModule, HostSignature)
+from ..program import (ENGINE_FINI, ENGINE_INIT, PACKED_PREFIX, RELEASE_KERNELS, RUN_ENTRY,
+                       Binary, HostModule, HostSignature)
 
 def host_pipeline(kernel_bare_ptr: bool = False) -> str:
     """Host lowering to the LLVM dialect; gpu.launch_func survives with LLVM-typed operands
@@ -261,14 +262,8 @@ def _check_all_llvm(module: ir.Module, kept: tuple[str, ...] = ()) -> None:
 def _join_async_dependencies(module: ir.Module) -> None:
     """``gpu.launch_func async [%a, %b]`` -> ``%j = gpu.wait async [%a, %b]`` and a launch
     depending on ``%j`` alone: gpu-to-llvm lowers launches with one dependency only."""
-    launches: list[ir.Operation] = []
-
-    def collect(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "gpu.launch_func" and len(op.opview.asyncDependencies) > 1:
-            launches.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(collect)
+    launches = find_ops(module.operation, lambda op: op.name == "gpu.launch_func"
+                        and len(op.opview.asyncDependencies) > 1)
     for op in launches:
         deps = list(op.opview.asyncDependencies)
         with ir.InsertionPoint(op), op.location:

@@ -1,5 +1,6 @@
 """Stage ``signatures`` (:mod:`pywave.pipeline`): the public host ``func.func``s' arguments
-as :class:`pywave.program.Param` records, read once after the prepare pipeline, while the kernel bodies still exist.
+as :class:`pywave.program.Param` records, read once after the prepare pipeline, while the
+kernel bodies still exist.
 
 Whether a memref argument may be written decides whether read-only tensors are refused. One
 analysis serves kernels and host code: a memref is written unless every use only reads it
@@ -20,7 +21,7 @@ from mlir import ir
 from .. import _native
 from ..errors import CompileError
 from ..frontend.prepare import check_element_width
-from ..mlirutil import file_location, sym_name
+from ..mlirutil import file_location, find_ops, sym_name
 from ..program import DTYPES, SIGNLESS, STRIDED, WAVE_CONVENTION, HostSignature, Param
 
 log = logging.getLogger("pywave.signature")
@@ -231,15 +232,7 @@ def _result(op: ir.Operation, fname: str, index: int, t: ir.Type, was_bool: bool
 def _check_returned_memory(op: ir.Operation, index: int, where: str) -> None:
     """Refuse a returned memref that comes, through view-like ops, from ``memref.alloca``
     (dead after the return) or ``memref.get_global`` (not the call's to give away)."""
-    returns: list[ir.Operation] = []
-
-    def visit(o: ir.Operation) -> ir.WalkResult:
-        if o.name == "func.return":
-            returns.append(o)
-        return ir.WalkResult.ADVANCE
-
-    op.walk(visit)
-    for ret in returns:
+    for ret in find_ops(op, lambda o: o.name == "func.return"):
         value = ret.operands[index]
         owner = _defining_op(value)
         while owner is not None and owner.name in _VIEW_OPS:

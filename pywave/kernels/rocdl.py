@@ -33,7 +33,7 @@ from mlir.dialects import llvm as mlir_llvm
 
 from ..errors import CompileError
 from ..host import jit
-from ..mlirutil import diagnostic_error, sym_name
+from ..mlirutil import diagnostic_error, find_ops, sym_name
 from ..program import BACKENDS, Binary
 from .rewrites import gpu_ids
 from .rewrites.amdgpu_wmma import lower_wmma
@@ -125,14 +125,7 @@ def lower_asserts(gmod: ir.Operation) -> int:
     ``convert-gpu-to-rocdl`` lowers ``cf.assert`` with the host's ``puts``/``abort`` and
     places the message global outside the ``gpu.module`` (``'llvm.mlir.addressof' op must
     reference a global``). Returns how many asserts were rewritten."""
-    found: list[ir.Operation] = []
-
-    def collect(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "cf.assert":
-            found.append(op)
-        return ir.WalkResult.ADVANCE
-
-    gmod.walk(collect)
+    found = find_ops(gmod, lambda op: op.name == "cf.assert")
     helpers: dict[str, str] = {}
     body = gmod.regions[0].blocks[0]
     with gmod.context:

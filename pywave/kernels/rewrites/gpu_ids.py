@@ -29,6 +29,8 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, gpu
 
+from ...mlirutil import find_ops
+
 #: Ops rewritten for every backend.
 SUBGROUP_QUERIES = ("gpu.num_subgroups", "gpu.subgroup_id")
 #: Ops rewritten for ROCDL only (NVVM lowers them to the cluster special registers).
@@ -40,14 +42,7 @@ def lower_id_queries(gmod: ir.Operation, backend: str) -> int:
     """Rewrite the queries of one ``gpu.module`` that ``backend`` (``"nvvm"`` or ``"rocdl"``)
     does not lower; returns how many were rewritten."""
     names = SUBGROUP_QUERIES + (CLUSTER_QUERIES if backend == "rocdl" else ())
-    found: list[ir.Operation] = []
-
-    def collect(op: ir.Operation) -> ir.WalkResult:
-        if op.name in names:
-            found.append(op)
-        return ir.WalkResult.ADVANCE
-
-    gmod.walk(collect)
+    found = find_ops(gmod, lambda op: op.name in names)
     with gmod.context:
         for op in found:
             with ir.InsertionPoint(op), op.location:

@@ -22,8 +22,7 @@ from mlir import ir
 from mlir.dialects import llvm
 
 from ...errors import CompileError
-from ...mlirutil import gpu_modules
-from ...mlirutil import run_pipeline
+from ...mlirutil import find_ops, gpu_modules, run_pipeline
 
 #: Kinds MLIR 22's convert-gpu-to-nvvm lowers itself.
 UPSTREAM_KINDS = frozenset({"addf", "mulf", "divf", "maxf", "minf"})
@@ -40,15 +39,9 @@ def lower_elementwise(module: ir.Module) -> int:
     """Lower every ``gpu.subgroup_mma_elementwise`` of a kind upstream's NVVM lowering lacks
     (see the module docstring); returns how many. CompileError (with the op's location) for
     ``extf``, which has no member-by-member form."""
-    found: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "gpu.subgroup_mma_elementwise" and _kind(op) not in UPSTREAM_KINDS:
-            found.append(op)
-        return ir.WalkResult.ADVANCE
-
-    for gmod in gpu_modules(module):
-        gmod.walk(visit)
+    found = [op for gmod in gpu_modules(module) for op in find_ops(
+        gmod, lambda op: op.name == "gpu.subgroup_mma_elementwise"
+        and _kind(op) not in UPSTREAM_KINDS)]
     structs: dict[str, ir.Type] = {}
     for op in found:
         kind = _kind(op)

@@ -1,6 +1,6 @@
 """Kernel rewrites before the NVVM lowering: the id queries upstream lacks
-(:mod:`pywave.kernels.rewrites.gpu_ids`), ``gpu.subgroup_size`` as the warp size, and ``gpu.subgroup_reduce``
-as ``redux.sync`` or a butterfly of ``gpu.shuffle xor`` steps.
+(:mod:`pywave.kernels.rewrites.gpu_ids`), ``gpu.subgroup_size`` as the warp size, and
+``gpu.subgroup_reduce`` as ``redux.sync`` or a butterfly of ``gpu.shuffle xor`` steps.
 
 MLIR 22's ``convert-gpu-to-nvvm`` has no lowering of ``gpu.subgroup_size`` without an
 ``upper_bound``; on NVIDIA GPUs it is the warp size, 32 (CUDA C++ Programming Guide, "SIMT
@@ -34,7 +34,7 @@ from mlir.dialects import arith, gpu, nvvm
 
 from . import gpu_ids
 from ...errors import CompileError
-from ...mlirutil import gpu_modules
+from ...mlirutil import find_ops, gpu_modules
 from ..targets import module_target
 
 #: The warp size of NVIDIA GPUs (the default cluster size).
@@ -78,14 +78,8 @@ def lower_subgroup_ops(module: ir.Module) -> int:
             continue
         count += gpu_ids.lower_id_queries(gmod, "nvvm")
         redux = has_redux(target.chip)
-        found: list[ir.Operation] = []
-
-        def collect(op: ir.Operation) -> ir.WalkResult:
-            if op.name in ("gpu.subgroup_reduce", "gpu.subgroup_size"):
-                found.append(op)
-            return ir.WalkResult.ADVANCE
-
-        gmod.walk(collect)
+        found = find_ops(gmod, lambda op: op.name in ("gpu.subgroup_reduce",
+                                                      "gpu.subgroup_size"))
         with module.context:
             for op in found:
                 count += _redux(op) if redux and lowers_to_redux(op) else _rewrite(op)
