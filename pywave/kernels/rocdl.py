@@ -73,11 +73,10 @@ def lower_rocdl(module: ir.Module, *, fmt: str = "auto", opt_level: int = 3,
     a ``gpu.binary`` of the same name. Returns the binaries (format ``"hsaco"``); ``fmt`` must
     be ``"auto"`` or ``"hsaco"``. ``opt_level``: the kernels' optimisation level (0-3);
     ``line_info``: a DWARF line table from the MLIR locations (no variables)."""
-    from ..mlirutil import gpu_modules
-    from ..mlirutil import run_pipeline
+    from ..mlirutil import gpu_modules, run_pipeline
     from .nvvm import extern_dynamic_shared_memory
     from .options import LINE_INFO_PIPELINE
-    from .targets import module_target
+    from .targets import first_attribute, module_target
 
     if fmt not in ("auto", "hsaco"):
         raise CompileError(f"format={fmt!r} is an NVIDIA format; AMD targets produce "
@@ -90,7 +89,7 @@ def lower_rocdl(module: ir.Module, *, fmt: str = "auto", opt_level: int = 3,
             continue
         name = sym_name(gmod)
         isa_version(target.chip)
-        target_attr = ir.ArrayAttr(gmod.attributes["targets"])[0]
+        target_attr = first_attribute(gmod)
         lower_wmma(gmod, target.chip)
         gpu_ids.lower_id_queries(gmod, "rocdl")
         lower_asserts(gmod)

@@ -119,6 +119,12 @@ def read(gmod: ir.Operation) -> list[TargetAttr]:
     return [TargetAttr.parse(str(a)) for a in ir.ArrayAttr(gmod.attributes["targets"])]
 
 
+def first_attribute(gmod: ir.Operation) -> ir.Attribute:
+    """The ``gpu.module``'s first target as an MLIR attribute (what a ``gpu.binary`` object
+    names as its target); the module must have one."""
+    return ir.ArrayAttr(gmod.attributes["targets"])[0]
+
+
 def write(gmod: ir.Operation, targets: list[TargetAttr]) -> None:
     """Set the ``gpu.module``'s ``targets`` list: the one writer of the attribute."""
     gmod.attributes["targets"] = ir.ArrayAttr.get(
