@@ -156,3 +156,15 @@ def private_reach(module: str) -> list[str]:
 @pytest.mark.parametrize("module", sorted(SOURCES))
 def test_no_module_reads_another_modules_private_names(module):
     assert private_reach(module) == []
+
+
+def test_only_kernels_targets_touches_the_targets_attribute():
+    """``pywave/kernels/targets.py`` is the one reader and writer of a ``gpu.module``'s
+    ``targets`` attribute; any other module goes through it."""
+    import re
+    touch = re.compile(r"""attributes\[\s*["']targets["']\s*\]|["']targets["']\s+(not\s+)?in\s""")
+    owner = PACKAGE / "kernels" / "targets.py"
+    found = [f"{p.relative_to(PACKAGE)}:{n}" for p in sorted(PACKAGE.rglob("*.py")) if p != owner
+             for n, line in enumerate(p.read_text().splitlines(), 1) if touch.search(line)]
+    assert found == []
+    assert touch.search(owner.read_text())      # the pattern still sees the owner's accesses
