@@ -1,4 +1,6 @@
-"""Compile cache on disk: compiled programs (:class:`pywave.program.Program`) by key. (The
+"""The disk compile cache: compiled programs stored by key, checksummed, read safely.
+
+Compile cache on disk: compiled programs (:class:`pywave.program.Program`) by key. (The
 in-memory cache of open modules is in :mod:`pywave.front`.)
 
 An on-disk entry holds everything a call needs (kernel binaries, host object code, the host

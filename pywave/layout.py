@@ -1,4 +1,6 @@
-"""Where pywave's built parts are: ``libwavert.so``, ``libwavert_runner.so``, the C headers and
+"""Where pywave's built parts are: libwavert, the runner library, headers, pkg-config file.
+
+Where pywave's built parts are: ``libwavert.so``, ``libwavert_runner.so``, the C headers and
 the pkg-config file, for every way pywave can be installed.
 
 A regular install (``pip install .``, a wheel, ``meson install``) puts them inside the package

@@ -1,4 +1,6 @@
-"""Lowering options: what upstream's ``gpu-lower-to-nvvm-pipeline`` lets a user choose
+"""The lowering options (LoweringOptions) and the NVVM kernel pipeline they select.
+
+Lowering options: what upstream's ``gpu-lower-to-nvvm-pipeline`` lets a user choose
 (index bitwidth, bare-pointer kernel arguments, chip features, kernel optimisation level) plus
 the kernel compile options of nvcc users (line info, fast math, a register limit, extra ptxas
 options), the kernel pipeline they make, and the image format a chip can be compiled to.

@@ -1,4 +1,6 @@
-"""MLIR helpers every stage shares: symbol names, source locations, pass pipelines, and MLIR
+"""MLIR helpers every stage shares: names, locations, pipelines, diagnostics, op search.
+
+MLIR helpers every stage shares: symbol names, source locations, pass pipelines, and MLIR
 diagnostics turned into :class:`pywave.CompileError` (file:line:column, the source line and
 a caret)."""
 

@@ -1,4 +1,6 @@
-"""The program model: the plain data that flows between the compile stages, that the disk
+"""The program model: the plain data that flows between stages, the cache and the call path.
+
+The program model: the plain data that flows between the compile stages, that the disk
 cache stores and that the call path reads. No MLIR import (a warm start loads a cached
 :class:`Program` without MLIR).
 

@@ -1,4 +1,6 @@
-"""The sparse part of MLIR's ``mgpu*`` runtime ABI: the cuSPARSE and cuSPARSELt entry points
+"""The sparse part of MLIR's mgpu* ABI: entry point names, libraries, the sparsifier pipeline.
+
+The sparse part of MLIR's ``mgpu*`` runtime ABI: the cuSPARSE and cuSPARSELt entry points
 libwavert implements (``libwavert/src/sparse.c``), the pass pipeline that hands sparse kernels
 to them, and finding NVIDIA's libraries for libwavert.
 

@@ -1,3 +1,5 @@
-"""The entry points beside :func:`pywave.compile`: :func:`pywave.compile_many` (``many``),
-:func:`pywave.export` (``c_export``), ``pywave run`` (``run``), :class:`pywave.ExecutionEngine`
-(``engine``) and the command line (``cli``, ``info``, ``cache_admin``)."""
+"""The entry points beside compile(): compile_many, export, run, ExecutionEngine, the CLI.
+
+``many`` (:func:`pywave.compile_many`), ``c_export`` (:func:`pywave.export`), ``run``
+(``pywave run``), ``engine`` (:class:`pywave.ExecutionEngine`) and the command line (``cli``,
+``info``, ``cache_admin``). Each compiles through :mod:`pywave.front`."""

@@ -1,4 +1,6 @@
-"""Looking at and clearing the disk compile cache (:mod:`pywave.cache`): ``python -m pywave
+"""The `pywave cache` command: list, size and clear the disk compile cache.
+
+Looking at and clearing the disk compile cache (:mod:`pywave.cache`): ``python -m pywave
 cache info|list|clear``. Reads entries without touching them (no recency update, nothing
 removed) except :func:`clear`.
 """

@@ -1,4 +1,6 @@
-"""``pywave.ExecutionEngine``: a drop-in for ``mlir.execution_engine.ExecutionEngine`` that runs
+"""pywave.ExecutionEngine: a drop-in for MLIR's ExecutionEngine that runs GPU programs.
+
+``pywave.ExecutionEngine``: a drop-in for ``mlir.execution_engine.ExecutionEngine`` that runs
 GPU programs on libwavert.
 
 Same constructor (``module, opt_level=2, shared_libs=[], enable_object_dump=False``), methods

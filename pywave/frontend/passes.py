@@ -1,4 +1,6 @@
-"""Stage ``passes`` (:mod:`pywave.pipeline`): the user's own pass pipeline, run right after
+"""Stage passes: the user's own pass pipeline (``passes=``), run right after parsing.
+
+Stage ``passes`` (:mod:`pywave.pipeline`): the user's own pass pipeline, run right after
 ``parse`` and before pywave's lowering (``passes=`` of :func:`pywave.compile`,
 :func:`pywave.compile_many`, :func:`pywave.export`; ``--pass-pipeline`` of the command line;
 ``pywave opt``).

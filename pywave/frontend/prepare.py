@@ -1,4 +1,6 @@
-"""Stage ``prepare``: what every module gets before its signatures are read and its kernels
+"""Stage prepare: bool memrefs widened, nvgpu lowered, kernels outlined, structured ops lowered.
+
+Stage ``prepare``: what every module gets before its signatures are read and its kernels
 lowered: ``memref<...xi1>`` widened to bytes, nvgpu ops lowered, ``gpu.launch`` bodies
 outlined into kernels, the structured dialects lowered, and the checks that must see the
 outlined kernels (:func:`pywave.frontend.validate.prepared`)."""

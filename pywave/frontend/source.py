@@ -1,4 +1,6 @@
-"""What ``compile``, ``compile_many`` and ``export`` take as the module: MLIR text, a file,
+"""What the compile entry points take as the module: text, a file, or a module object.
+
+What ``compile``, ``compile_many`` and ``export`` take as the module: MLIR text, a file,
 or a module object of MLIR's Python bindings (:func:`text_and_name`).
 
 MLIR source is UTF-8 (MLIR's LangRef); a file that is not is refused with the offending

@@ -1,4 +1,6 @@
-"""pywave's own passes for a ``passes=`` / ``--pass-pipeline`` pipeline: stand-ins for
+"""pywave's own passes for ``passes=``: stand-ins for mlir-opt's test-only transform passes.
+
+pywave's own passes for a ``passes=`` / ``--pass-pipeline`` pipeline: stand-ins for
 mlir-opt's test-only transform-dialect passes, which upstream RUN lines use and the MLIR
 Python bindings do not register.
 

@@ -1,4 +1,6 @@
-"""Stage ``llvm-codegen`` (:mod:`pywave.pipeline`): LLVM IR -> optimised host object code;
+"""Stage llvm-codegen: LLVM IR to host object code, and its loading into llvmlite's MCJIT.
+
+Stage ``llvm-codegen`` (:mod:`pywave.pipeline`): LLVM IR -> optimised host object code;
 then loaded into llvmlite's MCJIT (:class:`JitModule`).
 
 Object code is the unit (so it can be cached on disk and loaded without MLIR). Before an

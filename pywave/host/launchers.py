@@ -1,4 +1,6 @@
-"""Stage ``signatures`` (:mod:`pywave.pipeline`), for the Python launch API: a generated host
+"""Stage signatures, kernel side: a generated launcher host function per launchable kernel.
+
+Stage ``signatures`` (:mod:`pywave.pipeline`), for the Python launch API: a generated host
 function per launchable kernel, its *launcher* (named by
 :func:`pywave.runtime.kernel_api.launcher_name`)::
 

@@ -1,4 +1,6 @@
-"""Stage ``host`` (:mod:`pywave.pipeline`). Lower host code to the LLVM dialect
+"""Stage host: host code lowered to LLVM, every launch rewritten into libwavert calls.
+
+Stage ``host`` (:mod:`pywave.pipeline`). Lower host code to the LLVM dialect
 (``gpu-to-llvm``, ``convert-to-llvm``), rewrite every ``gpu.launch_func`` into a call of
 ``wavert_jit_launch`` (``wavert_jit_launch_cluster`` for ``clusters in``), follow each launch
 and each call of a runtime function by an early return on failure (``wavert_jit_failed``),

@@ -1,4 +1,6 @@
-"""Stage ``signatures`` (:mod:`pywave.pipeline`): the public host ``func.func``s' arguments
+"""Stage signatures: the public host functions' arguments and results as Param records.
+
+Stage ``signatures`` (:mod:`pywave.pipeline`): the public host ``func.func``s' arguments
 as :class:`pywave.program.Param` records, read once after the prepare pipeline, while the
 kernel bodies still exist.
 

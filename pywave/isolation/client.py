@@ -1,4 +1,6 @@
-"""The client side: what runs in the user's process. A pool of leased workers and the
+"""The client of compile isolation: leased workers and the connection to the server.
+
+The client side: what runs in the user's process. A pool of leased workers and the
 connection to the shared compile server.
 
 Resources this process owns: per worker, the write end of its requests pipe, the read ends

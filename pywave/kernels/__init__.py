@@ -1,5 +1,4 @@
-"""Stage ``kernels``: from outlined ``gpu.module``s to kernel images, entered through
-:func:`lower` alone.
+"""Stage kernels: outlined gpu.modules to kernel images, entered through lower() alone.
 
 ``targets`` assigns each ``gpu.module`` its chips (the one reader and writer of the
 ``targets`` attribute); ``options`` applies the kernel compile options; ``rewrites`` holds

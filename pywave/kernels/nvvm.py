@@ -1,4 +1,6 @@
-"""NVIDIA kernels: lower the ``gpu.module``s to NVVM and serialise them with
+"""NVIDIA kernels: lowered to NVVM, serialised to PTX, assembled into cubins or fatbins.
+
+NVIDIA kernels: lower the ``gpu.module``s to NVVM and serialise them with
 ``gpu-module-to-binary`` (PTX), then assemble cubins or fatbins with ptxas
 (:mod:`pywave.kernels.ptxas`). Output: the module (now holding ``gpu.binary`` ops) plus a
 plain list of :class:`pywave.program.Binary`. AMD's counterpart: :mod:`pywave.kernels.rocdl`.

@@ -1,4 +1,6 @@
-"""Stage ``kernels`` (:mod:`pywave.pipeline`): apply the kernel compile options of
+"""The kernel compile options (fast math, line info, registers) applied around the lowering.
+
+Stage ``kernels`` (:mod:`pywave.pipeline`): apply the kernel compile options of
 :class:`pywave.lowering.LoweringOptions` (line info, fast math, a register limit, ptxas
 options) to the ``gpu.module``s, around their lowering to NVVM or ROCDL.
 

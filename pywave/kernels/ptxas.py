@@ -1,4 +1,6 @@
-"""Stage ``kernels`` (:mod:`pywave.kernels.nvvm`): assemble PTX into cubins with the toolkit's
+"""ptxas and fatbinary: PTX to cubins per chip, fatbins, and ptxas's figures and warnings.
+
+Stage ``kernels`` (:mod:`pywave.kernels.nvvm`): assemble PTX into cubins with the toolkit's
 ``ptxas`` and pack several chips into a fatbin with its ``fatbinary``. pywave runs both itself
 (``gpu-module-to-binary`` writes PTX only), so:
 

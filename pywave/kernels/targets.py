@@ -1,5 +1,7 @@
-"""The chips each ``gpu.module`` is built for: the one reader and the one writer of its
-``targets`` attribute (``#nvvm.target``/``#rocdl.target``), and the rule that assigns them.
+"""The chips each gpu.module is built for: the one reader and writer of its targets.
+
+The ``targets`` attribute (``#nvvm.target``/``#rocdl.target``) is read and written here
+only, and the rule that assigns a module its chips lives here.
 
 A target is handled as a :class:`TargetAttr`: its dialect and its parameters by name (the
 values as MLIR prints them). Every change (a chip, the PTX features, ptxas arguments) is a

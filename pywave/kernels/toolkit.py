@@ -1,4 +1,6 @@
-"""Finding the CUDA toolkit that kernel compiles use: ``ptxas`` (cubin, fatbin) and libdevice
+"""The CUDA toolkit kernel compiles use: ptxas, fatbinary, libdevice and the PTX ISA.
+
+Finding the CUDA toolkit that kernel compiles use: ``ptxas`` (cubin, fatbin) and libdevice
 (``math.*``), and the PTX ISA version its ptxas accepts (:func:`ptx_isa`). Imports no MLIR:
 the compile-cache key reads :func:`find_toolkit`'s version on cache hits too.
 """

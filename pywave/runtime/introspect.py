@@ -1,4 +1,6 @@
-"""What ``inspect.signature`` and ``help()`` show for compiled functions: the
+"""What inspect.signature() and help() show for compiled host functions and launchers.
+
+What ``inspect.signature`` and ``help()`` show for compiled functions: the
 ``__signature__`` and ``__doc__`` of ``pywave._native.HostFunction`` and
 ``pywave._native.KernelLauncher`` objects, built here from their parameter records
 (:class:`pywave.program.Param`) when asked for (the C getters call :func:`signature` and

@@ -1,2 +1,3 @@
-"""Kernel rewrites that run before upstream's NVVM or ROCDL lowering, for ops and semantics
-those lowerings do not handle (each module's docstring names its gap)."""
+"""Kernel rewrites for ops and semantics upstream's NVVM/ROCDL lowerings do not handle.
+
+They run before the lowering; each module's docstring names the gap it fills."""

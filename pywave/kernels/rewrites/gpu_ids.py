@@ -1,4 +1,6 @@
-"""Kernel rewrites of the ``gpu`` id and dimension queries that MLIR 22's NVVM or ROCDL
+"""The gpu id and dimension queries MLIR 22 cannot lower, rewritten into ones it can.
+
+Kernel rewrites of the ``gpu`` id and dimension queries that MLIR 22's NVVM or ROCDL
 lowering has no pattern for, into queries it lowers (run before either lowering).
 
 Both backends:

@@ -1,4 +1,6 @@
-"""Kernel rewrites before the NVVM lowering: the id queries upstream lacks
+"""Subgroup ops for NVVM: id queries, subgroup size, and reductions as redux.sync or shuffles.
+
+Kernel rewrites before the NVVM lowering: the id queries upstream lacks
 (:mod:`pywave.kernels.rewrites.gpu_ids`), ``gpu.subgroup_size`` as the warp size, and
 ``gpu.subgroup_reduce`` as ``redux.sync`` or a butterfly of ``gpu.shuffle xor`` steps.
 
