@@ -168,3 +168,13 @@ def test_only_kernels_targets_touches_the_targets_attribute():
              for n, line in enumerate(p.read_text().splitlines(), 1) if touch.search(line)]
     assert found == []
     assert touch.search(owner.read_text())      # the pattern still sees the owner's accesses
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")),
+                         ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_module_docstring_opens_with_a_one_line_summary(path):
+    """Each module says in its first line what it owns (README "Architecture" lists them)."""
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    first, _, rest = doc.partition("\n")
+    assert first.strip() and first.rstrip().endswith((".", ":")) and len(first) <= 100, first
+    assert not rest or rest.startswith("\n"), "a blank line follows the summary"
