@@ -166,3 +166,40 @@ def test_the_driver_loads_its_chip_from_a_two_chip_fatbin(torch_cuda):
     c = torch.empty_like(a)
     mod(a, b, c)
     assert torch.equal(c, a + b)
+
+
+# --------------------------------------------------------------------------------------------
+# kernels/targets.py: a target attribute as parameters, read and written back unchanged
+# --------------------------------------------------------------------------------------------
+ROUND_TRIPS = [
+    "#nvvm.target",
+    '#nvvm.target<chip = "sm_90">',
+    '#nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">',
+    '#nvvm.target<chip = "sm_90", flags = {"ptxas-cmd-options" = ["-v", "--maxrregcount=32"]}>',
+    '#nvvm.target<chip = "sm_80", link = ["/a,b/lib.bc"]>',
+    '#rocdl.target<chip = "gfx942", abi = "500">',
+]
+
+
+@pytest.mark.parametrize("text", ROUND_TRIPS)
+def test_a_target_attribute_reads_and_writes_back_as_mlir_prints_it(text):
+    from mlir import ir
+
+    from pywave.kernels import targets
+    with ir.Context():
+        module = ir.Module.parse(f"module {{ gpu.module @k [{text}] {{ }} }}")
+        gmod = module.body.operations[0]
+        printed = str(ir.ArrayAttr(gmod.attributes["targets"])[0])
+        (attr,) = targets.read(gmod)
+        assert str(attr) == printed
+        targets.write(gmod, [attr])
+        assert str(ir.ArrayAttr(gmod.attributes["targets"])[0]) == printed
+
+
+def test_a_parameter_change_keeps_the_others():
+    from pywave.kernels.targets import TargetAttr
+    attr = TargetAttr.parse('#nvvm.target<O = 2, chip = "sm_80", features = "+ptx80">')
+    assert str(attr.with_param("chip", '"sm_90"')) == \
+        '#nvvm.target<O = 2, chip = "sm_90", features = "+ptx80">'
+    assert attr.with_param("flags", "{}").get("flags") == "{}"
+    assert TargetAttr.parse("#nvvm.target").chip == "sm_50"      # MLIR's default chip
