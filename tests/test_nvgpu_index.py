@@ -1,0 +1,214 @@
+"""nvgpu ops in kernels lowered with 32-bit ``index`` (``LoweringOptions(index_bitwidth=32)``,
+``--index-bitwidth=32``; pywave.kernels.rewrites.nvgpu_index).
+
+Upstream's ``convert-nvgpu-to-nvvm`` lowers with a 64-bit index whatever the kernel's width,
+and its casts from ``index`` to i64 and from memrefs to 64-bit descriptors met the kernel's
+32-bit values: "LLVM Translation failed for operation: builtin.unrealized_conversion_cast".
+CPU only: the rewrite on hand-written casts, and kernels using mbarriers, cp.async, ldmatrix
+and warpgroup MMA compiled for sm_90a at both widths (the TMA programs are in test_sm90.py).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from pywave import mlirutil, pipeline
+from pywave.lowering import LoweringOptions, nvvm_pipeline
+
+ir = pytest.importorskip("mlir.ir")
+from pywave.kernels.rewrites import nvgpu_index  # noqa: E402 - needs MLIR
+
+DESC2 = "!llvm.struct<(ptr, ptr, i64, array<2 x i64>, array<2 x i64>)>"
+CASTS = f"""
+module attributes {{gpu.container_module}} {{
+  gpu.module @k {{
+    gpu.func @f(%i: index, %m: memref<?x4xf32, strided<[?, 1], offset: ?>>, %s: memref<f32>,
+                %v: memref<4xf32>, %w: i64) kernel {{
+      %a = builtin.unrealized_conversion_cast %i : index to i64
+      %d = builtin.unrealized_conversion_cast %m
+          : memref<?x4xf32, strided<[?, 1], offset: ?>> to {DESC2}
+      %z = builtin.unrealized_conversion_cast %s : memref<f32> to !llvm.struct<(ptr, ptr, i64)>
+      %r = builtin.unrealized_conversion_cast %v : memref<4xf32> to {DESC2}
+      %back = builtin.unrealized_conversion_cast %w : i64 to index
+      %same = builtin.unrealized_conversion_cast %back : index to i64
+      %size = llvm.extractvalue %d[3, 1] : {DESC2}
+      %off = llvm.extractvalue %z[2] : !llvm.struct<(ptr, ptr, i64)>
+      %sum = llvm.add %a, %same : i64
+      %all = llvm.add %sum, %size : i64
+      %ptr = llvm.extractvalue %z[1] : !llvm.struct<(ptr, ptr, i64)>
+      %p = llvm.getelementptr %ptr[%all] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+      %q = llvm.getelementptr %p[%off] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+      %x = llvm.mlir.constant(1.0 : f32) : f32
+      llvm.store %x, %q : f32, !llvm.ptr
+      gpu.return
+    }}
+  }}
+}}
+"""
+
+
+def _casts(text: str) -> list[str]:
+    return re.findall(r"builtin\.unrealized_conversion_cast .*", text)
+
+
+def test_casts_to_64_bit_index_types_become_conversions_at_the_kernel_width():
+    with ir.Context():
+        module = ir.Module.parse(CASTS)
+        assert nvgpu_index.widen_nvgpu_casts(module, 32) == 3
+        module.operation.verify()
+        text = str(module)
+    # index -> i64: MLIR's own conversion (sign extension at 32 bits)
+    assert "arith.index_cast %arg0 : index to i64" in text
+    casts = _casts(text)
+    # the memrefs now cast to descriptors of the kernel's width...
+    assert any("to !llvm.struct<(ptr, ptr, i32, array<2 x i32>, array<2 x i32>)>" in c
+               for c in casts), casts
+    assert any("memref<f32> to !llvm.struct<(ptr, ptr, i32)>" in c for c in casts), casts
+    # ...widened field by field: offset, 2 sizes, 2 strides; the rank-0 one's offset
+    assert text.count("llvm.sext") == 6
+    assert "llvm.insertvalue" in text and "llvm.mlir.poison" in text
+    # left alone: a pair that cancels out, and a struct that is no descriptor of the memref
+    assert "%arg4 : i64 to index" in text and any(c.endswith(": index to i64") for c in casts)
+    assert any(f"memref<4xf32> to {DESC2}" in c for c in casts), casts
+
+
+def test_widened_casts_lower_without_leftover_casts():
+    text = CASTS.replace(f"      %r = builtin.unrealized_conversion_cast %v : memref<4xf32> to "
+                         f"{DESC2}\n", "")
+    with ir.Context():
+        module = ir.Module.parse(text)
+        nvgpu_index.widen_nvgpu_casts(module, 32)
+        mlirutil.run_pipeline(module, nvvm_pipeline(LoweringOptions(index_bitwidth=32)), "lower")
+        lowered = str(module)
+    assert not _casts(lowered), _casts(lowered)
+    assert "llvm.func @f(%arg0: i32," in lowered
+    assert re.search(r"llvm\.sext %arg0 : i32 to i64", lowered), lowered
+
+
+def test_kernels_at_64_bit_index_are_left_as_they_are():
+    with ir.Context():
+        module = ir.Module.parse(CASTS)
+        before = str(module)
+        assert nvgpu_index.widen_nvgpu_casts(module, 64) == 0
+        assert str(module) == before
+
+
+# -------------------------------------------------------------------- whole kernels, PTX
+
+BARRIERS = """
+!barrier = !nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
+!token = !nvgpu.mbarrier.token
+module attributes {gpu.container_module} {
+  gpu.module @k {
+    gpu.func @barriers(%which: index, %count: index, %bytes: index, %out: memref<?xi8>) kernel {
+      %ticks = arith.constant 1000 : index
+      %phase = arith.constant false
+      %tid = gpu.thread_id x
+      %bar = nvgpu.mbarrier.create -> !barrier
+      nvgpu.mbarrier.init %bar[%which], %count : !barrier
+      %tok = nvgpu.mbarrier.arrive %bar[%which] : !barrier -> !token
+      %done = nvgpu.mbarrier.test.wait %bar[%which], %tok : !barrier, !token
+      nvgpu.mbarrier.arrive.expect_tx %bar[%tid], %bytes : !barrier
+      nvgpu.mbarrier.try_wait.parity %bar[%tid], %phase, %ticks : !barrier
+      %b = arith.extui %done : i1 to i8
+      memref.store %b, %out[%tid] : memref<?xi8>
+      gpu.return
+    }
+    gpu.func @async_copy(%src: memref<?xf32>, %dst: memref<?xf32>, %i: index)
+        workgroup(%smem : memref<128xf32, #gpu.address_space<workgroup>>) kernel {
+      %tid = gpu.thread_id x
+      %t = nvgpu.device_async_copy %src[%i], %smem[%tid], 4
+          : memref<?xf32> to memref<128xf32, #gpu.address_space<workgroup>>
+      %g = nvgpu.device_async_create_group %t
+      nvgpu.device_async_wait %g
+      %v = memref.load %smem[%tid] : memref<128xf32, #gpu.address_space<workgroup>>
+      memref.store %v, %dst[%tid] : memref<?xf32>
+      gpu.return
+    }
+    gpu.func @ldmatrix(%dst: memref<?xf16>, %row: index, %col: index)
+        workgroup(%smem : memref<16x16xf16, #gpu.address_space<workgroup>>) kernel {
+      %m = nvgpu.ldmatrix %smem[%row, %col] {numTiles = 4 : i32, transpose = false}
+          : memref<16x16xf16, #gpu.address_space<workgroup>> -> vector<4x2xf16>
+      %e = vector.extract %m[0, 0] : f16 from vector<4x2xf16>
+      %tid = gpu.thread_id x
+      memref.store %e, %dst[%tid] : memref<?xf16>
+      gpu.return
+    }
+  }
+}
+"""
+
+WARPGROUP = """
+!tmA = !nvgpu.tensormap.descriptor<tensor = memref<128x64xf16, 3>, swizzle = swizzle_128b,
+                                   l2promo = none, oob = zero, interleave = none>
+!tmB = !nvgpu.tensormap.descriptor<tensor = memref<64x64xf16, 3>, swizzle = swizzle_128b,
+                                   l2promo = none, oob = zero, interleave = none>
+!dA = !nvgpu.warpgroup.descriptor<tensor = memref<128x64xf16, 3>>
+!dB = !nvgpu.warpgroup.descriptor<tensor = memref<64x128xf16, 3>>
+!acc = !nvgpu.warpgroup.accumulator<fragmented = vector<128x128xf32>>
+module attributes {gpu.container_module} {
+  memref.global "private" @smemA : memref<128x64xf16, 3> {alignment = 1024 : i64}
+  memref.global "private" @smemB : memref<64x128xf16, 3> {alignment = 1024 : i64}
+  memref.global "private" @smemD : memref<128x128xf32, 3> {alignment = 128 : i64}
+  func.func @main(%a: memref<128x64xf16>, %b: memref<64x128xf16>, %d: memref<128x128xf32>) {
+    %c1 = arith.constant 1 : index
+    %c64 = arith.constant 64 : index
+    %c128 = arith.constant 128 : index
+    %ua = memref.cast %a : memref<128x64xf16> to memref<*xf16>
+    %ub = memref.cast %b : memref<64x128xf16> to memref<*xf16>
+    %tA = nvgpu.tma.create.descriptor %ua box[%c128, %c64] : memref<*xf16> -> !tmA
+    %tB = nvgpu.tma.create.descriptor %ub box[%c64, %c64] : memref<*xf16> -> !tmB
+    gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+               threads(%tx, %ty, %tz) in (%sx = %c128, %sy = %c1, %sz = %c1) {
+      %sa = memref.get_global @smemA : memref<128x64xf16, 3>
+      %sb = memref.get_global @smemB : memref<64x128xf16, 3>
+      %sd = memref.get_global @smemD : memref<128x128xf32, 3>
+      %da = nvgpu.warpgroup.generate.descriptor %sa, %tA : memref<128x64xf16, 3>, !tmA -> !dA
+      %db = nvgpu.warpgroup.generate.descriptor %sb, %tB : memref<64x128xf16, 3>, !tmB -> !dB
+      %acc = nvgpu.warpgroup.mma.init.accumulator -> !acc
+      %r = nvgpu.warpgroup.mma %da, %db, %acc {transposeB} : !dA, !dB, !acc -> !acc
+      nvgpu.warpgroup.mma.store %r, %sd : !acc to memref<128x128xf32, 3>
+      %tid = gpu.thread_id x
+      %v = memref.load %sd[%tid, %tid] : memref<128x128xf32, 3>
+      memref.store %v, %d[%tid, %tid] : memref<128x128xf32>
+      gpu.terminator
+    }
+    return
+  }
+}
+"""
+
+
+def _ptx(text: str, index_bitwidth: int) -> str:
+    art = pipeline.Pipeline(text, target="sm_90a", format="ptx",
+                            lowering=LoweringOptions(features="+ptx80",
+                                                     index_bitwidth=index_bitwidth)).run()
+    return b"".join(b.data for b in art.binaries).decode()
+
+
+#: PTX each program must hold, with the count (equal at both widths).
+EXPECTED = {
+    "barriers": (BARRIERS, ["mbarrier.init.shared.b64", "mbarrier.arrive.shared.b64",
+                            "mbarrier.test_wait.shared.b64",
+                            "mbarrier.arrive.expect_tx.shared.b64",
+                            "mbarrier.try_wait.parity.shared.b64", "cp.async.ca.shared.global",
+                            "cp.async.commit_group", "cp.async.wait_group",
+                            "ldmatrix.sync.aligned.m8n8.x4.shared.b16"]),
+    "warpgroup": (WARPGROUP, ["wgmma.fence.sync.aligned", "wgmma.mma_async.sync.aligned",
+                              "wgmma.commit_group.sync.aligned",
+                              "wgmma.wait_group.sync.aligned"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_nvgpu_kernels_compile_at_32_bit_index(name):
+    text, instructions = EXPECTED[name]
+    wide, narrow = _ptx(text, 64), _ptx(text, 32)
+    for instruction in instructions:
+        assert wide.count(instruction) >= 1, instruction
+        assert narrow.count(instruction) == wide.count(instruction), instruction
+    # the kernels' index parameters are 32-bit at 32 (memref sizes, index arguments)
+    assert re.search(r"\.param \.u32 \w+_param_\d+", narrow)
+    assert len(re.findall(r"\.param \.u64", narrow)) < len(re.findall(r"\.param \.u64", wide))
