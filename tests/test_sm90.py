@@ -1,6 +1,6 @@
 """Hopper (sm_90) programs: thread-block cluster launches and TMA loads (tests/data/sm90).
 The TMA programs also build and run with 32-bit ``index`` in the kernels (``--index-bitwidth=32``,
-pywave.kernels.rewrites.nvgpu_index), and ``tma_tiles`` checks its copy with NumPy.
+pywave.kernels.rewrites.index_width), and ``tma_tiles`` checks its copy with NumPy.
 
 Compile-only tests run here: the launch rewrite turns ``gpu.launch_func ... clusters in`` into
 ``wavert_jit_launch_cluster``, a TMA descriptor made on the host reaches the outlined kernel

@@ -1,11 +1,13 @@
-"""nvgpu ops in kernels lowered with 32-bit ``index`` (``LoweringOptions(index_bitwidth=32)``,
-``--index-bitwidth=32``; pywave.kernels.rewrites.nvgpu_index).
+"""nvgpu and vector ops in kernels lowered with 32-bit ``index``
+(``LoweringOptions(index_bitwidth=32)``, ``--index-bitwidth=32``;
+pywave.kernels.rewrites.index_width).
 
-Upstream's ``convert-nvgpu-to-nvvm`` lowers with a 64-bit index whatever the kernel's width,
-and its casts from ``index`` to i64 and from memrefs to 64-bit descriptors met the kernel's
-32-bit values: "LLVM Translation failed for operation: builtin.unrealized_conversion_cast".
-CPU only: the rewrite on hand-written casts, and kernels using mbarriers, cp.async, ldmatrix
-and warpgroup MMA compiled for sm_90a at both widths (the TMA programs are in test_sm90.py).
+MLIR 22's ``convert-nvgpu-to-nvvm`` and ``convert-vector-to-llvm`` lower with a 64-bit index
+whatever the kernel's width, and their casts between ``index`` and i64 and from memrefs to
+64-bit descriptors met the kernel's 32-bit values: "LLVM Translation failed for operation:
+builtin.unrealized_conversion_cast". CPU only: the rewrite on hand-written casts, and kernels
+using mbarriers, cp.async, ldmatrix, warpgroup MMA and vector loads, stores, transfers and
+index vectors compiled for sm_90a at both widths (the TMA programs are in test_sm90.py).
 """
 
 from __future__ import annotations
@@ -15,17 +17,19 @@ import re
 import pytest
 
 from pywave import mlirutil, pipeline
+from pywave.errors import CompileError
 from pywave.lowering import LoweringOptions, nvvm_pipeline
 
 ir = pytest.importorskip("mlir.ir")
-from pywave.kernels.rewrites import nvgpu_index  # noqa: E402 - needs MLIR
+from pywave.kernels.rewrites import index_width  # noqa: E402 - needs MLIR
 
 DESC2 = "!llvm.struct<(ptr, ptr, i64, array<2 x i64>, array<2 x i64>)>"
 CASTS = f"""
 module attributes {{gpu.container_module}} {{
   gpu.module @k {{
     gpu.func @f(%i: index, %m: memref<?x4xf32, strided<[?, 1], offset: ?>>, %s: memref<f32>,
-                %v: memref<4xf32>, %w: i64) kernel {{
+                %v: memref<4xf32>, %w: i64, %vi: vector<4xindex>, %w2: i64,
+                %out: memref<?xindex>) kernel {{
       %a = builtin.unrealized_conversion_cast %i : index to i64
       %d = builtin.unrealized_conversion_cast %m
           : memref<?x4xf32, strided<[?, 1], offset: ?>> to {DESC2}
@@ -33,15 +37,20 @@ module attributes {{gpu.container_module}} {{
       %r = builtin.unrealized_conversion_cast %v : memref<4xf32> to {DESC2}
       %back = builtin.unrealized_conversion_cast %w : i64 to index
       %same = builtin.unrealized_conversion_cast %back : index to i64
+      %vw = builtin.unrealized_conversion_cast %vi : vector<4xindex> to vector<4xi64>
+      %n = builtin.unrealized_conversion_cast %w2 : i64 to index
       %size = llvm.extractvalue %d[3, 1] : {DESC2}
       %off = llvm.extractvalue %z[2] : !llvm.struct<(ptr, ptr, i64)>
       %sum = llvm.add %a, %same : i64
-      %all = llvm.add %sum, %size : i64
+      %lane = llvm.extractelement %vw[%sum : i64] : vector<4xi64>
+      %all = llvm.add %lane, %size : i64
       %ptr = llvm.extractvalue %z[1] : !llvm.struct<(ptr, ptr, i64)>
       %p = llvm.getelementptr %ptr[%all] : (!llvm.ptr, i64) -> !llvm.ptr, f32
       %q = llvm.getelementptr %p[%off] : (!llvm.ptr, i64) -> !llvm.ptr, f32
       %x = llvm.mlir.constant(1.0 : f32) : f32
       llvm.store %x, %q : f32, !llvm.ptr
+      %c0 = arith.constant 0 : index
+      memref.store %n, %out[%c0] : memref<?xindex>
       gpu.return
     }}
   }}
@@ -56,11 +65,16 @@ def _casts(text: str) -> list[str]:
 def test_casts_to_64_bit_index_types_become_conversions_at_the_kernel_width():
     with ir.Context():
         module = ir.Module.parse(CASTS)
-        assert nvgpu_index.widen_nvgpu_casts(module, 32) == 3
+        assert index_width.widen_index_casts(module, 32) == 6
         module.operation.verify()
         text = str(module)
-    # index -> i64: MLIR's own conversion (sign extension at 32 bits)
+    # index <-> i64, scalars and vectors: MLIR's own conversion (sext / trunc at 32 bits)
     assert "arith.index_cast %arg0 : index to i64" in text
+    assert "arith.index_cast %arg5 : vector<4xindex> to vector<4xi64>" in text
+    assert "arith.index_cast %arg6 : i64 to index" in text
+    # a cast back to the source type is folded (as reconcile-unrealized-casts would), not
+    # truncated and extended
+    assert re.search(r"llvm\.add %\d+, %arg4 : i64", text), text
     casts = _casts(text)
     # the memrefs now cast to descriptors of the kernel's width...
     assert any("to !llvm.struct<(ptr, ptr, i32, array<2 x i32>, array<2 x i32>)>" in c
@@ -69,9 +83,8 @@ def test_casts_to_64_bit_index_types_become_conversions_at_the_kernel_width():
     # ...widened field by field: offset, 2 sizes, 2 strides; the rank-0 one's offset
     assert text.count("llvm.sext") == 6
     assert "llvm.insertvalue" in text and "llvm.mlir.poison" in text
-    # left alone: a pair that cancels out, and a struct that is no descriptor of the memref
-    assert "%arg4 : i64 to index" in text and any(c.endswith(": index to i64") for c in casts)
-    assert any(f"memref<4xf32> to {DESC2}" in c for c in casts), casts
+    # left alone: a struct that is no descriptor of the memref (rank 1, not 2)
+    assert len(casts) == 3 and any(f"memref<4xf32> to {DESC2}" in c for c in casts), casts
 
 
 def test_widened_casts_lower_without_leftover_casts():
@@ -79,7 +92,7 @@ def test_widened_casts_lower_without_leftover_casts():
                          f"{DESC2}\n", "")
     with ir.Context():
         module = ir.Module.parse(text)
-        nvgpu_index.widen_nvgpu_casts(module, 32)
+        index_width.widen_index_casts(module, 32)
         mlirutil.run_pipeline(module, nvvm_pipeline(LoweringOptions(index_bitwidth=32)), "lower")
         lowered = str(module)
     assert not _casts(lowered), _casts(lowered)
@@ -91,7 +104,7 @@ def test_kernels_at_64_bit_index_are_left_as_they_are():
     with ir.Context():
         module = ir.Module.parse(CASTS)
         before = str(module)
-        assert nvgpu_index.widen_nvgpu_casts(module, 64) == 0
+        assert index_width.widen_index_casts(module, 64) == 0
         assert str(module) == before
 
 
@@ -181,6 +194,33 @@ module attributes {gpu.container_module} {
 """
 
 
+VECTORS = """
+module attributes {gpu.container_module} {
+  gpu.module @k {
+    gpu.func @vectors(%m: memref<?xf32>, %o: memref<?xi32>, %i: index) kernel {
+      %pad = arith.constant 0.0 : f32
+      %x = vector.load %m[%i] : memref<?xf32>, vector<4xf32>
+      %tid = gpu.thread_id x
+      vector.store %x, %m[%tid] : memref<?xf32>, vector<4xf32>
+      %t = vector.transfer_read %m[%tid], %pad : memref<?xf32>, vector<4xf32>
+      vector.transfer_write %t, %m[%i] : vector<4xf32>, memref<?xf32>
+      %s = vector.step : vector<4xindex>
+      %b = vector.broadcast %tid : index to vector<4xindex>
+      %sum = arith.addi %s, %b : vector<4xindex>
+      %e = vector.extract %sum[%i] : index from vector<4xindex>
+      %r = vector.reduction <add>, %sum : vector<4xindex> into index
+      %q = arith.addi %e, %r : index
+      %qi = arith.index_cast %q : index to i32
+      memref.store %qi, %o[%tid] : memref<?xi32>
+      %sumi = arith.index_cast %sum : vector<4xindex> to vector<4xi32>
+      vector.store %sumi, %o[%i] : memref<?xi32>, vector<4xi32>
+      gpu.return
+    }
+  }
+}
+"""
+
+
 def _ptx(text: str, index_bitwidth: int) -> str:
     art = pipeline.Pipeline(text, target="sm_90a", format="ptx",
                             lowering=LoweringOptions(features="+ptx80",
@@ -199,11 +239,14 @@ EXPECTED = {
     "warpgroup": (WARPGROUP, ["wgmma.fence.sync.aligned", "wgmma.mma_async.sync.aligned",
                               "wgmma.commit_group.sync.aligned",
                               "wgmma.wait_group.sync.aligned"]),
+    # vector loads and stores (plain and guarded transfers) of f32, and of the index vector
+    # as i32
+    "vectors": (VECTORS, ["ld.global.b32", "st.global.b32", "setp.lt"]),
 }
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_nvgpu_kernels_compile_at_32_bit_index(name):
+def test_kernels_compile_at_32_bit_index(name):
     text, instructions = EXPECTED[name]
     wide, narrow = _ptx(text, 64), _ptx(text, 32)
     for instruction in instructions:
@@ -212,3 +255,20 @@ def test_nvgpu_kernels_compile_at_32_bit_index(name):
     # the kernels' index parameters are 32-bit at 32 (memref sizes, index arguments)
     assert re.search(r"\.param \.u32 \w+_param_\d+", narrow)
     assert len(re.findall(r"\.param \.u64", narrow)) < len(re.findall(r"\.param \.u64", wide))
+
+
+def test_memrefs_of_index_through_64_bit_lowerings_are_refused_at_32_bit_index():
+    """convert-vector-to-llvm addresses index elements as i64, the kernel's memref ops as
+    i32: one memref, two layouts. A CompileError naming the op's line (it failed LLVM
+    translation before)."""
+    text = VECTORS.replace("%o: memref<?xi32>", "%o: memref<?xindex>").replace(
+        "%sumi = arith.index_cast %sum : vector<4xindex> to vector<4xi32>\n", "").replace(
+        "vector.store %sumi, %o[%i] : memref<?xi32>, vector<4xi32>",
+        "vector.store %sum, %o[%i] : memref<?xindex>, vector<4xindex>").replace(
+        "memref.store %qi, %o[%tid] : memref<?xi32>", "memref.store %q, %o[%tid] : memref<?xindex>")
+    assert "memref<?xi32>" not in text
+    assert _ptx(text, 64)
+    with pytest.raises(CompileError, match=r"vector op at line 19, column \d+ accesses the "
+                       r"memref type memref<\?xindex> with index_bitwidth=32") as err:
+        _ptx(text, 32)
+    assert err.value.line == 19
