@@ -5,18 +5,20 @@ pywave.kernels.rewrites.index_width).
 MLIR 22's ``convert-nvgpu-to-nvvm`` and ``convert-vector-to-llvm`` lower with a 64-bit index
 whatever the kernel's width, and their casts between ``index`` and i64 and from memrefs to
 64-bit descriptors met the kernel's 32-bit values: "LLVM Translation failed for operation:
-builtin.unrealized_conversion_cast". CPU only: the rewrite on hand-written casts, and kernels
-using mbarriers, cp.async, ldmatrix, warpgroup MMA and vector loads, stores, transfers and
-index vectors compiled for sm_90a at both widths (the TMA programs are in test_sm90.py).
+builtin.unrealized_conversion_cast". CPU: the rewrite on hand-written casts, and kernels using
+mbarriers, cp.async, ldmatrix, warpgroup MMA and vector loads, stores, transfers and index
+vectors compiled for sm_90a at both widths (the TMA programs are in test_sm90.py). GPU (any
+NVIDIA GPU, marked ``gpu``): a vector kernel's results at both widths, checked with NumPy.
 """
 
 from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
-from pywave import mlirutil, pipeline
+from pywave import mlirutil, pipeline, runtime
 from pywave.errors import CompileError
 from pywave.lowering import LoweringOptions, nvvm_pipeline
 
@@ -272,3 +274,76 @@ def test_memrefs_of_index_through_64_bit_lowerings_are_refused_at_32_bit_index()
                        r"memref type memref<\?xindex> with index_bitwidth=32") as err:
         _ptx(text, 32)
     assert err.value.line == 19
+
+
+# -------------------------------------------------------------------------- on the GPU
+
+#: 16 threads, 4 lanes each: out[k] = in[k] + k for the 62 elements of in, and -1 + k for the
+#: two lanes past its end (a masked transfer_read's padding); the kernel's index values and
+#: in's size go through convert-vector-to-llvm's 64-bit lowering.
+VECTOR_PROGRAM = """
+module attributes {gpu.container_module} {
+  gpu.module @k {
+    gpu.func @add_index(%in: memref<?xf32>, %out: memref<?xf32>) kernel {
+      %c4 = arith.constant 4 : index
+      %pad = arith.constant -1.0 : f32
+      %tid = gpu.thread_id x
+      %i = arith.muli %tid, %c4 : index
+      %v = vector.transfer_read %in[%i], %pad : memref<?xf32>, vector<4xf32>
+      %s = vector.step : vector<4xindex>
+      %b = vector.broadcast %i : index to vector<4xindex>
+      %k = arith.addi %s, %b : vector<4xindex>
+      %ki = arith.index_cast %k : vector<4xindex> to vector<4xi32>
+      %kf = arith.sitofp %ki : vector<4xi32> to vector<4xf32>
+      %r = arith.addf %v, %kf : vector<4xf32>
+      vector.store %r, %out[%i] : memref<?xf32>, vector<4xf32>
+      gpu.return
+    }
+  }
+  func.func @main() -> memref<?xf32> {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c16 = arith.constant 16 : index
+    %c62 = arith.constant 62 : index
+    %c64 = arith.constant 64 : index
+    %half = arith.constant 0.5 : f32
+    %host = memref.alloc(%c62) : memref<?xf32>
+    scf.for %j = %c0 to %c62 step %c1 {
+      %ji = arith.index_cast %j : index to i32
+      %jf = arith.sitofp %ji : i32 to f32
+      %x = arith.mulf %jf, %half : f32
+      memref.store %x, %host[%j] : memref<?xf32>
+    }
+    %in = gpu.alloc(%c62) : memref<?xf32>
+    %out = gpu.alloc(%c64) : memref<?xf32>
+    gpu.memcpy %in, %host : memref<?xf32>, memref<?xf32>
+    gpu.launch_func @k::@add_index blocks in (%c1, %c1, %c1) threads in (%c16, %c1, %c1)
+        args(%in : memref<?xf32>, %out : memref<?xf32>)
+    %result = memref.alloc(%c64) : memref<?xf32>
+    gpu.memcpy %result, %out : memref<?xf32>, memref<?xf32>
+    gpu.dealloc %in : memref<?xf32>
+    gpu.dealloc %out : memref<?xf32>
+    return %result : memref<?xf32>
+  }
+}
+"""
+
+
+def test_vector_program_compiles_at_both_widths():
+    """The 4-lane store (4 stores of 4 bytes: the memref promises 4-byte alignment only) and
+    the transfer's bound checks against in's size, at both widths."""
+    for ptx in (_ptx(VECTOR_PROGRAM, 32), _ptx(VECTOR_PROGRAM, 64)):
+        assert ptx.count("st.global.b32") == 4
+        assert ptx.count("setp.") >= 4
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("index_bitwidth", [64, 32])
+def test_vector_kernel_results_at_both_widths(index_bitwidth, compile_gpu):
+    if not runtime.device_count(runtime.KDLCUDA):
+        pytest.skip("needs an NVIDIA GPU")
+    mod = compile_gpu(VECTOR_PROGRAM, lowering={"index_bitwidth": index_bitwidth})
+    got = np.from_dlpack(mod.main())
+    k = np.arange(64, dtype=np.float32)
+    expected = np.where(k < 62, k * np.float32(0.5), np.float32(-1)) + k
+    np.testing.assert_array_equal(got, expected)
