@@ -28,8 +28,8 @@ by its widening field by field (pointers as they are, offset, sizes and strides
 sign-extended; a memref of ``index`` elements is a CompileError: those lowerings would
 address its elements as 8 bytes wide, the kernel's memref ops as 4); a cast back to the
 original type is folded first, as ``reconcile-unrealized-casts`` would. The 64-bit lowerings
-then compute with the values the program holds. No op of those dialects produces a memref, so no descriptor is narrowed.
-Kernels at 64-bit index are left as they are.
+then compute with the values the program holds. No op of those dialects produces a memref,
+so no descriptor is narrowed. Kernels at 64-bit index are left as they are.
 """
 
 from __future__ import annotations
