@@ -242,3 +242,25 @@ def test_lit_defines_expand_in_run_lines():
     assert without_rt.compile == {"chip": "sm_80", "features": "+ptx71"}
     assert without_rt.entry == "main" and without_rt.entry_result == "void"
     assert without_rt.filecheck and other.entry == "other" and not other.filecheck
+
+
+def test_index_dialect_bitwidth_is_not_the_kernel_index_width():
+    """Upstream's sm90 TMA RUN lines: convert-index-to-llvm{index-bitwidth=32} (the `index`
+    dialect's ops only) beside convert-gpu-to-nvvm at its default 64 bits: the kernels'
+    index is 64-bit there, so pywave gets no --index-bitwidth=32."""
+    spec = _one("// RUN: mlir-opt %s -transform-interpreter -convert-nvgpu-to-nvvm "
+                "-gpu-kernel-outlining -convert-index-to-llvm=index-bitwidth=32 "
+                "-convert-arith-to-llvm --nvvm-attach-target=\"module=main_kernel "
+                "features=+ptx80 chip=sm_90 O=3\" \\\n"
+                "// RUN: | mlir-opt -pass-pipeline='builtin.module(gpu.module(strip-debuginfo,"
+                "convert-gpu-to-nvvm,convert-index-to-llvm{index-bitwidth=32},canonicalize,"
+                "cse))' \\\n"
+                "// RUN: | mlir-opt --gpu-to-llvm --gpu-module-to-binary=format=fatbin "
+                "| mlir-runner --entry-point-result=void | FileCheck %s\n")
+    assert spec.prelude == ["transform-interpreter"] and spec.unknown == []
+    assert spec.compile == {"chip": "sm_90", "features": "+ptx80", "kernel-opt-level": "3",
+                            "format": "fatbin"}
+    nvvm = _one("// RUN: mlir-opt %s -pass-pipeline='builtin.module(gpu.module("
+                "convert-gpu-to-nvvm{index-bitwidth=32 use-bare-ptr-memref-call-conv=1}))' "
+                "| mlir-runner\n")
+    assert nvvm.compile == {"index-bitwidth": "32", "kernel-bare-ptr": "true"}

@@ -1,4 +1,6 @@
 """Hopper (sm_90) programs: thread-block cluster launches and TMA loads (tests/data/sm90).
+The TMA programs also build and run with 32-bit ``index`` in the kernels (``--index-bitwidth=32``,
+pywave.kernels.rewrites.index_width), and ``tma_tiles`` checks its copy with NumPy.
 
 Compile-only tests run here: the launch rewrite turns ``gpu.launch_func ... clusters in`` into
 ``wavert_jit_launch_cluster``, a TMA descriptor made on the host reaches the outlined kernel
@@ -15,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pywave import pipeline, runtime
@@ -31,15 +34,20 @@ RUN_OPTIONS = {"cluster_launch": ["--target", "sm_90a", "--features=+ptx80"],
                "tma_load": ["--target", "sm_90a", "--features=+ptx80"],
                "tma_load_dynamic": ["--target", "sm_90a", "--features=+ptx80"]}
 SM90A = LoweringOptions(features="+ptx80")
+SM90A_INDEX32 = LoweringOptions(features="+ptx80", index_bitwidth=32)
+#: The TMA programs (each compiles and runs at both index widths).
+TMA_PROGRAMS = ["tma_load", "tma_load_dynamic", "tma_tiles"]
 
 
-def _build(name: str, fmt: str = "auto") -> pipeline.Artifacts:
+def _build(name: str, fmt: str = "auto", lowering: LoweringOptions = SM90A
+           ) -> pipeline.Artifacts:
     return pipeline.Pipeline((DATA / f"{name}.mlir").read_text(), target="sm_90a", format=fmt,
-                             lowering=SM90A, run_entry="main").run()
+                             lowering=lowering,
+                             run_entry="main" if name in RUN_OPTIONS else None).run()
 
 
-def _ptx(name: str) -> str:
-    return b"".join(b.data for b in _build(name, "ptx").binaries).decode()
+def _ptx(name: str, lowering: LoweringOptions = SM90A) -> str:
+    return b"".join(b.data for b in _build(name, "ptx", lowering).binaries).decode()
 
 
 def _links(art: pipeline.Artifacts) -> None:
@@ -132,6 +140,33 @@ def test_tma_kernels_align_dynamic_shared_memory_for_the_copy_engine():
     assert ".extern .shared .align 16 .b8 __dynamic_shmem__" in plain.binaries[0].data.decode()
 
 
+@pytest.mark.parametrize("name", TMA_PROGRAMS)
+def test_tma_programs_compile_with_32_bit_index_to_the_same_copies(name):
+    """nvgpu is lowered with a 64-bit index (upstream's convert-nvgpu-to-nvvm has no width
+    option); at 32 bits the kernels once failed in LLVM translation on the casts between its
+    64-bit memref descriptors and the kernel's 32-bit ones."""
+    wide, narrow = _ptx(name), _ptx(name, SM90A_INDEX32)
+    for instruction in ("cp.async.bulk.tensor.2d.shared::cluster.global",
+                        "mbarrier.init.shared.b64", "mbarrier.arrive.expect_tx.shared.b64",
+                        "mbarrier.try_wait.parity.shared.b64"):
+        assert narrow.count(instruction) == wide.count(instruction) >= 1, instruction
+    # the kernel's memref sizes and strides are 32-bit parameters at 32
+    assert narrow.count(".param .u64") < wide.count(".param .u64")
+    _links(_build(name, lowering=SM90A_INDEX32))
+
+
+def test_tma_coordinates_computed_in_the_kernel_stay_32_bit():
+    """tma_tiles computes the box coordinates from the block ids: at 32 bits they reach the
+    copy as 32-bit registers (index_cast's sign extension to nvgpu's i64 and its truncation to
+    the instruction's i32 fold away)."""
+    ptx = _ptx("tma_tiles", SM90A_INDEX32)
+    copy = re.search(r"cp\.async\.bulk\.tensor\.2d\S* \[%rd\d+\], \[%rd\d+, "
+                     r"\{(%r\d+), (%r\d+)\}\]", ptx)
+    assert copy, ptx
+    for register in copy.groups():
+        assert re.search(rf"add\.s32 \t{re.escape(register)},", ptx), (register, ptx)
+
+
 # -------------------------------------------------------------------------- on the GPU
 
 @pytest.fixture(scope="session")
@@ -152,3 +187,26 @@ def test_program_output(name, sm90_device):
     assert proc.returncode == 0, proc.stderr
     masked = re.sub(r"base@ = 0x[0-9a-f]+", "base@ = <ptr>", proc.stdout)
     assert masked == (DATA / f"{name}.out").read_text()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["tma_load", "tma_load_dynamic"])
+def test_program_output_with_32_bit_index(name, sm90_device):
+    proc = subprocess.run([sys.executable, "-m", "pywave", "run", str(DATA / f"{name}.mlir"),
+                           *RUN_OPTIONS[name], "--index-bitwidth=32"], capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    masked = re.sub(r"base@ = 0x[0-9a-f]+", "base@ = <ptr>", proc.stdout)
+    assert masked == (DATA / f"{name}.out").read_text()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("index_bitwidth", [64, 32])
+def test_tma_tiles_copy_the_matrix_with_zero_fill(index_bitwidth, sm90_device, compile_gpu):
+    mod = compile_gpu((DATA / "tma_tiles.mlir").read_text(), target="sm_90a",
+                      lowering={"features": "+ptx80", "index_bitwidth": index_bitwidth})
+    got = np.from_dlpack(mod.main())
+    source = np.arange(16 * 32, dtype=np.float32).reshape(16, 32)
+    padded = np.zeros((18, 36), dtype=np.float32)
+    padded[:16, :32] = source
+    np.testing.assert_array_equal(got, padded[2:, 4:])

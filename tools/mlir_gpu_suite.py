@@ -253,6 +253,13 @@ def _lowering_options(name: str, value: str, spec: RunSpec) -> None:
             spec.unknown.append(f"{name}:{key}")
 
 
+# The kernels' index width (pywave's --index-bitwidth): the option of the kernel lowering
+# (convert-gpu-to-nvvm/-rocdl), whose type converter types the kernels' arith, memref and gpu
+# values and arguments. convert-index-to-llvm's index-bitwidth is not it: that pass lowers only
+# the `index` dialect's ops. Upstream's sm90 TMA RUN lines give it 32 beside a convert-gpu-to-nvvm
+# and a convert-arith-to-llvm at their default 64 bits: their kernels take and compute 64-bit
+# index values (and hold no `index` dialect op).
+_KERNEL_INDEX_RE = re.compile(r"convert-gpu-to-(?:nvvm|rocdl)\{[^}]*\bindex-bitwidth\s*=\s*(\d+)")
 _CHIP_RE = re.compile(r"\b(?:chip|arch|chipset|triple)\s*=\s*([A-Za-z0-9_+\-]+)")
 
 
@@ -270,7 +277,7 @@ def _pass_pipeline(value: str, spec: RunSpec) -> None:
     match = re.search(r"features\s*=\s*(\+[\w.+]+)", value)
     if match:
         spec.compile["features"] = match.group(1)
-    match = re.search(r"index-bitwidth\s*=\s*(\d+)", value)
+    match = _KERNEL_INDEX_RE.search(value)
     if match:
         spec.compile["index-bitwidth"] = match.group(1)
     if re.search(r"use-bare-ptr-memref-call-conv\s*=\s*(1|true)", value):
@@ -326,8 +333,6 @@ def _lowering_flag(name: str, value: str, spec: RunSpec) -> bool:
     elif name in ("nvvm-attach-target", "rocdl-attach-target"):
         _pass_pipeline(value.replace(" ", ","), spec)
         spec.backend = "rocdl" if name.startswith("rocdl") else "nvvm"
-    elif name == "convert-index-to-llvm" and "index-bitwidth" in value:
-        _pass_pipeline(value, spec)
     elif name == "gpu-to-llvm" and "use-bare-pointers-for-kernels=true" in value:
         spec.compile["kernel-bare-ptr"] = "true"
     elif name == "gpu-module-to-binary":

@@ -66,7 +66,7 @@ def lower_nvvm(module: ir.Module, *, fmt: str, text: str | None = None,
     holding each chip's cubin and PTX. Several chips with ``"cubin"`` or ``"ptx"`` are a
     CompileError, as is a format other than ``"ptx"`` without ptxas."""
     from . import options as kernel_options
-    from .rewrites import nvvm_wmma, semantics
+    from .rewrites import index_width, nvvm_wmma, semantics
 
     options = options or lowering.LoweringOptions()
     found = find_toolkit()
@@ -81,6 +81,9 @@ def lower_nvvm(module: ir.Module, *, fmt: str, text: str | None = None,
     if fmt != "ptx" and found is not None:
         raise_ptx_version(module, ptx_isa(found.version))
     names = [sym_name(g) for g in gpu_modules(module)]
+    if options.index_bitwidth != 64:
+        run_pipeline(module, index_width.VECTOR_PIPELINE, "lowering kernel vector ops", text)
+        index_width.widen_index_casts(module, options.index_bitwidth)
     run_pipeline(module, lowering.nvvm_pipeline(options), "lowering kernels to NVVM", text)
     semantics.set_data_layout(module)
     kernel_options.after_lowering(module, options, "nvvm", text)
