@@ -230,3 +230,18 @@ def test_the_ptxas_version_is_remembered_across_processes(tmp_path, monkeypatch)
     (tmp_path / "cache" / toolkit.VERSIONS_FILE).write_text("{not json")  # damaged: run again
     assert toolkit.ptxas_version(str(ptxas)) == "12.3.45"
     assert runs.read_text().count("run") == 3
+
+
+def test_a_toolkit_found_early_spares_the_later_searches(tmp_path, monkeypatch):
+    """The first root holding libdevice wins, and the searches after it are not run (a warm
+    start finds its toolkit without looking through PATH)."""
+    import os
+    import shutil
+    root = tmp_path / "cuda"
+    (root / toolkit.LIBDEVICE).parent.mkdir(parents=True)
+    (root / toolkit.LIBDEVICE).write_bytes(b"")
+    monkeypatch.delenv("PYWAVE_CUDA_PATH", raising=False)
+    monkeypatch.setenv("CUDA_HOME", str(root))
+    monkeypatch.setattr(shutil, "which", lambda *a, **k: pytest.fail("PATH was searched"))
+    found = toolkit.find_toolkit()
+    assert (found.root, found.source, found.ptxas) == (os.path.realpath(root), "CUDA_HOME", None)

@@ -11,8 +11,8 @@ import json
 import logging
 import os
 import re
-import shutil
 import sys
+from typing import Iterator
 
 from ..errors import warn_config
 
@@ -71,14 +71,18 @@ def _wheel_roots() -> list[tuple[str, str]]:
     return out
 
 
-def _candidates() -> list[tuple[str, str]]:
-    out = [(os.environ.get(v, ""), v) for v in ("PYWAVE_CUDA_PATH", "CUDA_HOME", "CUDA_PATH")]
-    out += _wheel_roots()
+def _candidates() -> Iterator[tuple[str, str]]:
+    """(root, where from) in the search order, each looked up only when the ones before it
+    were not a toolkit (a warm start keys its cache lookup on the toolkit: a root found early
+    spares it the wheel and PATH searches and the import of shutil)."""
+    for variable in ("PYWAVE_CUDA_PATH", "CUDA_HOME", "CUDA_PATH"):
+        yield os.environ.get(variable, ""), variable
+    yield from _wheel_roots()
+    import shutil
     ptxas = shutil.which("ptxas")
     if ptxas:
-        out.append((os.path.dirname(os.path.dirname(os.path.realpath(ptxas))), "PATH"))
-    out.append(("/usr/local/cuda", "default"))
-    return out
+        yield os.path.dirname(os.path.dirname(os.path.realpath(ptxas))), "PATH"
+    yield "/usr/local/cuda", "default"
 
 
 #: File in the compile cache folder remembering each ptxas binary's release, so that a warm
