@@ -249,7 +249,7 @@ def _cache_enabled() -> bool:
 _UNITS = {"": 1, "b": 1, "k": 1024, "kib": 1024, "m": 1024**2, "mib": 1024**2, "g": 1024**3,
           "gib": 1024**3, "t": 1024**4, "tib": 1024**4, "kb": 1000, "mb": 1000**2,
           "gb": 1000**3, "tb": 1000**4}
-_SIZE = re.compile(r"^\s*([0-9][0-9_]*(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*$")
+_SIZE = r"^\s*([0-9][0-9_]*(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*$"
 
 
 def parse_bytes(text: str) -> int | None:
@@ -257,7 +257,7 @@ def parse_bytes(text: str) -> int | None:
     give whole bytes) with an optional unit, case-insensitive: ``B``; ``KiB``/``MiB``/``GiB``/
     ``TiB`` (or ``K``/``M``/``G``/``T``) in powers of 1024; ``kB``/``MB``/``GB``/``TB`` in
     powers of 1000 (as SI and IEC name them). None when ``text`` is not one."""
-    m = _SIZE.match(text)
+    m = re.match(_SIZE, text)
     if not m or m.group(2).lower() not in _UNITS:
         return None
     number, unit = m.group(1).replace("_", ""), _UNITS[m.group(2).lower()]

@@ -39,7 +39,7 @@ from .program import FORMATS
 log = logging.getLogger("pywave.dump")
 
 ENV = "PYWAVE_DUMP_DIR"
-_FOLDER_RE = re.compile(r"^(\d{4,})-")
+_FOLDER_RE = r"^(\d{4,})-"
 
 
 def root(dump_dir: "str | os.PathLike[str] | None" = None) -> str | None:
@@ -173,7 +173,7 @@ class Dump:
 
 def _new_folder(root_dir: str, digest: str) -> str:
     os.makedirs(root_dir, exist_ok=True)
-    numbers = [int(m.group(1)) for n in os.listdir(root_dir) if (m := _FOLDER_RE.match(n))]
+    numbers = [int(m.group(1)) for n in os.listdir(root_dir) if (m := re.match(_FOLDER_RE, n))]
     n = max(numbers, default=0) + 1
     while True:   # another process may take the same number: try the next one
         path = os.path.join(root_dir, f"{n:04d}-{digest}")

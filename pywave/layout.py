@@ -7,16 +7,20 @@ A regular install (``pip install .``, a wheel, ``meson install``) puts them insi
 folder. An editable install (``pip install --no-build-isolation -e .``, meson-python's editable
 mode) imports the Python sources from the checkout and the built files from Meson's build folder
 (``build/cp3XY/``); meson-python's loader maps each installed name to its real file, and
-:func:`importlib.resources.files` gives that mapping. So every lookup here asks
-``importlib.resources`` for the *installed* name, and both layouts resolve. A ground module:
-imports nothing of pywave but :mod:`pywave.errors`.
+:func:`importlib.resources.files` gives that mapping. So every lookup here asks for the
+*installed* name, and both layouts resolve: when Python's own file loader imported pywave (a
+regular install), ``importlib.resources`` would answer the package folder itself, so the name
+is looked up there directly (``importlib.resources`` and the pathlib, zipfile, tempfile it
+imports cost a fresh process about as much as all of pywave's own modules); any other loader
+is asked through ``importlib.resources``. A ground module: imports nothing of pywave but
+:mod:`pywave.errors`.
 """
 
 from __future__ import annotations
 
 import os
-import pathlib
-from importlib import resources
+import sys
+from importlib.machinery import SourceFileLoader, SourcelessFileLoader
 
 from .errors import NotBuiltError
 
@@ -34,9 +38,25 @@ REBUILD_HINT = ("install pywave with `python3 -m pip install .`, or for developm
 def package_file(name: str) -> str | None:
     """The real path of the package file installed as ``name`` (``"libwavert.so"``,
     ``"include/wavert.h"``), or None when this installation has no such file."""
-    node = resources.files("pywave").joinpath(*name.split("/"))
+    folder = _file_loader_folder()
+    if folder is not None:
+        path = os.path.join(folder, *name.split("/"))
+        return path if os.path.isfile(path) else None
+    import pathlib                     # an editable install: its loader's mapping
+    from importlib import resources
+    node = resources.files(__package__).joinpath(*name.split("/"))
     if isinstance(node, pathlib.Path) and node.is_file():
         return str(node)
+    return None
+
+
+def _file_loader_folder() -> str | None:
+    """The package folder when Python's own file loader imported pywave: there
+    ``importlib.resources.files("pywave")`` is that folder (its FileReader answers the folder
+    of the loader's path). None for any other loader (meson-python's editable loader)."""
+    loader = getattr(sys.modules[__package__].__spec__, "loader", None)
+    if type(loader) in (SourceFileLoader, SourcelessFileLoader):
+        return os.path.dirname(loader.path)
     return None
 
 

@@ -47,7 +47,7 @@ RESERVED_PTXAS_OPTIONS = {
 
 #: One ptxas option: a dash or two, a name, and an optional ``=value`` without spaces, quotes
 #: or shell/pipeline metacharacters (``--def-load-cache=cg``, ``-v``, ``--warn-on-spills``).
-_PTXAS_OPTION = re.compile(r"--?[A-Za-z][A-Za-z0-9_-]*(=[A-Za-z0-9_.,:+/-]+)?")
+_PTXAS_OPTION = r"--?[A-Za-z][A-Za-z0-9_-]*(=[A-Za-z0-9_.,:+/-]+)?"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,7 +181,7 @@ def _checked_ptxas_options(options: object) -> tuple[str, ...]:
     for i, option in enumerate(options):
         where = f"ptxas_options[{i}] = {option!r}"
         if not isinstance(option, str) or len(option) > 200 or \
-                not _PTXAS_OPTION.fullmatch(option):
+                not re.fullmatch(_PTXAS_OPTION, option):
             raise CompileError(f"{where} is not one ptxas option: expected '-name' or "
                                "'--name=value' (letters, digits, '_', '-'; a value without "
                                "spaces or quotes; at most 200 characters)")

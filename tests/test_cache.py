@@ -205,9 +205,11 @@ def test_fresh_process_hits_disk_without_importing_mlir(tmp_path):
 
 
 def test_import_pywave_is_light():
-    """``import pywave`` loads neither MLIR nor cffi's C parser nor importlib.metadata."""
+    """``import pywave`` loads neither MLIR, llvmlite, cffi's C parser, importlib.metadata,
+    the compile worker's client nor what only ``passes=`` needs."""
     code = ("import sys, pywave\n"
-            "heavy = ('mlir', 'cffi', 'pycparser', 'importlib.metadata', 'numpy')\n"
+            "heavy = ('mlir', 'llvmlite', 'cffi', 'pycparser', 'importlib.metadata', 'numpy',"
+            " 'pywave.isolation', 'pywave.frontend.transform_passes')\n"
             "print(sorted(m for m in heavy if m in sys.modules))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=child_env(), timeout=120)

@@ -84,6 +84,32 @@ def test_layout_finds_every_built_part():
     assert Path(layout.include_dir(), "wavert_jit.h").is_file()
 
 
+def test_layout_answers_as_importlib_resources():
+    """The direct lookup of a regular install names the files importlib.resources names."""
+    from importlib import resources
+    for name in (layout.LIBWAVERT, layout.RUNNER, layout.HEADER, layout.PKGCONFIG,
+                 "no-such-file", "include/no-such.h"):
+        node = resources.files("pywave").joinpath(*name.split("/"))
+        expected = str(node) if isinstance(node, Path) and node.is_file() else None
+        assert layout.package_file(name) == expected, name
+
+
+def test_regular_install_imports_no_importlib_resources():
+    """``import pywave`` from a regular install finds libwavert without importlib.resources
+    (and the pathlib, zipfile, tempfile it imports). ``-S``: this machine's site may import
+    them itself."""
+    from pywave.entry import info
+    if info.installation()["editable"]:
+        pytest.skip("an editable install is asked through importlib.resources")
+    code = ("import sys, pywave; heavy = ('importlib.resources', 'pathlib', 'zipfile', "
+            "'tempfile'); print(sorted(m for m in heavy if m in sys.modules))")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd="/", env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "[]"
+
+
 def test_c_program_with_config_flags_runs_without_library_path(tmp_path):
     proc = _pywave("config", "--cflags", "--libs")
     assert proc.returncode == 0, proc.stderr

@@ -230,3 +230,64 @@ def test_the_ptxas_version_is_remembered_across_processes(tmp_path, monkeypatch)
     (tmp_path / "cache" / toolkit.VERSIONS_FILE).write_text("{not json")  # damaged: run again
     assert toolkit.ptxas_version(str(ptxas)) == "12.3.45"
     assert runs.read_text().count("run") == 3
+
+
+def test_a_toolkit_found_early_spares_the_later_searches(tmp_path, monkeypatch):
+    """The first root holding libdevice wins, and the searches after it are not run (a warm
+    start finds its toolkit without looking through PATH)."""
+    import os
+    import shutil
+    root = tmp_path / "cuda"
+    (root / toolkit.LIBDEVICE).parent.mkdir(parents=True)
+    (root / toolkit.LIBDEVICE).write_bytes(b"")
+    monkeypatch.delenv("PYWAVE_CUDA_PATH", raising=False)
+    monkeypatch.setenv("CUDA_HOME", str(root))
+    monkeypatch.setattr(shutil, "which", lambda *a, **k: pytest.fail("PATH was searched"))
+    found = toolkit.find_toolkit()
+    assert (found.root, found.source, found.ptxas) == (os.path.realpath(root), "CUDA_HOME", None)
+
+
+@pytest.mark.parametrize("path", ["{a}:{b}:{c}:{d}", "{b}:{d}:{c}", "{a}:{b}", "", ":", "{a}::{d}",
+                                  "{d}:{d}", None])
+def test_the_path_search_for_ptxas_answers_as_shutil_which(path, tmp_path, monkeypatch):
+    """pywave.kernels.toolkit searches PATH as ``shutil.which`` does (without importing it):
+    a file that is not executable and a folder are passed over; '' is the working folder."""
+    import shutil
+    folders = {k: tmp_path / k for k in "abcd"}
+    for folder in folders.values():
+        folder.mkdir()
+    (folders["a"] / "ptxas").write_text("#!/bin/sh\n")                  # not executable
+    (folders["b"] / "ptxas").mkdir()                                   # a folder
+    for k in "cd":
+        (folders[k] / "ptxas").write_text("#!/bin/sh\n")
+        (folders[k] / "ptxas").chmod(0o755)
+    (tmp_path / "ptxas").write_text("#!/bin/sh\n")
+    (tmp_path / "ptxas").chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    if path is None:
+        monkeypatch.delenv("PATH")
+    else:
+        monkeypatch.setenv("PATH", path.format(**folders))
+    assert toolkit._on_path("ptxas") == shutil.which("ptxas")
+
+
+def test_a_toolkit_on_path_is_found_without_shutil(tmp_path, monkeypatch):
+    """The PATH step of the toolkit search (run by every warm start that gets there) does not
+    need shutil, whose imports cost a fresh process about 3 ms."""
+    import os
+    import shutil
+    root = tmp_path / "cuda"
+    (root / toolkit.LIBDEVICE).parent.mkdir(parents=True)
+    (root / toolkit.LIBDEVICE).write_bytes(b"")
+    (root / "bin").mkdir()
+    (root / "bin" / "ptxas").write_text("#!/bin/sh\necho 'Cuda compilation tools, V12.8.93'\n")
+    (root / "bin" / "ptxas").chmod(0o755)
+    for variable in ("PYWAVE_CUDA_PATH", "CUDA_HOME", "CUDA_PATH"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("PYWAVE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PATH", f"{tmp_path / 'empty'}:{root / 'bin'}:/usr/bin:/bin")
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "site")])
+    monkeypatch.setattr(shutil, "which", lambda *a, **k: pytest.fail("shutil.which was used"))
+    found = toolkit.find_toolkit()
+    assert (found.root, found.source, found.version) == (os.path.realpath(root), "PATH",
+                                                        "12.8.93")

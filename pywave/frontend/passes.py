@@ -15,7 +15,7 @@ result, since a nested pass sees one op of its anchor at a time), so that a fail
 pass that failed, with MLIR's diagnostics (the op and its location in the input).
 
 :func:`check` needs no MLIR (the user's process runs it before a compile starts, on cache
-hits too); :func:`run` runs in the compile worker.
+hits too; without ``passes=`` it imports nothing more); :func:`run` runs in the compile worker.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from . import transform_passes
 from ..errors import CompileError
 
 if TYPE_CHECKING:
@@ -91,6 +90,7 @@ def check(passes: Any, parameter: str = "passes") -> str | None:
         raise CompileError(f"{parameter}={shown!r} is not a pass pipeline on the module: "
                            f"expected {ROOT}(PASS, ...), e.g. "
                            "'builtin.module(canonicalize, func.func(cse))'")
+    from . import transform_passes
     for step in split(passes, parameter):          # balanced brackets and quotes
         transform_passes.check(step.text, step.anchors, ROOT, parameter)
     return passes
@@ -211,6 +211,7 @@ def run(module: "ir.Module", passes: str, text: str | None, filename: str) -> No
     from mlir import ir
 
     from ..mlirutil import diagnostic_error
+    from . import transform_passes
 
     steps = split(passes)
     managers = [_manager(step, passes, module.context) for step in steps]
@@ -231,6 +232,7 @@ def _manager(step: Pass, passes: str, context: "ir.Context") -> Any:
     """The pass manager running ``step`` alone, None for one of pywave's own passes."""
     from mlir import ir, passmanager
 
+    from . import transform_passes
     transform_passes.check(step.text, step.anchors, ROOT, "passes")
     if transform_passes.lookup(step.text) is not None:
         return None

@@ -13,8 +13,8 @@ import json
 import logging
 import os
 import re
-import shutil
 import sys
+from typing import Iterator
 
 from ..errors import warn_config
 
@@ -73,14 +73,37 @@ def _wheel_roots() -> list[tuple[str, str]]:
     return out
 
 
-def _candidates() -> list[tuple[str, str]]:
-    out = [(os.environ.get(v, ""), v) for v in ("PYWAVE_CUDA_PATH", "CUDA_HOME", "CUDA_PATH")]
-    out += _wheel_roots()
-    ptxas = shutil.which("ptxas")
+def _candidates() -> Iterator[tuple[str, str]]:
+    """(root, where from) in the search order, each looked up only when the ones before it
+    were not a toolkit (a warm start keys its cache lookup on the toolkit: a root found early
+    spares it the wheel and PATH searches)."""
+    for variable in ("PYWAVE_CUDA_PATH", "CUDA_HOME", "CUDA_PATH"):
+        yield os.environ.get(variable, ""), variable
+    yield from _wheel_roots()
+    ptxas = _on_path("ptxas")
     if ptxas:
-        out.append((os.path.dirname(os.path.dirname(os.path.realpath(ptxas))), "PATH"))
-    out.append(("/usr/local/cuda", "default"))
-    return out
+        yield os.path.dirname(os.path.dirname(os.path.realpath(ptxas))), "PATH"
+    yield "/usr/local/cuda", "default"
+
+
+def _on_path(name: str) -> str | None:
+    """``shutil.which(name)`` of a bare program name on POSIX, without importing shutil (whose
+    imports of bz2, lzma and zlib cost a warm start, which looks for ptxas for its cache key,
+    about 3 ms): in the folders of ``$PATH`` (``os.confstr("CS_PATH")`` when unset; none
+    when empty; an empty entry is the working folder), the first ``name`` that exists, is
+    executable and is not a folder."""
+    path = os.environ.get("PATH")
+    if path is None:
+        try:
+            path = os.confstr("CS_PATH")
+        except (AttributeError, ValueError):
+            path = os.defpath
+    for folder in dict.fromkeys(path.split(os.pathsep)) if path else ():
+        candidate = os.path.join(folder, name)
+        if os.path.exists(candidate) and os.access(candidate, os.F_OK | os.X_OK) \
+                and not os.path.isdir(candidate):
+            return candidate
+    return None
 
 
 #: File in the compile cache folder remembering each ptxas binary's release, so that a warm

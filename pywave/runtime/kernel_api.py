@@ -22,13 +22,13 @@ LAUNCHER_PREFIX = "_pywave_kernel$"
 
 #: gpu.module and kernel names a launcher name can carry (MLIR's bare identifiers without
 #: ``$``, the separator).
-_NAME = re.compile(r"[A-Za-z_][\w.]*")
+_NAME = r"[A-Za-z_][\w.]*"
 
 
 def launcher_name(module: str, kernel: str) -> str | None:
     """The launcher host function's name for ``@module::@kernel`` (None when either name is
     not a bare identifier without ``$``: such a kernel gets no launcher)."""
-    if _NAME.fullmatch(module) and _NAME.fullmatch(kernel):
+    if re.fullmatch(_NAME, module) and re.fullmatch(_NAME, kernel):
         return f"{LAUNCHER_PREFIX}{module}${kernel}"
     return None
 
