@@ -46,6 +46,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import gpu, llvm
 
+from .. import sparse
 from ..errors import CompileError
 from ..frontend import validate
 from ..mlirutil import diagnostic_error, file_location, run_pipeline, sym_name
@@ -108,8 +109,11 @@ WAVE_HELPER_TYPES = {
 def is_runtime_call(callee: str) -> bool:
     """Whether a call of ``callee`` in lowered host code calls libwavert's runtime, which
     records a failure for ``wavert_jit_failed``: one of MLIR's ``mgpu*`` functions
-    (``wavert_mgpu.h``) or of Wave's (:data:`WAVE_FUNCTIONS`, before their renaming)."""
-    return callee.startswith(MGPU_PREFIX) or callee in WAVE_FUNCTIONS
+    (``wavert_mgpu.h``), of MLIR's sparse tensor file reader (``wavert_sparse_file.h``,
+    :data:`pywave.sparse.READER_FUNCTIONS`) or of Wave's (:data:`WAVE_FUNCTIONS`, before their
+    renaming)."""
+    return (callee.startswith(MGPU_PREFIX) or callee in WAVE_FUNCTIONS
+            or callee in sparse.READER_FUNCTIONS)
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,232 @@
+"""Sparse tensors read from files: ``sparse_tensor.new`` of a file name, which MLIR's sparsifier
+lowers to the sparse tensor file reader of MLIR's runtime, implemented by libwavert
+(``wavert_sparse_file.h``, ``libwavert/src/sparse_file.c``; its own C test,
+``libwavert/tests/test_sparse_file.c``, covers the formats and hostile files).
+
+Here (no GPU): every reader function is declared, exported and a checked runtime call; the
+programs of ``tests/data/sparse`` that read ``sampling.mtx`` compile, their host code links
+against libwavert (MCJIT and the pre-linked shared object) and returns early after each
+reader call; on the driver stand-in, ``pywave run`` of ``read_file.mlir`` prints the matrix as
+this file parses it independently (CSR and CSC), and hostile files or a missing ``$TENSOR0``
+are errors naming the problem. On an NVIDIA GPU with cuSPARSE (marked ``gpu``): the SDDMM of
+``sddmm_file.mlir`` on the file's matrix, against NumPy.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import need_fake_driver
+from pywave import pipeline, runtime, sparse
+from pywave.host import jit, lowering, sharedobj
+
+DATA = Path(__file__).parent / "data" / "sparse"
+MATRIX = DATA / "sampling.mtx"
+HEADER = Path(__file__).parent.parent / "libwavert" / "include" / "wavert_sparse_file.h"
+#: Each program and the reader functions its host code calls.
+PROGRAMS = {
+    "read_file": {"getTensorFilename", "_mlir_ciface_createCheckedSparseTensorReader",
+                  "_mlir_ciface_getSparseTensorReaderDimSizes", "getSparseTensorReaderNSE",
+                  "_mlir_ciface_getSparseTensorReaderReadToBuffers0F64",
+                  "_mlir_ciface_getSparseTensorReaderReadToBuffers0F32",
+                  "delSparseTensorReader"},
+    "sddmm_file": {"getTensorFilename", "_mlir_ciface_createCheckedSparseTensorReader",
+                   "_mlir_ciface_getSparseTensorReaderDimSizes", "getSparseTensorReaderNSE",
+                   "_mlir_ciface_getSparseTensorReaderReadToBuffers0F32",
+                   "delSparseTensorReader"},
+}
+
+
+def read_mtx(path: Path) -> tuple[tuple[int, int], np.ndarray, np.ndarray, np.ndarray]:
+    """A general real Matrix Market file parsed here, independently of libwavert: its shape and
+    0-based rows, columns and values in file order."""
+    lines = [l for l in path.read_text().splitlines()[1:] if l.strip() and l[0] != "%"]
+    m, n, nse = map(int, lines[0].split())
+    entries = [l.split() for l in lines[1:]]
+    assert len(entries) == nse
+    rows = np.array([int(e[0]) - 1 for e in entries])
+    cols = np.array([int(e[1]) - 1 for e in entries])
+    return (m, n), rows, cols, np.array([float(e[2]) for e in entries])
+
+
+def compressed(outer: np.ndarray, inner: np.ndarray, values: np.ndarray, extent: int):
+    """Positions, coordinates and values of a matrix compressed along `outer`."""
+    order = np.lexsort((inner, outer))
+    positions = np.concatenate([[0], np.cumsum(np.bincount(outer, minlength=extent))])
+    return positions, inner[order], values[order]
+
+
+def printed(text: str) -> list[dict[str, list[float]]]:
+    """The tensors ``sparse_tensor.print`` printed: per tensor, each line's numbers by name."""
+    tensors = []
+    for block in text.split("---- Sparse Tensor ----")[1:]:
+        fields = {}
+        for line in block.splitlines():
+            match = re.match(r"\s*([\w\[\]]+)\s*[:=]\s*\(?([^)]*)\)?\s*$", line)
+            if match:
+                fields[match.group(1)] = [float(x) for x in match.group(2).replace(",", " ")
+                                          .split()]
+        tensors.append(fields)
+    return tensors
+
+
+# ---------------------------------------------------------------------- the ABI
+
+def test_every_reader_function_is_declared_exported_and_checked():
+    import ctypes
+    text = HEADER.read_text()
+    declared = set(re.findall(r"^WAVERT_SPARSE_FILE_EXPORT [^;(]*?\b(\w+)\(", text, re.M))
+    # The ReadToBuffers functions are declared by a macro over the suffixes.
+    for suffix in re.findall(r"^WAVERT_SPARSE_READ_TO_BUFFERS_V\((\w+)\)", text, re.M):
+        declared |= {f"_mlir_ciface_getSparseTensorReaderReadToBuffers{suffix}{v}"
+                     for v in sparse.READER_VALUES}
+    assert declared == sparse.READER_FUNCTIONS
+    assert len(sparse.READER_FUNCTIONS) == 7 + 50
+    library = ctypes.CDLL(runtime.LIBRARY)
+    for name in declared:
+        assert hasattr(library, name), name
+        assert lowering.is_runtime_call(name), name
+
+
+# ---------------------------------------------------------------------- compile and link
+
+@pytest.fixture(scope="module")
+def built() -> dict[str, pipeline.Artifacts]:
+    return {name: pipeline.Pipeline((DATA / f"{name}.mlir").read_text(), target="sm_90",
+                                    run_entry="main",
+                                    passes=sparse.sparsifier_pipeline()).run()
+            for name in PROGRAMS}
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_reading_program_links_against_libwavert(name, built):
+    code = built[name].object_code
+    assert PROGRAMS[name] <= set(jit.undefined_symbols(code))
+    jit.initialise(runtime.LIBRARY)
+    jit.JitModule(code).close()   # CompileError naming any symbol nothing provides
+
+
+@pytest.mark.parametrize("name", ["read_file"])
+def test_reading_program_loads_prelinked(name, built):
+    """The pre-linked shared object (warm starts) is opened with RTLD_NOW: a reader function
+    libwavert lacked would fail the load."""
+    shared = sharedobj.link(built[name].object_code)
+    if shared is None:
+        pytest.skip("no C compiler driver to link the shared object")
+    module = sharedobj.load(shared, runtime.LIBRARY)
+    assert module is not None
+    module.close()
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_each_reader_call_returns_early_on_error(name, built):
+    """After each reader call the host code asks wavert_jit_failed: a file that fails to open
+    or parse stops the program before it reads a NULL reader or unwritten buffers."""
+    lines = built[name].host.llvm_ir.splitlines()
+    calls = [i for i, line in enumerate(lines) if "call " in line
+             and any(f"@{f}(" in line for f in sparse.READER_FUNCTIONS)]
+    called = {f for i in calls for f in sparse.READER_FUNCTIONS if f"@{f}(" in lines[i]}
+    assert called == PROGRAMS[name]
+    for i in calls:
+        following = next(line for line in lines[i + 1:] if "call " in line)
+        assert "@wavert_jit_failed()" in following, lines[i]
+
+
+# ---------------------------------------------------------------------- on the driver stand-in
+
+def _run_read_file(tensor0: str | None) -> subprocess.CompletedProcess:
+    fake = need_fake_driver()
+    env = dict(os.environ, WAVERT_CUDA_LIBRARY=str(fake),
+               WAVERT_HIP_LIBRARY="/nonexistent/libamdhip64.so")
+    env.pop("TENSOR0", None)
+    if tensor0 is not None:
+        env["TENSOR0"] = tensor0
+    return subprocess.run([sys.executable, "-m", "pywave", "run", str(DATA / "read_file.mlir"),
+                           "--target", "sm_90",
+                           f"--pass-pipeline={sparse.sparsifier_pipeline()}"],
+                          capture_output=True, text=True, timeout=600, env=env,
+                          cwd=Path(__file__).parent)
+
+
+def test_read_file_prints_the_matrix():
+    proc = _run_read_file(str(MATRIX))
+    assert proc.returncode == 0, proc.stderr
+    (m, n), rows, cols, values = read_mtx(MATRIX)
+    csr, csc = printed(proc.stdout)
+    for tensor, dims, lvls, (outer, inner, extent) in (
+            (csr, [m, n], [m, n], (rows, cols, m)), (csc, [m, n], [n, m], (cols, rows, n))):
+        positions, coordinates, stored = compressed(outer, inner, values, extent)
+        assert tensor["nse"] == [len(values)]
+        assert tensor["dim"] == dims and tensor["lvl"] == lvls
+        assert tensor["pos[1]"] == positions.tolist()
+        assert tensor["crd[1]"] == coordinates.tolist()
+        np.testing.assert_allclose(tensor["values"], stored)   # every value exact in f32 too
+
+
+@pytest.mark.parametrize("text, message", [
+    ("%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1\n0 2 2\n",
+     "getSparseTensorReaderReadToBuffers0F64: {path} line 4: coordinate 0 is 0, not within "
+     "1..3 (1-based)"),
+    ("%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1.000000\n",
+     "{path} ends after 1 of its 2 entries"),
+    ("%%MatrixMarket matrix array real general\n3 3\n",
+     "createCheckedSparseTensorReader: {path} line 1: 'matrix array' is not supported"),
+    ("%%MatrixMarket matrix coordinate real general\n1000000 1000000 999999999\n1 1 1\n",
+     "the header announces 999999999 entries"),
+    ("%%MatrixMarket matrix coordinate complex general\n1 1 1\n1 1 1 0\n",
+     "holds complex values, which are not read as f64"),
+])
+def test_hostile_file_is_an_error(tmp_path, text, message):
+    path = tmp_path / "hostile.mtx"
+    path.write_text(text)
+    proc = _run_read_file(str(path))
+    assert proc.returncode == 1, (proc.returncode, proc.stderr)
+    assert message.format(path=path) in proc.stderr
+    assert "Sparse Tensor" not in proc.stdout   # the program stopped at the failed call
+
+
+def test_missing_file_and_variable_are_errors(tmp_path):
+    proc = _run_read_file(str(tmp_path / "none.mtx"))
+    assert proc.returncode == 1
+    assert f"cannot open {tmp_path / 'none.mtx'}: No such file or directory" in proc.stderr
+    proc = _run_read_file(None)
+    assert proc.returncode == 1
+    assert "getTensorFilename: environment variable TENSOR0 (the file of tensor 0) is not set" \
+        in proc.stderr
+
+
+# ---------------------------------------------------------------------- on the GPU
+
+@pytest.fixture(scope="session")
+def cuda_device() -> None:
+    if not runtime.device_count(runtime.KDLCUDA):
+        pytest.skip("needs an NVIDIA GPU")
+
+
+@pytest.mark.gpu
+def test_sddmm_of_a_file_matrix(cuda_device):
+    """cuSPARSE's SDDMM on the sampling matrix read from the file, against NumPy."""
+    env = dict(os.environ, TENSOR0=str(MATRIX))
+    proc = subprocess.run([sys.executable, "-m", "pywave", "run", str(DATA / "sddmm_file.mlir"),
+                           f"--pass-pipeline={sparse.sparsifier_pipeline()}"],
+                          capture_output=True, text=True, timeout=600, env=env,
+                          cwd=Path(__file__).parent)
+    assert proc.returncode == 0, proc.stderr
+    (m, n), rows, cols, values = read_mtx(MATRIX)
+    a = np.add.outer(np.arange(m), np.arange(4)) + 1.0           # A[i][k] = i + k + 1
+    b = np.subtract.outer(np.arange(n), np.arange(4)).T * 1.0    # B[k][j] = j - k
+    product = a @ b
+    positions, coordinates, stored = compressed(rows, cols, values, m)
+    order = np.lexsort((cols, rows))
+    expected = stored + product[rows[order], cols[order]]
+    (result,) = printed(proc.stdout)
+    assert result["pos[1]"] == positions.tolist()
+    assert result["crd[1]"] == coordinates.tolist()
+    np.testing.assert_allclose(result["values"], expected, rtol=1e-6)
