@@ -242,3 +242,27 @@ def test_lit_defines_expand_in_run_lines():
     assert without_rt.compile == {"chip": "sm_80", "features": "+ptx71"}
     assert without_rt.entry == "main" and without_rt.entry_result == "void"
     assert without_rt.filecheck and other.entry == "other" and not other.filecheck
+
+
+def test_data_files_come_from_the_mlir_source_folder(tmp_path):
+    """``env TENSOR0=%mlir_src_dir/test/Integration/data/x.mtx``: %mlir_src_dir is the mlir
+    folder above a test in an llvm-project checkout (or --mlir-src-dir); a data file that is
+    not there is named by the SKIP."""
+    mlir = tmp_path / "llvm-project" / "mlir"
+    test = mlir / "test" / "Integration" / "Dialect" / "SparseTensor" / "GPU" / "t.mlir"
+    test.parent.mkdir(parents=True)
+    assert suite.mlir_src_dir(test) == mlir
+    assert suite.mlir_src_dir(tmp_path / "elsewhere" / "t.mlir") is None
+    text = ('// RUN: mlir-opt %s --sparsifier="enable-runtime-library=false gpu-chip=sm_80" '
+            '| env TENSOR0="%mlir_src_dir/test/Integration/data/block.mtx" mlir-runner -e main '
+            '--entry-point-result=void | FileCheck %s\n')
+    spec = _one(text, {"%mlir_src_dir": str(mlir)})
+    data = mlir / "test" / "Integration" / "data" / "block.mtx"
+    assert spec.env == {"TENSOR0": str(data)} and spec.needs is None
+    assert suite.missing_data_files(spec) == [str(data)]
+    data.parent.mkdir(parents=True)
+    data.write_text("%%MatrixMarket matrix coordinate real general\n1 1 0\n")
+    assert suite.missing_data_files(spec) == []
+    # Without a source folder the substitution stays, and the file counts as missing.
+    assert suite.missing_data_files(_one(text)) == [
+        "%mlir_src_dir/test/Integration/data/block.mtx"]
