@@ -86,8 +86,9 @@ WAVERT_SPARSE_FILE_EXPORT void *_mlir_ciface_createCheckedSparseTensorReader(
     char *filename, wavert_sparse_memref_1d *dim_shape, uint32_t value_type);
 
 /* The file's dimension sizes as an index memref of the file's rank, written to `out`; its
- * buffer is the reader's (valid until delSparseTensorReader). On failure `out` is left as
- * is. */
+ * buffer is the reader's (valid until delSparseTensorReader). For a reader that is not alive
+ * (a failed createCheckedSparseTensorReader's NULL), an error, and `out` an empty memref
+ * whose buffer holds 64 zeros, which code that reads on without checking may read. */
 WAVERT_SPARSE_FILE_EXPORT void _mlir_ciface_getSparseTensorReaderDimSizes(
     wavert_sparse_memref_1d *out, void *reader);
 

@@ -546,16 +546,19 @@ failed:
 }
 
 void _mlir_ciface_getSparseTensorReaderDimSizes(wavert_sparse_memref_1d *out, void *handle) {
-  reader *r = live_reader("getSparseTensorReaderDimSizes", handle);
-  if (r == NULL) return;
+  /* Code that goes on after a failure (no early return, as under MLIR's ExecutionEngine)
+   * reads the sizes of its static rank: zeros of the largest rank, never garbage. */
+  static uint64_t no_sizes[MAX_RANK];
   if (out == NULL) {
     fail(WAVERT_ERROR_INVALID_ARGUMENT, "getSparseTensorReaderDimSizes: the result is NULL");
     return;
   }
-  out->allocated = r->dims;
-  out->aligned = r->dims;
+  reader *r = live_reader("getSparseTensorReaderDimSizes", handle);
+  uint64_t *sizes = r != NULL ? r->dims : no_sizes;
+  out->allocated = sizes;
+  out->aligned = sizes;
   out->offset = 0;
-  out->sizes[0] = (int64_t)r->rank;
+  out->sizes[0] = r != NULL ? (int64_t)r->rank : 0;
   out->strides[0] = 1;
 }
 
