@@ -8,8 +8,9 @@ programs of ``tests/data/sparse`` that read ``sampling.mtx`` compile, their host
 against libwavert (MCJIT and the pre-linked shared object) and returns early after each
 reader call; on the driver stand-in, ``pywave run`` of ``read_file.mlir`` prints the matrix as
 this file parses it independently (CSR and CSC), and hostile files or a missing ``$TENSOR0``
-are errors naming the problem. On an NVIDIA GPU with cuSPARSE (marked ``gpu``): the SDDMM of
-``sddmm_file.mlir`` on the file's matrix, against NumPy.
+are errors naming the problem; ``sddmm_file.mlir`` through the sparsifier's CPU loops matches
+NumPy. On an NVIDIA GPU with cuSPARSE (marked ``gpu``): the same SDDMM handed to cuSPARSE,
+against the same NumPy result.
 """
 
 from __future__ import annotations
@@ -210,6 +211,39 @@ def cuda_device() -> None:
         pytest.skip("needs an NVIDIA GPU")
 
 
+def check_sddmm(stdout: str) -> None:
+    """``sddmm_file.mlir``'s printed result is S + (A B) at S's entries, by NumPy."""
+    (m, n), rows, cols, values = read_mtx(MATRIX)
+    a = np.add.outer(np.arange(m), np.arange(4)) + 1.0           # A[i][k] = i + k + 1
+    b = np.subtract.outer(np.arange(n), np.arange(4)).T * 1.0    # B[k][j] = j - k
+    product = a @ b
+    positions, coordinates, stored = compressed(rows, cols, values, m)
+    order = np.lexsort((cols, rows))
+    expected = stored + product[rows[order], cols[order]]
+    (result,) = printed(stdout)
+    assert result["pos[1]"] == positions.tolist()
+    assert result["crd[1]"] == coordinates.tolist()
+    np.testing.assert_allclose(result["values"], expected, rtol=1e-6)
+
+
+def test_sddmm_program_on_the_cpu_sparsifier():
+    """The GPU test's program and oracle, with the sparsifier's own CPU loops instead of
+    cuSPARSE (no enable-gpu-libgen; the program's mgpuCreateSparseEnv / Destroy go to the
+    cuSPARSE stand-in)."""
+    fake = need_fake_driver()
+    env = dict(os.environ, TENSOR0=str(MATRIX), WAVERT_CUDA_LIBRARY=str(fake),
+               WAVERT_CUSPARSE_LIBRARY=str(fake.with_name("libfake_cusparse.so")),
+               WAVERT_HIP_LIBRARY="/nonexistent/libamdhip64.so")
+    proc = subprocess.run([sys.executable, "-m", "pywave", "run", str(DATA / "sddmm_file.mlir"),
+                           "--target", "sm_90",
+                           "--pass-pipeline=builtin.module(sparsifier{"
+                           "enable-runtime-library=false})"],
+                          capture_output=True, text=True, timeout=600, env=env,
+                          cwd=Path(__file__).parent)
+    assert proc.returncode == 0, proc.stderr
+    check_sddmm(proc.stdout)
+
+
 @pytest.mark.gpu
 def test_sddmm_of_a_file_matrix(cuda_device):
     """cuSPARSE's SDDMM on the sampling matrix read from the file, against NumPy."""
@@ -219,14 +253,4 @@ def test_sddmm_of_a_file_matrix(cuda_device):
                           capture_output=True, text=True, timeout=600, env=env,
                           cwd=Path(__file__).parent)
     assert proc.returncode == 0, proc.stderr
-    (m, n), rows, cols, values = read_mtx(MATRIX)
-    a = np.add.outer(np.arange(m), np.arange(4)) + 1.0           # A[i][k] = i + k + 1
-    b = np.subtract.outer(np.arange(n), np.arange(4)).T * 1.0    # B[k][j] = j - k
-    product = a @ b
-    positions, coordinates, stored = compressed(rows, cols, values, m)
-    order = np.lexsort((cols, rows))
-    expected = stored + product[rows[order], cols[order]]
-    (result,) = printed(proc.stdout)
-    assert result["pos[1]"] == positions.tolist()
-    assert result["crd[1]"] == coordinates.tolist()
-    np.testing.assert_allclose(result["values"], expected, rtol=1e-6)
+    check_sddmm(proc.stdout)
