@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <float.h>
 #include <inttypes.h>
+#include <locale.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -620,12 +621,31 @@ static int parse_value(reader *r, const char *function, const char **p, value *v
   return 1;
 }
 
+static bool read_entries(reader *r, wavert_sparse_memref_1d *dim2lvl,
+                         wavert_sparse_memref_1d *coordinates, wavert_sparse_memref_1d *values,
+                         size_t crd_bytes, uint32_t value_type, const char *function);
+
+/* The values are read in the "C" locale's number syntax (a '.' decimal point), whatever
+ * locale the program has set: this thread's locale is switched for the read. */
 static bool read_to_buffers(void *handle, wavert_sparse_memref_1d *dim2lvl,
                             wavert_sparse_memref_1d *coordinates,
                             wavert_sparse_memref_1d *values, size_t crd_bytes,
                             uint32_t value_type, const char *function) {
   reader *r = live_reader(function, handle);
   if (r == NULL) return false;
+  locale_t c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+  locale_t saved = c_locale != (locale_t)0 ? uselocale(c_locale) : (locale_t)0;
+  bool sorted = read_entries(r, dim2lvl, coordinates, values, crd_bytes, value_type, function);
+  if (c_locale != (locale_t)0) {
+    uselocale(saved);
+    freelocale(c_locale);
+  }
+  return sorted;
+}
+
+static bool read_entries(reader *r, wavert_sparse_memref_1d *dim2lvl,
+                         wavert_sparse_memref_1d *coordinates, wavert_sparse_memref_1d *values,
+                         size_t crd_bytes, uint32_t value_type, const char *function) {
   if (r->consumed) {
     fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: the entries of %s were read already", function,
          r->filename);

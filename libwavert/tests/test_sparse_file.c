@@ -7,8 +7,10 @@
  * recorded error naming the problem, never a crash or a read outside a buffer (the test runs
  * under ASan + UBSan in CI). A host call (on fake_cuda's device) records the first error. */
 #define _DEFAULT_SOURCE /* mkdtemp, setenv */
+#include <locale.h>
 #include <math.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -506,6 +508,35 @@ static void test_handles_and_environment(void) {
   expect_error("TENSOR8");
 }
 
+/* Values are read with a '.' decimal point whatever the program's locale (when a locale
+ * with a ',' is installed), and a folder named like a file is a read error. */
+static void test_locale_and_folder(void) {
+  const char *comma_locales[] = {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "fr_FR.utf8"};
+  for (size_t k = 0; k < 4; ++k) {
+    if (setlocale(LC_NUMERIC, comma_locales[k]) == NULL) continue;
+    void *r = open_dynamic(write_file("l.mtx", "%%MatrixMarket matrix coordinate real general\n"
+                                               "1 1 1\n1 1 2.5\n"), 2, WAVERT_SPARSE_F64);
+    uint64_t map[2], crd[2];
+    double val[1];
+    wavert_sparse_memref_1d m = identity(map, 2), c = memref(crd, 2), v = memref(val, 1);
+    CHECK(_mlir_ciface_getSparseTensorReaderReadToBuffers0F64(r, &m, &m, &c, &v));
+    CHECK(val[0] == 2.5);
+    delSparseTensorReader(r);
+    CHECK(strtod("2,5", NULL) == 2.5); /* the program's own locale is untouched */
+    setlocale(LC_NUMERIC, "C");
+    break;
+  }
+  char dir[600];
+  snprintf(dir, sizeof(dir), "%s/folder.mtx", folder);
+  CHECK(mkdir(dir, 0700) == 0);
+  CHECK(open_dynamic(dir, 2, WAVERT_SPARSE_F64) == NULL);
+  CHECK(wavert_last_status() == WAVERT_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(wavert_last_error(), "cannot open") != NULL ||
+        strstr(wavert_last_error(), "read error") != NULL);
+  wavert_clear_error();
+  CHECK(rmdir(dir) == 0);
+}
+
 static void test_inside_a_call(void) {
   wavert_device *device;
   CHECK_OK(wavert_device_get(kDLCUDA, 0, &device));
@@ -543,6 +574,7 @@ int main(void) {
   test_hostile_headers();
   test_hostile_entries();
   test_handles_and_environment();
+  test_locale_and_folder();
   test_inside_a_call();
   for (int k = 0; k < files; ++k) CHECK(unlink(paths[k]) == 0);
   CHECK(rmdir(folder) == 0);
