@@ -133,6 +133,7 @@ wavert_status wavert__stream_order(wavert_device *device, void *waiting, void *s
 #define WAVERT__HANDLE_KERNEL 2
 #define WAVERT__HANDLE_STREAM 3
 #define WAVERT__HANDLE_SPARSE_READER 4
+#define WAVERT__HANDLE_SPARSE_TENSOR 5
 
 /* Record `handle` (of `kind`) as live. OUT_OF_MEMORY when the registry cannot grow. */
 wavert_status wavert__handle_add(const void *handle, int kind);

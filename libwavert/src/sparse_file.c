@@ -20,9 +20,10 @@
 #include <sys/stat.h>
 
 #include "mgpu_internal.h"
+#include "sparse_internal.h"
 #include "wavert_sparse_file.h"
 
-#define MAX_RANK 64
+#define MAX_RANK WAVERT__SPARSE_MAX_RANK
 #define MAX_DIM_SIZE (UINT64_C(1) << 31) /* exclusive */
 #define LINE_CAPACITY 4096               /* a line of at most 4095 characters, and its NUL */
 
@@ -47,8 +48,7 @@ typedef struct reader {
 
 /* Report a failure as the mgpu* functions do: recorded as the host call's first error inside a
  * call; outside one, the thread's last error unless an earlier error is still pending. */
-WAVERT__PRINTF(2, 3)
-static void fail(wavert_status status, const char *format, ...) {
+void wavert__sparse_fail(wavert_status status, const char *format, ...) {
   if (wavert__call_current(NULL) == NULL && wavert_last_status() != WAVERT_OK) return;
   char message[1024];
   va_list args;
@@ -57,6 +57,7 @@ static void fail(wavert_status status, const char *format, ...) {
   va_end(args);
   wavert__call_record(wavert__error(status, "%s", message));
 }
+#define fail wavert__sparse_fail
 
 #define FAIL_AT(r, function, ...)                                                             \
   fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: %s line %" PRIu64 ": %s", (function),              \
@@ -334,8 +335,10 @@ static bool can_read_as(int kind, uint32_t t) {
 
 static size_t type_size(uint32_t t) {
   static const size_t sizes[] = {0, 8, 4, 2, 2, 8, 4, 2, 1, 16, 8};
-  return sizes[t];
+  return t <= WAVERT_SPARSE_C32 ? sizes[t] : 0;
 }
+
+size_t wavert__sparse_value_bytes(uint32_t value_type) { return type_size(value_type); }
 
 /* The largest coordinate of an overhead type of `bytes` bytes (8: index and u64). */
 static uint64_t overhead_max(size_t bytes) {
@@ -621,21 +624,22 @@ static int parse_value(reader *r, const char *function, const char **p, value *v
   return 1;
 }
 
-static bool read_entries(reader *r, wavert_sparse_memref_1d *dim2lvl,
-                         wavert_sparse_memref_1d *coordinates, wavert_sparse_memref_1d *values,
-                         size_t crd_bytes, uint32_t value_type, const char *function);
+static int read_entries(reader *r, wavert_sparse_memref_1d *dim2lvl,
+                        wavert_sparse_memref_1d *coordinates, wavert_sparse_memref_1d *values,
+                        size_t crd_bytes, uint32_t value_type, const char *function);
 
-/* The values are read in the "C" locale's number syntax (a '.' decimal point), whatever
- * locale the program has set: this thread's locale is switched for the read. */
-static bool read_to_buffers(void *handle, wavert_sparse_memref_1d *dim2lvl,
-                            wavert_sparse_memref_1d *coordinates,
-                            wavert_sparse_memref_1d *values, size_t crd_bytes,
-                            uint32_t value_type, const char *function) {
+/* 1 (the entries are sorted), 0 (read, not sorted) or -1 (error reported). The values are
+ * read in the "C" locale's number syntax (a '.' decimal point), whatever locale the program
+ * has set: this thread's locale is switched for the read. */
+int wavert__sparse_reader_read(void *handle, wavert_sparse_memref_1d *dim2lvl,
+                               wavert_sparse_memref_1d *coordinates,
+                               wavert_sparse_memref_1d *values, size_t crd_bytes,
+                               uint32_t value_type, const char *function) {
   reader *r = live_reader(function, handle);
-  if (r == NULL) return false;
+  if (r == NULL) return -1;
   locale_t c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
   locale_t saved = c_locale != (locale_t)0 ? uselocale(c_locale) : (locale_t)0;
-  bool sorted = read_entries(r, dim2lvl, coordinates, values, crd_bytes, value_type, function);
+  int sorted = read_entries(r, dim2lvl, coordinates, values, crd_bytes, value_type, function);
   if (c_locale != (locale_t)0) {
     uselocale(saved);
     freelocale(c_locale);
@@ -643,13 +647,23 @@ static bool read_to_buffers(void *handle, wavert_sparse_memref_1d *dim2lvl,
   return sorted;
 }
 
-static bool read_entries(reader *r, wavert_sparse_memref_1d *dim2lvl,
-                         wavert_sparse_memref_1d *coordinates, wavert_sparse_memref_1d *values,
-                         size_t crd_bytes, uint32_t value_type, const char *function) {
+int wavert__sparse_reader_header(const char *function, void *handle, uint64_t *out_rank,
+                                 const uint64_t **out_dims, uint64_t *out_nse) {
+  reader *r = live_reader(function, handle);
+  if (r == NULL) return 0;
+  *out_rank = r->rank;
+  *out_dims = r->dims;
+  *out_nse = r->nse;
+  return 1;
+}
+
+static int read_entries(reader *r, wavert_sparse_memref_1d *dim2lvl,
+                        wavert_sparse_memref_1d *coordinates, wavert_sparse_memref_1d *values,
+                        size_t crd_bytes, uint32_t value_type, const char *function) {
   if (r->consumed) {
     fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: the entries of %s were read already", function,
          r->filename);
-    return false;
+    return -1;
   }
   r->consumed = true; /* one attempt, successful or not */
   bool sorted = true, ok;
@@ -772,11 +786,11 @@ static bool read_entries(reader *r, wavert_sparse_memref_1d *dim2lvl,
   }
   fclose(r->file);
   r->file = NULL;
-  return sorted;
+  return sorted ? 1 : 0;
 failed:
   if (r->file != NULL) fclose(r->file);
   r->file = NULL;
-  return false;
+  return -1;
 }
 
 #define READ_TO_BUFFERS(C, V, CBYTES)                                                         \
@@ -784,8 +798,9 @@ failed:
       void *reader, wavert_sparse_memref_1d *dim2lvl, wavert_sparse_memref_1d *lvl2dim,      \
       wavert_sparse_memref_1d *coordinates, wavert_sparse_memref_1d *values) {               \
     (void)lvl2dim;                                                                            \
-    return read_to_buffers(reader, dim2lvl, coordinates, values, CBYTES, WAVERT_SPARSE_##V,   \
-                           "getSparseTensorReaderReadToBuffers" #C #V);                      \
+    return wavert__sparse_reader_read(reader, dim2lvl, coordinates, values, CBYTES,         \
+                                      WAVERT_SPARSE_##V,                                      \
+                                      "getSparseTensorReaderReadToBuffers" #C #V) == 1;       \
   }
 #define READ_TO_BUFFERS_V(C, CBYTES)                                                          \
   READ_TO_BUFFERS(C, F64, CBYTES) READ_TO_BUFFERS(C, F32, CBYTES)                             \
