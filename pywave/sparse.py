@@ -1,7 +1,8 @@
 """The sparse part of MLIR's ``mgpu*`` runtime ABI: the cuSPARSE and cuSPARSELt entry points
 libwavert implements (``libwavert/src/sparse.c``), the pass pipeline that hands sparse kernels
-to them, and finding NVIDIA's libraries for libwavert; and the names of MLIR's sparse tensor
-file reader (``sparse_tensor.new`` of a file; ``libwavert/src/sparse_file.c``).
+to them, and finding NVIDIA's libraries for libwavert; and the names of MLIR's sparse runtime
+that libwavert implements: its file reader (``sparse_tensor.new`` of a file;
+``libwavert/src/sparse_file.c``) and its tensor storage (``libwavert/src/sparse_storage.c``).
 
 libwavert opens ``libcusparse`` / ``libcusparseLt`` itself, on the first sparse call:
 ``$WAVERT_CUSPARSE_LIBRARY`` / ``$WAVERT_CUSPARSELT_LIBRARY``, else the sonames (the loader's
@@ -57,6 +58,16 @@ READER_FUNCTIONS = frozenset({
     "getSparseTensorReaderNSE", "getSparseTensorReaderIsSymmetric", "delSparseTensorReader",
 } | {f"_mlir_ciface_getSparseTensorReaderReadToBuffers{c}{v}"
      for c in READER_OVERHEADS for v in READER_VALUES})
+#: The tensor storage of MLIR's sparse runtime (``enable-runtime-library=true``) as libwavert
+#: implements it (``wavert_sparse_storage.h``; dense, compressed and singleton levels).
+STORAGE_FUNCTIONS = frozenset({
+    "_mlir_ciface_newSparseTensor", "sparseLvlSize", "sparseDimSize", "endLexInsert",
+    "delSparseTensor",
+} | {f"_mlir_ciface_sparse{kind}{c}" for kind in ("Positions", "Coordinates")
+     for c in READER_OVERHEADS}
+  | {f"_mlir_ciface_{kind}{v}" for kind in ("sparseValues", "lexInsert") for v in READER_VALUES})
+#: Every function of MLIR's sparse runtime that libwavert implements.
+RUNTIME_FUNCTIONS = READER_FUNCTIONS | STORAGE_FUNCTIONS
 
 
 def sparsifier_pipeline(chip: str = "sm_90") -> str:
@@ -142,5 +153,5 @@ def _preload(library: str) -> None:
 
 
 __all__ = ["CUSPARSELT_FUNCTIONS", "CUSPARSE_FUNCTIONS", "FUNCTIONS", "LIBRARIES",
-           "READER_FUNCTIONS", "READER_OVERHEADS", "READER_VALUES", "candidates", "named_in",
-           "preload", "sparsifier_pipeline"]
+           "READER_FUNCTIONS", "READER_OVERHEADS", "READER_VALUES", "RUNTIME_FUNCTIONS",
+           "STORAGE_FUNCTIONS", "candidates", "named_in", "preload", "sparsifier_pipeline"]

@@ -1,14 +1,17 @@
 """Sparse tensors read from files: ``sparse_tensor.new`` of a file name, which MLIR's sparsifier
 lowers to the sparse tensor file reader of MLIR's runtime, implemented by libwavert
 (``wavert_sparse_file.h``, ``libwavert/src/sparse_file.c``; its own C test,
-``libwavert/tests/test_sparse_file.c``, covers the formats and hostile files).
+``libwavert/tests/test_sparse_file.c``, covers the formats and hostile files); with
+``enable-runtime-library=true`` the entries go into MLIR's sparse tensor storage, also
+libwavert's (``wavert_sparse_storage.h``, ``libwavert/tests/test_sparse_storage.c``).
 
 Here (no GPU): every reader function is declared, exported and a checked runtime call; the
 programs of ``tests/data/sparse`` that read ``sampling.mtx`` compile, their host code links
 against libwavert (MCJIT and the pre-linked shared object) and returns early after each
 reader call; on the driver stand-in, ``pywave run`` of ``read_file.mlir`` prints the matrix as
-this file parses it independently (CSR and CSC), and hostile files or a missing ``$TENSOR0``
-are errors naming the problem; ``sddmm_file.mlir`` through the sparsifier's CPU loops matches
+this file parses it independently (CSR and CSC), with and without the runtime library, and
+hostile files or a missing ``$TENSOR0`` are errors naming the problem; ``convert_blocks.mlir``
+fills CSR and BSR tensors of the storage by insertion; ``sddmm_file.mlir`` through the sparsifier's CPU loops matches
 NumPy. On an NVIDIA GPU with cuSPARSE (marked ``gpu``): the same SDDMM handed to cuSPARSE,
 against the same NumPy result.
 """
@@ -80,18 +83,29 @@ def printed(text: str) -> list[dict[str, list[float]]]:
 
 # ---------------------------------------------------------------------- the ABI
 
-def test_every_reader_function_is_declared_exported_and_checked():
-    import ctypes
-    text = HEADER.read_text()
+def _declared(header: Path) -> set[str]:
+    """The functions a header declares, those of its macros over suffixes included."""
+    text = header.read_text()
     declared = set(re.findall(r"^WAVERT_SPARSE_FILE_EXPORT [^;(]*?\b(\w+)\(", text, re.M))
-    # The ReadToBuffers functions are declared by a macro over the suffixes.
     for suffix in re.findall(r"^WAVERT_SPARSE_READ_TO_BUFFERS_V\((\w+)\)", text, re.M):
         declared |= {f"_mlir_ciface_getSparseTensorReaderReadToBuffers{suffix}{v}"
                      for v in sparse.READER_VALUES}
-    assert declared == sparse.READER_FUNCTIONS
+    for suffix in re.findall(r"^WAVERT_SPARSE_OVERHEAD_ACCESSORS\((\w+)\)", text, re.M):
+        declared |= {f"_mlir_ciface_sparsePositions{suffix}",
+                     f"_mlir_ciface_sparseCoordinates{suffix}"}
+    for suffix in re.findall(r"^WAVERT_SPARSE_VALUE_ACCESSORS\((\w+)\)", text, re.M):
+        declared |= {f"_mlir_ciface_sparseValues{suffix}", f"_mlir_ciface_lexInsert{suffix}"}
+    return declared
+
+
+def test_every_runtime_function_is_declared_exported_and_checked():
+    import ctypes
+    assert _declared(HEADER) == sparse.READER_FUNCTIONS
+    assert _declared(HEADER.with_name("wavert_sparse_storage.h")) == sparse.STORAGE_FUNCTIONS
     assert len(sparse.READER_FUNCTIONS) == 7 + 50
+    assert len(sparse.STORAGE_FUNCTIONS) == 5 + 10 + 20
     library = ctypes.CDLL(runtime.LIBRARY)
-    for name in declared:
+    for name in sparse.RUNTIME_FUNCTIONS:
         assert hasattr(library, name), name
         assert lowering.is_runtime_call(name), name
 
@@ -142,22 +156,35 @@ def test_each_reader_call_returns_early_on_error(name, built):
 
 # ---------------------------------------------------------------------- on the driver stand-in
 
-def _run_read_file(tensor0: str | None) -> subprocess.CompletedProcess:
+#: The sparsifier without and with MLIR's sparse runtime library (libwavert's storage).
+RUNTIME_LIBRARY = {
+    False: sparse.sparsifier_pipeline(),
+    True: "builtin.module(sparsifier{enable-runtime-library=true})",
+}
+
+
+def _run(program: str, tensor0: str | None,
+         runtime_library: bool = False) -> subprocess.CompletedProcess:
     fake = need_fake_driver()
     env = dict(os.environ, WAVERT_CUDA_LIBRARY=str(fake),
                WAVERT_HIP_LIBRARY="/nonexistent/libamdhip64.so")
     env.pop("TENSOR0", None)
     if tensor0 is not None:
         env["TENSOR0"] = tensor0
-    return subprocess.run([sys.executable, "-m", "pywave", "run", str(DATA / "read_file.mlir"),
+    return subprocess.run([sys.executable, "-m", "pywave", "run", str(DATA / program),
                            "--target", "sm_90",
-                           f"--pass-pipeline={sparse.sparsifier_pipeline()}"],
+                           f"--pass-pipeline={RUNTIME_LIBRARY[runtime_library]}"],
                           capture_output=True, text=True, timeout=600, env=env,
                           cwd=Path(__file__).parent)
 
 
-def test_read_file_prints_the_matrix():
-    proc = _run_read_file(str(MATRIX))
+def _run_read_file(tensor0: str | None, runtime_library: bool = False):
+    return _run("read_file.mlir", tensor0, runtime_library)
+
+
+@pytest.mark.parametrize("runtime_library", [False, True])
+def test_read_file_prints_the_matrix(runtime_library):
+    proc = _run_read_file(str(MATRIX), runtime_library)
     assert proc.returncode == 0, proc.stderr
     (m, n), rows, cols, values = read_mtx(MATRIX)
     csr, csc = printed(proc.stdout)
@@ -191,6 +218,46 @@ def test_hostile_file_is_an_error(tmp_path, text, message):
     assert proc.returncode == 1, (proc.returncode, proc.stderr)
     assert message.format(path=path) in proc.stderr
     assert "Sparse Tensor" not in proc.stdout   # the program stopped at the failed call
+
+
+def test_hostile_file_through_the_storage_is_an_error(tmp_path):
+    """With the runtime library the reader's entries go into libwavert's storage
+    (newSparseTensor from a reader): the same checks, named by that call."""
+    path = tmp_path / "hostile.mtx"
+    path.write_text("%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1\n2 9 2\n")
+    proc = _run_read_file(str(path), runtime_library=True)
+    assert proc.returncode == 1, (proc.returncode, proc.stderr)
+    assert f"newSparseTensor: {path} line 4: coordinate 1 is 9, not within 1..3" in proc.stderr
+    assert "Sparse Tensor" not in proc.stdout
+
+
+def test_conversions_fill_the_storage_by_insertion():
+    """convert_blocks.mlir with the runtime library: a constant inserted entry by entry
+    (lexInsertF32) into a CSR and a BSR tensor, against the formats built here from the
+    constant's entries."""
+    proc = _run("convert_blocks.mlir", None, runtime_library=True)
+    assert proc.returncode == 0, proc.stderr
+    entries = {(0, 0): 1.0, (0, 1): 2.0, (1, 0): 3.0, (3, 4): 4.0, (7, 7): 5.0, (6, 2): 6.0}
+    rows = np.array([i for i, _ in entries])
+    cols = np.array([j for _, j in entries])
+    values = np.array(list(entries.values()))
+    csr, bsr = printed(proc.stdout)
+    positions, coordinates, stored = compressed(rows, cols, values, 8)
+    assert csr["lvl"] == [8, 8] and csr["nse"] == [len(entries)]
+    assert csr["pos[1]"] == positions.tolist() and csr["crd[1]"] == coordinates.tolist()
+    assert csr["values"] == stored.tolist()
+    # BSR: the nonzero 2 x 2 blocks in block-row order, each stored dense.
+    blocks = sorted({(i // 2, j // 2) for i, j in entries})
+    block_rows = np.array([r for r, _ in blocks])
+    assert bsr["lvl"] == [4, 4, 2, 2]
+    assert bsr["pos[1]"] == np.concatenate(
+        [[0], np.cumsum(np.bincount(block_rows, minlength=4))]).tolist()
+    assert bsr["crd[1]"] == [c for _, c in blocks]
+    dense = np.zeros((8, 8))
+    for (i, j), v in entries.items():
+        dense[i, j] = v
+    assert bsr["values"] == [dense[2 * r + a, 2 * c + b] for r, c in blocks
+                             for a in range(2) for b in range(2)]
 
 
 def test_missing_file_and_variable_are_errors(tmp_path):

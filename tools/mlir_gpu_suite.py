@@ -16,11 +16,9 @@ extracts what matters to pywave:
   ``builtin.module(a,b{x=1 y=2})``; a pass the bindings restrict to an op, such as
   ``func.func``, is nested in it as mlir-opt nests flags). The harness applies no pass
   itself: mlir-opt's test-only transform passes are pywave passes under the same names. A
-  prelude pass that neither the MLIR bindings nor pywave provide SKIPs, naming it; a
-  sparsifier run with MLIR's sparse runtime library (``enable-runtime-library=true``, its
-  default) SKIPs: libwavert provides only that library's file reader, not its tensor storage
-  (``newSparseTensor``, ...); the sparsifier's ``gpu-chip``/``gpu-features`` become the
-  target;
+  prelude pass that neither the MLIR bindings nor pywave provide SKIPs, naming it; MLIR's
+  sparse runtime library (``enable-runtime-library=true``, the sparsifier's default) is
+  libwavert's; the sparsifier's ``gpu-chip``/``gpu-features`` become the target;
 * the environment a RUN line sets (``env TENSOR0=%mlir_src_dir/test/Integration/data/test.mtx``:
   the files ``sparse_tensor.new`` reads). ``%mlir_src_dir`` is ``--mlir-src-dir``, else the
   ``mlir`` folder above the test when the test lies in ``mlir/test/`` of an llvm-project
@@ -290,7 +288,8 @@ def _sparsifier(value: str, spec: RunSpec) -> None:
     """``--sparsifier="..."``: a prelude pass (it lowers the whole program to the LLVM dialect;
     sparse kernels handed to cuSPARSE become libwavert's mgpu* calls), its chip and features
     used for the target. MLIR's sparse runtime library (``enable-runtime-library``, on by
-    default) is not part of libwavert."""
+    default) is libwavert's (its file reader and its storage of dense, compressed and
+    singleton levels)."""
     opts = _kv_options(value) if value else {}
     _prelude_pass("sparsifier", value, spec)
     spec.backend = "nvvm"
@@ -298,9 +297,7 @@ def _sparsifier(value: str, spec: RunSpec) -> None:
         spec.compile["chip"] = opts["gpu-chip"]
     if opts.get("gpu-features"):
         spec.compile["features"] = opts["gpu-features"]
-    if _truthy(opts.get("enable-runtime-library", "true")):
-        spec.needs = "MLIR's sparse runtime library (enable-runtime-library=true), whose " \
-                     "tensor storage libwavert does not provide (only its file reader)"
+
 
 
 def _opt_stage(tokens: list[str], spec: RunSpec) -> None:

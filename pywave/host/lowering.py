@@ -109,11 +109,12 @@ WAVE_HELPER_TYPES = {
 def is_runtime_call(callee: str) -> bool:
     """Whether a call of ``callee`` in lowered host code calls libwavert's runtime, which
     records a failure for ``wavert_jit_failed``: one of MLIR's ``mgpu*`` functions
-    (``wavert_mgpu.h``), of MLIR's sparse tensor file reader (``wavert_sparse_file.h``,
-    :data:`pywave.sparse.READER_FUNCTIONS`) or of Wave's (:data:`WAVE_FUNCTIONS`, before their
-    renaming)."""
+    (``wavert_mgpu.h``), of MLIR's sparse runtime (its file reader and tensor storage,
+    ``wavert_sparse_file.h`` and ``wavert_sparse_storage.h``:
+    :data:`pywave.sparse.RUNTIME_FUNCTIONS`) or of Wave's (:data:`WAVE_FUNCTIONS`, before
+    their renaming)."""
     return (callee.startswith(MGPU_PREFIX) or callee in WAVE_FUNCTIONS
-            or callee in sparse.READER_FUNCTIONS)
+            or callee in sparse.RUNTIME_FUNCTIONS)
 
 
 # --------------------------------------------------------------------------------------------
