@@ -42,8 +42,11 @@ typedef struct wavert_sparse_memref_0d {
  * 0 (kEmpty): no entries yet, filled by lexInsert<V> and finished by endLexInsert;
  * 1 (kFromReader): the entries of the reader `ptr`
  * (createCheckedSparseTensorReader; not released here) mapped to levels by dim2lvl (the
- * reader's encoding). Entries are sorted into the levels; two at the same coordinates are an
- * error. `lvl2dim` is not used. Owned; released by delSparseTensor. */
+ * reader's encoding); 3 (kSortCOOInPlace): returns the tensor `ptr` itself (of the same
+ * levels and value type), finished, whose entries are sorted already; kPack (2) is
+ * UNSUPPORTED. Entries are sorted into the levels (a stable sort); two at the same
+ * coordinates are an error under unique levels. `lvl2dim` is not used. Owned (kEmpty,
+ * kFromReader); released by delSparseTensor. */
 WAVERT_SPARSE_FILE_EXPORT void *_mlir_ciface_newSparseTensor(
     wavert_sparse_memref_1d *dim_sizes, wavert_sparse_memref_1d *lvl_sizes,
     wavert_sparse_memref_1d *lvl_types, wavert_sparse_memref_1d *dim2lvl,

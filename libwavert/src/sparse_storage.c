@@ -26,9 +26,8 @@
 enum { LEVEL_DENSE = 0x10000, LEVEL_COMPRESSED = 0x40000, LEVEL_SINGLETON = 0x80000 };
 #define LEVEL_FORMAT(type) ((type) & ~UINT64_C(0xffff))
 #define LEVEL_NONUNIQUE(type) (((type) & 1) != 0)
-/* MLIR 22's Action: kEmpty, kFromReader (kPack = 2 and kSortCOOInPlace = 3 are not
- * implemented). */
-enum { ACTION_EMPTY = 0, ACTION_FROM_READER = 1 };
+/* MLIR 22's Action: kEmpty, kFromReader, kSortCOOInPlace (kPack = 2 is not implemented). */
+enum { ACTION_EMPTY = 0, ACTION_FROM_READER = 1, ACTION_SORT_COO_IN_PLACE = 3 };
 
 /* A growable array of `size`-byte elements. */
 typedef struct buffer {
@@ -389,11 +388,29 @@ void *_mlir_ciface_newSparseTensor(wavert_sparse_memref_1d *dim_sizes,
          value_type);
     goto failed;
   }
+  if (action == ACTION_SORT_COO_IN_PLACE) {
+    /* The tensor `ptr` is returned: its levels are built from sorted entries already. */
+    tensor *coo = built_tensor(function, ptr);
+    if (coo == NULL) goto failed;
+    bool same = coo->lvl_rank == t->lvl_rank && coo->value_type == value_type &&
+                coo->pos_bytes == t->pos_bytes && coo->crd_bytes == t->crd_bytes;
+    for (uint64_t l = 0; same && l < t->lvl_rank; ++l) /* ordered or not: it is sorted */
+      same = (coo->lvl_types[l] | 2) == (t->lvl_types[l] | 2);
+    if (!same) {
+      fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: the tensor to sort has other levels or values",
+           function);
+      goto failed;
+    }
+    memcpy(coo->lvl_types, t->lvl_types, sizeof(coo->lvl_types));
+    free_tensor(t);
+    return coo;
+  }
   if (action == ACTION_FROM_READER) {
     if (!from_reader(t, ptr, dim2lvl, function)) goto failed;
   } else if (action != ACTION_EMPTY) {
     fail(WAVERT_ERROR_UNSUPPORTED, "%s: action %" PRIu32 " is not supported by libwavert's "
-         "sparse tensor storage (empty, 0, and from a reader, 1)", function, action);
+         "sparse tensor storage (empty 0, from a reader 1, sort a COO in place 3)", function,
+         action);
     goto failed;
   }
   if (wavert__handle_add(t, WAVERT__HANDLE_SPARSE_TENSOR) != WAVERT_OK) {

@@ -129,6 +129,18 @@ static void test_csr_bsr_coo_dense(void) {
   CHECK_ARRAY(c, n, 4, 0, 1, 1);
   v = values(t, &n);
   CHECK_ARRAY(v, n, 1, 2, 3, 4); /* stable: equal coordinates keep their insertion order */
+  /* Sorting a COO in place returns it; another level type is an error. */
+  CHECK(make(4, 5, 2, sizes, ctypes, map, INDEX, 3, t) == t);
+  uint64_t unordered[4] = {COMPRESSED | NONUNIQUE | 2, SINGLETON | 2}; /* as the sparsifier */
+  void *u = make(4, 5, 2, sizes, unordered, map, INDEX, 0, NULL);
+  insert(u, 3, 3, 0, 0, 2, 8);
+  insert(u, 1, 2, 0, 0, 2, 7);
+  CHECK(make(4, 5, 2, sizes, ctypes, map, INDEX, 3, u) == u);
+  c = coordinates(u, 0, &n);
+  CHECK_ARRAY(c, n, 1, 3);
+  delSparseTensor(u);
+  CHECK(make(4, 5, 2, sizes, types, map, INDEX, 3, t) == NULL);
+  expect_error(WAVERT_ERROR_INVALID_ARGUMENT, "the tensor to sort has other levels or values");
   delSparseTensor(t);
   /* All dense: every position has a value; an empty tensor. */
   uint64_t dtypes[4] = {DENSE, DENSE};
@@ -197,6 +209,8 @@ static void test_errors(void) {
   expect_error(WAVERT_ERROR_UNSUPPORTED, "level 0 has level type 0x20000");
   CHECK(make(4, 5, 2, sizes, types, map, INDEX, 2, NULL) == NULL);
   expect_error(WAVERT_ERROR_UNSUPPORTED, "action 2 is not supported");
+  CHECK(make(4, 5, 2, sizes, types, map, INDEX, 3, NULL) == NULL);
+  expect_error(WAVERT_ERROR_INVALID_ARGUMENT, "(nil) is not a live sparse tensor");
   CHECK(make(4, 5, 2, sizes, types, map, 9, 0, NULL) == NULL);
   expect_error(WAVERT_ERROR_INVALID_ARGUMENT, "position type 9");
   CHECK(make(4, 5, 0, sizes, types, map, INDEX, 0, NULL) == NULL);
