@@ -293,7 +293,8 @@ def check_sddmm(stdout: str) -> None:
     np.testing.assert_allclose(result["values"], expected, rtol=1e-6)
 
 
-def test_sddmm_program_on_the_cpu_sparsifier():
+@pytest.mark.parametrize("runtime_library", ["false", "true"])
+def test_sddmm_program_on_the_cpu_sparsifier(runtime_library):
     """The GPU test's program and oracle, with the sparsifier's own CPU loops instead of
     cuSPARSE (no enable-gpu-libgen; the program's mgpuCreateSparseEnv / Destroy go to the
     cuSPARSE stand-in)."""
@@ -304,7 +305,7 @@ def test_sddmm_program_on_the_cpu_sparsifier():
     proc = subprocess.run([sys.executable, "-m", "pywave", "run", str(DATA / "sddmm_file.mlir"),
                            "--target", "sm_90",
                            "--pass-pipeline=builtin.module(sparsifier{"
-                           "enable-runtime-library=false})"],
+                           f"enable-runtime-library={runtime_library}}})"],
                           capture_output=True, text=True, timeout=600, env=env,
                           cwd=Path(__file__).parent)
     assert proc.returncode == 0, proc.stderr
@@ -312,11 +313,15 @@ def test_sddmm_program_on_the_cpu_sparsifier():
 
 
 @pytest.mark.gpu
-def test_sddmm_of_a_file_matrix(cuda_device):
-    """cuSPARSE's SDDMM on the sampling matrix read from the file, against NumPy."""
+@pytest.mark.parametrize("runtime_library", ["false", "true"])
+def test_sddmm_of_a_file_matrix(runtime_library, cuda_device):
+    """cuSPARSE's SDDMM on the sampling matrix read from the file, against NumPy; the sparse
+    tensors in generated code, or in libwavert's storage (the runtime library)."""
     env = dict(os.environ, TENSOR0=str(MATRIX))
+    passes = sparse.sparsifier_pipeline().replace("enable-runtime-library=false",
+                                                  f"enable-runtime-library={runtime_library}")
     proc = subprocess.run([sys.executable, "-m", "pywave", "run", str(DATA / "sddmm_file.mlir"),
-                           f"--pass-pipeline={sparse.sparsifier_pipeline()}"],
+                           f"--pass-pipeline={passes}"],
                           capture_output=True, text=True, timeout=600, env=env,
                           cwd=Path(__file__).parent)
     assert proc.returncode == 0, proc.stderr
