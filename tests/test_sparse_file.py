@@ -10,7 +10,8 @@ programs of ``tests/data/sparse`` that read ``sampling.mtx`` compile, their host
 against libwavert (MCJIT and the pre-linked shared object) and returns early after each
 reader call; on the driver stand-in, ``pywave run`` of ``read_file.mlir`` prints the matrix as
 this file parses it independently (CSR and CSC), with and without the runtime library, and
-hostile files or a missing ``$TENSOR0`` are errors naming the problem; ``convert_blocks.mlir``
+hostile files or a missing ``$TENSOR0`` are errors naming the problem; ``read_blocks.mlir``
+reads ``blocks.mtx`` into 2 x 2 blocks (the floor / mod level map); ``convert_blocks.mlir``
 fills CSR and BSR tensors of the storage by insertion; ``sddmm_file.mlir`` through the sparsifier's CPU loops matches
 NumPy. On an NVIDIA GPU with cuSPARSE (marked ``gpu``): the same SDDMM handed to cuSPARSE,
 against the same NumPy result.
@@ -229,6 +230,32 @@ def test_hostile_file_through_the_storage_is_an_error(tmp_path):
     assert proc.returncode == 1, (proc.returncode, proc.stderr)
     assert f"newSparseTensor: {path} line 4: coordinate 1 is 9, not within 1..3" in proc.stderr
     assert "Sparse Tensor" not in proc.stdout
+
+
+def bsr_expected(path: Path) -> dict[str, list[float]]:
+    """What sparse_tensor.print shows of the matrix in `path` stored in 2 x 2 blocks: the
+    nonzero blocks in block-row order, each stored dense."""
+    (m, n), rows, cols, values = read_mtx(path)
+    dense = np.zeros((m, n))
+    dense[rows, cols] = values
+    blocks = sorted({(i // 2, j // 2) for i, j in zip(rows, cols)})
+    block_rows = np.array([r for r, _ in blocks])
+    return {
+        "dim": [m, n], "lvl": [m // 2, n // 2, 2, 2], "nse": [4 * len(blocks)],
+        "pos[1]": np.concatenate([[0], np.cumsum(np.bincount(block_rows,
+                                                             minlength=m // 2))]).tolist(),
+        "crd[1]": [c for _, c in blocks],
+        "values": [dense[2 * r + a, 2 * c + b] for r, c in blocks for a in range(2)
+                   for b in range(2)],
+    }
+
+
+@pytest.mark.parametrize("runtime_library", [False, True])
+def test_read_blocks_maps_entries_to_block_levels(runtime_library):
+    proc = _run("read_blocks.mlir", str(DATA / "blocks.mtx"), runtime_library)
+    assert proc.returncode == 0, proc.stderr
+    (got,) = printed(proc.stdout)
+    assert got == bsr_expected(DATA / "blocks.mtx")
 
 
 def test_conversions_fill_the_storage_by_insertion():
