@@ -20,7 +20,8 @@
  * entries either). Duplicate coordinates are kept as they are.
  *
  * Limits (a file beyond them is an error, never an allocation): rank 1..64, each dimension
- * size below 2^31, NSE at most the product of the dimension sizes and at most what the
+ * size below 2^28 (generated code allocates dense levels from it unchecked), NSE at most the
+ * product of the dimension sizes and at most what the
  * file's remaining bytes can hold (each entry needs two bytes per coordinate), lines of at
  * most 4095 characters.
  *

@@ -24,7 +24,10 @@
 #include "wavert_sparse_file.h"
 
 #define MAX_RANK WAVERT__SPARSE_MAX_RANK
-#define MAX_DIM_SIZE (UINT64_C(1) << 31) /* exclusive */
+/* Exclusive. Generated code allocates a dense level's positions from a dimension size without
+ * a check (a CSR's rows + 1 positions): 2^28 bounds that to 2 GiB and holds every matrix of
+ * the SuiteSparse collection (the largest has about 2^27.8 rows). */
+#define MAX_DIM_SIZE (UINT64_C(1) << 28)
 #define LINE_CAPACITY 4096               /* a line of at most 4095 characters, and its NUL */
 
 enum kind { KIND_PATTERN, KIND_REAL, KIND_INTEGER, KIND_COMPLEX, KIND_UNDEFINED };

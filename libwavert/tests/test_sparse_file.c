@@ -387,9 +387,9 @@ static void test_hostile_headers(void) {
   expect_open_error("a.mtx", text, 2, WAVERT_SPARSE_F64, "expected the size line");
   snprintf(text, sizeof(text), "%s99999999999999999999 3 1\n1 1 1\n", mm);
   expect_open_error("a.mtx", text, 2, WAVERT_SPARSE_F64, "expected the size line");
-  snprintf(text, sizeof(text), "%s2147483648 3 1\n1 1 1\n", mm);
-  expect_open_error("a.mtx", text, 2, WAVERT_SPARSE_F64, "beyond libwavert's limit 2147483647");
-  snprintf(text, sizeof(text), "%s2147483647 2147483647 4000000000000000000\n1 1 1\n", mm);
+  snprintf(text, sizeof(text), "%s268435456 3 1\n1 1 1\n", mm);
+  expect_open_error("a.mtx", text, 2, WAVERT_SPARSE_F64, "beyond libwavert's limit 268435455");
+  snprintf(text, sizeof(text), "%s268435455 268435455 72057593501057025\n1 1 1\n", mm);
   expect_open_error("a.mtx", text, 2, WAVERT_SPARSE_F64, "bytes after it hold at most");
   snprintf(text, sizeof(text), "%s100000 100000 1000000000\n1 1 1\n", mm);
   expect_open_error("a.mtx", text, 2, WAVERT_SPARSE_F64,
