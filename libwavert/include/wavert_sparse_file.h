@@ -21,9 +21,8 @@
  *
  * Limits (a file beyond them is an error, never an allocation): rank 1..64, each dimension
  * size below 2^28 (generated code allocates dense levels from it unchecked), NSE at most the
- * product of the dimension sizes and at most what the
- * file's remaining bytes can hold (each entry needs two bytes per coordinate), lines of at
- * most 4095 characters.
+ * product of the dimension sizes and at most what the file's remaining bytes can hold (each
+ * entry needs two bytes per coordinate), lines of at most 4095 characters.
  *
  * Errors. Upstream prints and exits the process; libwavert records the error as the mgpu*
  * functions do (wavert_mgpu.h): inside a host call the first error is the call's (pywave raises
