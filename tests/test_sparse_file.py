@@ -287,6 +287,44 @@ def test_conversions_fill_the_storage_by_insertion():
                              for a in range(2) for b in range(2)]
 
 
+@pytest.mark.parametrize("runtime_library", [False, True])
+def test_execution_engine_reads_files_and_survives_bad_ones(tmp_path, runtime_library):
+    """pywave.ExecutionEngine (MLIR's convention: no early return after a failed call): the
+    sparsifier's helpers, named @"_insert_dense_compressed_-9223372036854775808_...", get
+    their packed wrappers; a good file prints the matrix; a hostile one runs on over empty or
+    zeroed buffers (never out of bounds) and ``invoke`` raises the first error."""
+    fake = need_fake_driver()
+    program = tmp_path / "read_file.mlir"
+    program.write_text((DATA / "read_file.mlir").read_text().replace(
+        "func.func @main() {", "func.func @main() attributes {llvm.emit_c_interface} {"))
+    bad = tmp_path / "bad.mtx"
+    bad.write_text("%%MatrixMarket matrix coordinate real general\n3 4 2\n1 1 1\n0 2 2\n")
+    code = f"""
+import os, sys, pywave
+engine = pywave.ExecutionEngine(open({str(program)!r}).read(), target="sm_90",
+                                passes={RUNTIME_LIBRARY[runtime_library]!r})
+for name in ({str(MATRIX)!r}, {str(bad)!r}):
+    os.environ["TENSOR0"] = name
+    try:
+        engine.invoke("main")
+    except pywave.ArgumentError as exc:
+        print("ArgumentError:", exc)
+    sys.stdout.flush()
+engine.close()
+"""
+    env = dict(os.environ, WAVERT_CUDA_LIBRARY=str(fake),
+               WAVERT_HIP_LIBRARY="/nonexistent/libamdhip64.so")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=600, env=env, cwd=Path(__file__).parent)
+    assert proc.returncode == 0, proc.stderr
+    good, _, after = proc.stdout.partition("ArgumentError:")
+    (m, n), rows, cols, values = read_mtx(MATRIX)
+    csr = printed(good)[0]
+    positions, coordinates, _ = compressed(rows, cols, values, m)
+    assert csr["pos[1]"] == positions.tolist() and csr["crd[1]"] == coordinates.tolist()
+    assert f"{bad} line 4: coordinate 0 is 0, not within 1..3 (1-based)" in after
+
+
 def test_missing_file_and_variable_are_errors(tmp_path):
     proc = _run_read_file(str(tmp_path / "none.mtx"))
     assert proc.returncode == 1

@@ -106,7 +106,8 @@ WAVERT_SPARSE_FILE_EXPORT bool getSparseTensorReaderIsSymmetric(void *reader);
  * coordinate that does not fit the overhead type, a value that does not fit an integer value
  * type, and every malformed line are errors. Returns whether the entries are in
  * lexicographic level order. A pattern file's values are 1 (complex: 1 + 0i). On failure the
- * buffers may be partly written; the reader stays alive for delSparseTensorReader.
+ * buffers, once checked, hold zeros (coordinates within every level, for code that goes on
+ * without returning); the reader stays alive for delSparseTensorReader.
  * Suffixes: overhead 0 (index), 64, 32, 16, 8 (unsigned); values F64, F32, F16, BF16 (the
  * 16-bit patterns, rounded to nearest even), I64, I32, I16, I8, C64, C32 (re, im pairs). */
 #define WAVERT_SPARSE_READ_TO_BUFFERS(C, V)                                                   \

@@ -670,6 +670,8 @@ static int read_entries(reader *r, wavert_sparse_memref_1d *dim2lvl,
   }
   r->consumed = true; /* one attempt, successful or not */
   bool sorted = true, ok;
+  char *crd = NULL, *val = NULL; /* the buffers, once checked */
+  uint64_t lvl_rank = 0;
   if (!can_read_as(r->kind, value_type)) {
     fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: %s holds %s values, which are not read as %s",
          function, r->filename, kind_names[r->kind], type_name(value_type));
@@ -681,7 +683,7 @@ static int read_entries(reader *r, wavert_sparse_memref_1d *dim2lvl,
          function, MAX_RANK);
     goto failed;
   }
-  const uint64_t lvl_rank = (uint64_t)dim2lvl->sizes[0];
+  lvl_rank = (uint64_t)dim2lvl->sizes[0];
   const char *map_data = memref_data(function, "dim2lvl", dim2lvl, lvl_rank, 8, &ok);
   if (!ok) goto failed;
   level_map map[MAX_RANK];
@@ -706,11 +708,14 @@ static int read_entries(reader *r, wavert_sparse_memref_1d *dim2lvl,
     fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: NSE times the level rank overflows", function);
     goto failed;
   }
-  char *crd = memref_data(function, "coordinates", coordinates, r->nse * lvl_rank, crd_bytes,
-                          &ok);
+  char *checked_crd = memref_data(function, "coordinates", coordinates, r->nse * lvl_rank,
+                                  crd_bytes, &ok);
   if (!ok) goto failed;
-  char *val = memref_data(function, "values", values, r->nse, type_size(value_type), &ok);
+  char *checked_val = memref_data(function, "values", values, r->nse, type_size(value_type),
+                                  &ok);
   if (!ok) goto failed;
+  crd = checked_crd;
+  val = checked_val;
   const uint64_t crd_max = overhead_max(crd_bytes);
   uint64_t previous[MAX_RANK], dims[MAX_RANK], lvl[MAX_RANK];
   for (uint64_t n = 0; n < r->nse; ++n) {
@@ -793,6 +798,12 @@ static int read_entries(reader *r, wavert_sparse_memref_1d *dim2lvl,
 failed:
   if (r->file != NULL) fclose(r->file);
   r->file = NULL;
+  /* Code that goes on without an early return (MLIR's ExecutionEngine convention) sorts and
+   * indexes with these entries: zeros are coordinates within every level. */
+  if (crd != NULL && val != NULL) {
+    memset(crd, 0, (size_t)(r->nse * lvl_rank) * crd_bytes);
+    memset(val, 0, (size_t)r->nse * type_size(value_type));
+  }
   return -1;
 }
 

@@ -76,11 +76,17 @@ static wavert_sparse_memref_1d identity(uint64_t *storage, int64_t rank) {
 static void expect_read_error(const char *text, const char *message) {
   void *r = open_dynamic(write_file("bad.mtx", text), 2, WAVERT_SPARSE_F64);
   CHECK(r != NULL);
-  uint64_t map[2], crd[16] = {0};
-  double val[8] = {0};
+  uint64_t map[2], crd[16];
+  double val[8];
+  memset(crd, 0x55, sizeof(crd));
+  memset(val, 0x55, sizeof(val));
   wavert_sparse_memref_1d m = identity(map, 2), c = memref(crd, 16), v = memref(val, 8);
   CHECK(!_mlir_ciface_getSparseTensorReaderReadToBuffers0F64(r, &m, &m, &c, &v));
   expect_error(message);
+  /* The NSE entries the header announced are zeros (the rest of the buffers untouched). */
+  const uint64_t nse = getSparseTensorReaderNSE(r);
+  for (uint64_t i = 0; i < 16; ++i) CHECK(crd[i] == (i < 2 * nse ? 0 : 0x5555555555555555u));
+  for (uint64_t i = 0; i < nse; ++i) CHECK(val[i] == 0);
   delSparseTensorReader(r);
   CHECK(wavert_last_status() == WAVERT_OK);
 }
