@@ -298,14 +298,19 @@ static tensor *live_tensor(const char *function, void *handle) {
   return handle;
 }
 
-/* A live tensor whose levels are built (building them from pending insertions first). */
+/* A live tensor whose levels are built (building them from pending insertions first). When
+ * that fails (error reported), the tensor is made empty, with its positions still of full
+ * length, for code that reads on without an early return; NULL. */
 static tensor *built_tensor(const char *function, void *handle) {
   tensor *t = live_tensor(function, handle);
   if (t == NULL || t->built) return t;
-  if (!build(t, (const uint64_t *)t->pending_crd.data, t->pending_val.data,
-             t->pending_val.count, function))
-    return NULL;
-  return t;
+  if (build(t, (const uint64_t *)t->pending_crd.data, t->pending_val.data,
+            t->pending_val.count, function))
+    return t;
+  for (uint64_t l = 0; l < t->lvl_rank; ++l) t->positions[l].count = t->coordinates[l].count = 0;
+  t->values.count = t->pending_val.count = t->pending_crd.count = 0;
+  (void)build(t, NULL, NULL, 0, function); /* sizes checked again; a second error is not kept */
+  return NULL;
 }
 
 static int from_reader(tensor *t, void *reader, const wavert_sparse_memref_1d *dim2lvl_ref,

@@ -222,6 +222,12 @@ static void test_errors(void) {
   insert(t, 1, 1, 0, 0, 2, 2);
   endLexInsert(t);
   expect_error(WAVERT_ERROR_INVALID_ARGUMENT, "2 entries at the same coordinates");
+  /* A failed build leaves an empty tensor whose positions still cover every row. */
+  int64_t n;
+  uint64_t *p = positions(t, 1, &n);
+  CHECK_ARRAY(p, n, 0, 0, 0, 0, 0);
+  values(t, &n);
+  CHECK(n == 0 && wavert_last_status() == WAVERT_OK);
   delSparseTensor(t);
   /* Views of the wrong width or type; a dead tensor. */
   t = make(4, 5, 2, sizes, types, map, INDEX, 0, NULL);
