@@ -2,7 +2,9 @@
 
 The sparse part of MLIR's ``mgpu*`` runtime ABI: the cuSPARSE and cuSPARSELt entry points
 libwavert implements (``libwavert/src/sparse.c``), the pass pipeline that hands sparse kernels
-to them, and finding NVIDIA's libraries for libwavert.
+to them, and finding NVIDIA's libraries for libwavert; and the names of MLIR's sparse runtime
+that libwavert implements: its file reader (``sparse_tensor.new`` of a file;
+``libwavert/src/sparse_file.c``) and its tensor storage (``libwavert/src/sparse_storage.c``).
 
 libwavert opens ``libcusparse`` / ``libcusparseLt`` itself, on the first sparse call:
 ``$WAVERT_CUSPARSE_LIBRARY`` / ``$WAVERT_CUSPARSELT_LIBRARY``, else the sonames (the loader's
@@ -44,6 +46,30 @@ CUSPARSELT_FUNCTIONS = frozenset({
 })
 #: Every sparse entry point (host code checks for a recorded error after each call).
 FUNCTIONS = CUSPARSE_FUNCTIONS | CUSPARSELT_FUNCTIONS
+
+#: The overhead (coordinate) and value type suffixes of the reader's ReadToBuffers functions,
+#: MLIR's names: index (0) and unsigned widths; every PrimaryType.
+READER_OVERHEADS = ("0", "64", "32", "16", "8")
+READER_VALUES = ("F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8", "C64", "C32")
+#: MLIR's sparse tensor file reader (SparseTensorRuntime.h) as libwavert implements it
+#: (``wavert_sparse_file.h``): Matrix Market and FROSTT files read for ``sparse_tensor.new``.
+#: Each records its errors as the ``mgpu*`` functions do, so host code checks after each call.
+READER_FUNCTIONS = frozenset({
+    "getTensorFilename", "_mlir_ciface_createCheckedSparseTensorReader",
+    "_mlir_ciface_getSparseTensorReaderDimSizes", "getSparseTensorReaderDimRank",
+    "getSparseTensorReaderNSE", "getSparseTensorReaderIsSymmetric", "delSparseTensorReader",
+} | {f"_mlir_ciface_getSparseTensorReaderReadToBuffers{c}{v}"
+     for c in READER_OVERHEADS for v in READER_VALUES})
+#: The tensor storage of MLIR's sparse runtime (``enable-runtime-library=true``) as libwavert
+#: implements it (``wavert_sparse_storage.h``; dense, compressed and singleton levels).
+STORAGE_FUNCTIONS = frozenset({
+    "_mlir_ciface_newSparseTensor", "sparseLvlSize", "sparseDimSize", "endLexInsert",
+    "delSparseTensor",
+} | {f"_mlir_ciface_sparse{kind}{c}" for kind in ("Positions", "Coordinates")
+     for c in READER_OVERHEADS}
+  | {f"_mlir_ciface_{kind}{v}" for kind in ("sparseValues", "lexInsert") for v in READER_VALUES})
+#: Every function of MLIR's sparse runtime that libwavert implements.
+RUNTIME_FUNCTIONS = READER_FUNCTIONS | STORAGE_FUNCTIONS
 
 
 def sparsifier_pipeline(chip: str = "sm_90") -> str:
@@ -128,5 +154,6 @@ def _preload(library: str) -> None:
               ", ".join(sonames), ", ".join(LIBRARIES[library][2]))
 
 
-__all__ = ["CUSPARSELT_FUNCTIONS", "CUSPARSE_FUNCTIONS", "FUNCTIONS", "LIBRARIES", "candidates",
-           "named_in", "preload", "sparsifier_pipeline"]
+__all__ = ["CUSPARSELT_FUNCTIONS", "CUSPARSE_FUNCTIONS", "FUNCTIONS", "LIBRARIES",
+           "READER_FUNCTIONS", "READER_OVERHEADS", "READER_VALUES", "RUNTIME_FUNCTIONS",
+           "STORAGE_FUNCTIONS", "candidates", "named_in", "preload", "sparsifier_pipeline"]

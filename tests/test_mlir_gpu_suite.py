@@ -234,7 +234,7 @@ def test_lit_defines_expand_in_run_lines():
     commands = [suite.substitute(c, "/t/p.mlir", {}) for c in suite.run_lines(text)]
     assert len(commands) == 3
     with_rt, without_rt, other = (suite.parse_run(c) for c in commands)
-    assert with_rt.needs and "sparse runtime library" in with_rt.needs
+    assert with_rt.needs is None and not with_rt.unknown   # libwavert has the runtime library
     assert without_rt.needs is None and not without_rt.unknown
     assert without_rt.prelude == [
         "sparsifier{enable-gpu-libgen gpu-triple=nvptx64-nvidia-cuda gpu-chip=sm_80 "
@@ -264,3 +264,27 @@ def test_index_dialect_bitwidth_is_not_the_kernel_index_width():
                 "convert-gpu-to-nvvm{index-bitwidth=32 use-bare-ptr-memref-call-conv=1}))' "
                 "| mlir-runner\n")
     assert nvvm.compile == {"index-bitwidth": "32", "kernel-bare-ptr": "true"}
+
+
+def test_data_files_come_from_the_mlir_source_folder(tmp_path):
+    """``env TENSOR0=%mlir_src_dir/test/Integration/data/x.mtx``: %mlir_src_dir is the mlir
+    folder above a test in an llvm-project checkout (or --mlir-src-dir); a data file that is
+    not there is named by the SKIP."""
+    mlir = tmp_path / "llvm-project" / "mlir"
+    test = mlir / "test" / "Integration" / "Dialect" / "SparseTensor" / "GPU" / "t.mlir"
+    test.parent.mkdir(parents=True)
+    assert suite.mlir_src_dir(test) == mlir
+    assert suite.mlir_src_dir(tmp_path / "elsewhere" / "t.mlir") is None
+    text = ('// RUN: mlir-opt %s --sparsifier="enable-runtime-library=false gpu-chip=sm_80" '
+            '| env TENSOR0="%mlir_src_dir/test/Integration/data/block.mtx" mlir-runner -e main '
+            '--entry-point-result=void | FileCheck %s\n')
+    spec = _one(text, {"%mlir_src_dir": str(mlir)})
+    data = mlir / "test" / "Integration" / "data" / "block.mtx"
+    assert spec.env == {"TENSOR0": str(data)} and spec.needs is None
+    assert suite.missing_data_files(spec) == [str(data)]
+    data.parent.mkdir(parents=True)
+    data.write_text("%%MatrixMarket matrix coordinate real general\n1 1 0\n")
+    assert suite.missing_data_files(spec) == []
+    # Without a source folder the substitution stays, and the file counts as missing.
+    assert suite.missing_data_files(_one(text)) == [
+        "%mlir_src_dir/test/Integration/data/block.mtx"]

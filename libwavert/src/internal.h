@@ -132,6 +132,8 @@ wavert_status wavert__stream_order(wavert_device *device, void *waiting, void *s
 #define WAVERT__HANDLE_MODULE 1
 #define WAVERT__HANDLE_KERNEL 2
 #define WAVERT__HANDLE_STREAM 3
+#define WAVERT__HANDLE_SPARSE_READER 4
+#define WAVERT__HANDLE_SPARSE_TENSOR 5
 
 /* Record `handle` (of `kind`) as live. OUT_OF_MEMORY when the registry cannot grow. */
 wavert_status wavert__handle_add(const void *handle, int kind);
@@ -140,5 +142,8 @@ wavert_status wavert__handle_add(const void *handle, int kind);
  * made); with `refcount`, decrement it and return 1 for the last reference (the handle is then
  * no longer live) and 0 otherwise; without, return 1 (no longer live). */
 int wavert__handle_drop(const void *handle, int kind, atomic_int *refcount);
+
+/* Whether `handle` (of `kind`) is live, without changing it. */
+int wavert__handle_live(const void *handle, int kind);
 
 #endif /* WAVERT_INTERNAL_H */

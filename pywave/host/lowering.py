@@ -48,6 +48,7 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import gpu, llvm
 
+from .. import sparse
 from ..errors import CompileError
 from ..frontend import validate
 from ..mlirutil import diagnostic_error, file_location, find_ops, run_pipeline, sym_name
@@ -111,8 +112,12 @@ WAVE_HELPER_TYPES = {
 def is_runtime_call(callee: str) -> bool:
     """Whether a call of ``callee`` in lowered host code calls libwavert's runtime, which
     records a failure for ``wavert_jit_failed``: one of MLIR's ``mgpu*`` functions
-    (``wavert_mgpu.h``) or of Wave's (:data:`WAVE_FUNCTIONS`, before their renaming)."""
-    return callee.startswith(MGPU_PREFIX) or callee in WAVE_FUNCTIONS
+    (``wavert_mgpu.h``), of MLIR's sparse runtime (its file reader and tensor storage,
+    ``wavert_sparse_file.h`` and ``wavert_sparse_storage.h``:
+    :data:`pywave.sparse.RUNTIME_FUNCTIONS`) or of Wave's (:data:`WAVE_FUNCTIONS`, before
+    their renaming)."""
+    return (callee.startswith(MGPU_PREFIX) or callee in WAVE_FUNCTIONS
+            or callee in sparse.RUNTIME_FUNCTIONS)
 
 
 # --------------------------------------------------------------------------------------------
@@ -723,7 +728,11 @@ def add_packed_interface(module: ir.Module) -> list[str]:
         types = [str(a.type) for a in func.regions[0].blocks[0].arguments]
         found = _result_type(func)
         result = None if found is None else str(found)
-        stubs.append(f"llvm.func @{name}({', '.join(types)})"
+        # Symbols as MLIR prints them: quoted where the name is not a bare identifier (the
+        # sparsifier names helpers @"_insert_dense_compressed_-9223372036854775808_...").
+        symbol = str(ir.FlatSymbolRefAttr.get(name, context=module.context))
+        packed_symbol = str(ir.FlatSymbolRefAttr.get(packed, context=module.context))
+        stubs.append(f"llvm.func {symbol}({', '.join(types)})"
                      + (f" -> {result}" if result else ""))
         body = []
         for i, t in enumerate(types):
@@ -733,16 +742,17 @@ def add_packed_interface(module: ir.Module) -> list[str]:
                      f"  %v{i} = llvm.load %a{i} : !llvm.ptr -> {t}"]
         values = ", ".join(f"%v{i}" for i in range(len(types)))
         if result is None:
-            body.append(f"  llvm.call @{name}({values}) : ({', '.join(types)}) -> ()")
+            body.append(f"  llvm.call {symbol}({values}) : ({', '.join(types)}) -> ()")
         else:
             n = len(types)
-            body += [f"  %r = llvm.call @{name}({values}) : ({', '.join(types)}) -> {result}",
+            body += [f"  %r = llvm.call {symbol}({values}) : ({', '.join(types)}) -> {result}",
                      f"  %pr = llvm.getelementptr %args[{n}] : (!llvm.ptr) -> !llvm.ptr, "
                      "!llvm.ptr",
                      "  %ar = llvm.load %pr : !llvm.ptr -> !llvm.ptr",
                      f"  llvm.store %r, %ar : {result}, !llvm.ptr"]
         body.append("  llvm.return")
-        texts.append(f"llvm.func @{packed}(%args: !llvm.ptr) {{\n" + "\n".join(body) + "\n}")
+        texts.append(f"llvm.func {packed_symbol}(%args: !llvm.ptr) {{\n" + "\n".join(body)
+                     + "\n}")
         wrapped.append(name)
     _append_parsed(module, stubs, texts)
     return wrapped
