@@ -112,6 +112,22 @@ def test_ir_listing_two_chips_builds_both_without_target():
     assert proc.stdout.split("\n")[0] == "sm_80,sm_90 fatbin sm_80,sm_90 ['sm_80', 'sm_90']"
 
 
+@pytest.mark.parametrize("fmt", ["ptx", pytest.param("auto", marks=needs_ptxas)])
+def test_requested_features_reach_the_irs_own_targets(fmt):
+    """``lowering={"features": ...}`` (``--features``) was dropped for a gpu.module with a
+    target of its own: the IR's target kept MLIR's default, or got the toolkit's PTX ISA."""
+    art = api.build(with_targets('#nvvm.target<chip = "sm_90">'), target="sm_90", format=fmt,
+                    lowering={"features": "+ptx80"}, keep_stages=True)
+    assert '#nvvm.target<chip = "sm_90", features = "+ptx80">' in art.stages["kernels"]
+
+
+def test_requested_features_unlike_the_irs_are_a_compile_error():
+    with pytest.raises(pywave.CompileError, match=r"@kernels has the target .*\+ptx81.* "
+                                                  r"requested features are \+ptx80"):
+        api.build(with_targets('#nvvm.target<chip = "sm_90", features = "+ptx81">'),
+                  target="sm_90", format="ptx", lowering={"features": "+ptx80"})
+
+
 # ---- the printed attribute: read and written back exactly --------------------------------------
 #: Odd but valid targets: no parameters, O = 0, quoted strings with commas, brackets and escaped
 #: quotes, nested dicts and unit flags, link arrays, function types and affine maps in flags.

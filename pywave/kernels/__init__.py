@@ -36,6 +36,7 @@ def lower(module: "ir.Module", *, requested: "Target | None", found: "Target | N
     from . import options as kernel_options
     from .. import lowering
     targets.add_ptxas_arguments(module, options)
+    targets.add_features(module, options)
     targets.attach_nvvm_targets(module, requested or found, options)
     target = targets.assign_targets(module, requested, found)
     if target.backend == "rocdl":

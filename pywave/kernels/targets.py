@@ -258,6 +258,27 @@ def add_ptxas_arguments(module: ir.Module, options: LoweringOptions) -> None:
                      for t in targets])
 
 
+def add_features(module: ir.Module, options: LoweringOptions) -> None:
+    """Give each ``gpu.module``'s own ``#nvvm.target`` without ``features`` the requested
+    ``features`` (``lowering=LoweringOptions(features=...)``, ``--features``), as pywave's own
+    targets get them. A target whose ``features`` differ is a CompileError naming both (one
+    would be dropped)."""
+    if not options.features:
+        return
+    wanted = f'"{options.features}"'
+    for gmod in gpu_modules(module):
+        targets = read(gmod)
+        for t in targets:
+            if t.dialect == "nvvm" and t.get("features") not in (None, wanted):
+                raise CompileError(
+                    f"gpu.module @{sym_name(gmod)} has the target {t} but the requested "
+                    f"features are {options.features}: drop one of them")
+        added = [t.with_param("features", wanted) if t.dialect == "nvvm" else t
+                 for t in targets]
+        if added != targets:
+            write(gmod, added)
+
+
 def attach_nvvm_targets(module: ir.Module, target: Target | None,
                         options: LoweringOptions) -> None:
     """Give target-less ``gpu.module``s with kernels pywave's ``#nvvm.target`` per chip of
