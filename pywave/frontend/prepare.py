@@ -83,10 +83,10 @@ def widen_bool_memrefs(module: ir.Module) -> set[tuple[str, int]]:
 
     accesses: list[ir.Operation] = []
 
-    def collect(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "memref.load" and op.results[0].type == i1:
+    def collect(op: ir.Operation) -> ir.WalkResult:   # affine's: the same operand layout
+        if op.name in ("memref.load", "affine.load") and op.results[0].type == i1:
             accesses.append(op)
-        elif op.name == "memref.store" and op.operands[0].type == i1:
+        elif op.name in ("memref.store", "affine.store") and op.operands[0].type == i1:
             accesses.append(op)
         return ir.WalkResult.ADVANCE
 
@@ -94,7 +94,7 @@ def widen_bool_memrefs(module: ir.Module) -> set[tuple[str, int]]:
         module.operation.walk(retype)
         module.operation.walk(collect)
         for op in accesses:
-            if op.name == "memref.load":
+            if op.name.endswith(".load"):
                 op.results[0].set_type(i8)
                 with ir.InsertionPoint.after(op) if hasattr(ir.InsertionPoint, "after") \
                         else ir.InsertionPoint(op):
