@@ -10,9 +10,11 @@ importing ``pywave.kernels.toolkit`` (the cache key needs the toolkit's version)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Mapping
+import typing
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:   # the annotations' names only: help(pywave.kernels) shows lower()
+    from collections.abc import Callable, Mapping
+
     from mlir import ir
 
     from ..lowering import LoweringOptions
