@@ -143,9 +143,12 @@ class LoweringOptions:
 
     @property
     def nvidia_only(self) -> list[str]:
-        """The fields set away from their defaults that only NVIDIA targets support."""
-        return [name for name, unset in (("fast_math", False), ("max_registers", None),
-                                         ("ptxas_options", ()))
+        """The fields set away from their defaults that only NVIDIA targets support. The
+        ROCDL lowering takes none of upstream's NVVM pipeline options: ``kernel_bare_ptr``
+        would give the host's launches bare pointers for kernels that read descriptors."""
+        return [name for name, unset in (("index_bitwidth", 64), ("kernel_bare_ptr", False),
+                                         ("features", ""), ("fast_math", False),
+                                         ("max_registers", None), ("ptxas_options", ()))
                 if getattr(self, name) != unset]
 
     @property
