@@ -4,8 +4,10 @@
 ``targets`` attribute); ``options`` applies the kernel compile options; ``rewrites`` holds
 the rewrites for what upstream's lowerings lack; ``nvvm`` lowers and serialises for NVIDIA
 (``ptxas`` assembles per chip, ``toolkit`` finds the CUDA toolkit), ``rocdl`` for AMD;
-``images`` swaps in images the user gives. MLIR is imported when :func:`lower` runs, so
-importing ``pywave.kernels.toolkit`` (the cache key needs the toolkit's version) loads none.
+``images`` swaps in images the user gives. The stage runs through :func:`lower` alone; from
+outside, the pipeline reads ``toolkit`` (the cache key needs the toolkit's version) and
+``images`` (``binaries=`` files, before any compile), and dumps ``nvvm.serialise_clone``. MLIR
+is imported when :func:`lower` runs, so importing ``toolkit`` or ``images`` loads none.
 """
 
 from __future__ import annotations
