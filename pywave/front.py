@@ -3,8 +3,9 @@
 :func:`pywave.compile` and :func:`pywave.compile_many` go ``request`` -> :func:`live` (the
 in-memory cache) -> :func:`stored` (the disk cache) -> :func:`build_program` (a compile
 worker) -> :func:`keep` (into the disk cache) -> :func:`adopt` (the in-memory cache);
-:func:`pywave.export`, ``pywave run`` and :class:`pywave.ExecutionEngine`, which need the
-whole :class:`pywave.pipeline.Artifacts` and cache nothing, take :func:`build_artifacts`.
+:func:`pywave.export`, ``pywave run``, :class:`pywave.ExecutionEngine` and the CLI's
+``compile`` and ``opt``, which need the whole :class:`pywave.pipeline.Artifacts` and cache
+nothing, take :func:`build_artifacts`.
 A compile error of a module given as a path-like string gains a hint that the string was
 taken as MLIR text (:func:`pywave.frontend.source.with_path_hint`) on every route.
 """

@@ -91,9 +91,11 @@ class LoweringOptions:
           ``denormal-fp-math-f32 = preserve-sign`` (``.ftz`` instructions) and libdevice's
           flush-to-zero paths (its ``__CUDA_FTZ`` reflection, ``nvvm-reflect-ftz = 1``).
 
-        f32 square root is ``sqrt.approx.f32`` with or without it: MLIR lowers ``math.sqrt``
-        to libdevice's ``__nv_sqrtf``, whose ``__CUDA_PREC_SQRT`` reflection MLIR leaves at
-        0. Fused multiply-add contraction (``--fmad=true``) is LLVM's NVPTX default either way.
+        f32 ``math.sqrt`` is ``sqrt.approx.ftz.f32`` with it and the correctly rounded
+        ``sqrt.rn.f32`` without it (:func:`pywave.kernels.rewrites.semantics.precise_sqrt`:
+        MLIR's libdevice ``__nv_sqrtf`` is approximate, its ``__CUDA_PREC_SQRT`` reflection
+        left at 0). Fused multiply-add contraction (``--fmad=true``) is LLVM's NVPTX default
+        either way.
     max_registers : int or None
         Most registers a thread of each kernel may use (1-255), as ptxas's
         ``--maxrregcount``: a ``.maxnreg`` directive on every kernel, so it holds for cubin,
@@ -143,9 +145,12 @@ class LoweringOptions:
 
     @property
     def nvidia_only(self) -> list[str]:
-        """The fields set away from their defaults that only NVIDIA targets support."""
-        return [name for name, unset in (("fast_math", False), ("max_registers", None),
-                                         ("ptxas_options", ()))
+        """The fields set away from their defaults that only NVIDIA targets support. The
+        ROCDL lowering takes none of upstream's NVVM pipeline options: ``kernel_bare_ptr``
+        would give the host's launches bare pointers for kernels that read descriptors."""
+        return [name for name, unset in (("index_bitwidth", 64), ("kernel_bare_ptr", False),
+                                         ("features", ""), ("fast_math", False),
+                                         ("max_registers", None), ("ptxas_options", ()))
                 if getattr(self, name) != unset]
 
     @property

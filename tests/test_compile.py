@@ -261,3 +261,53 @@ def test_cli_compile_error_exits_1():
     proc = _pywave_cli("compile", str(DATA / "bad" / "malformed.mlir"), "--target", "sm_90")
     assert proc.returncode == 1
     assert "error:" in proc.stderr and "5:27" in proc.stderr
+
+
+def test_affine_loads_and_stores_of_bool_memrefs_are_widened_too():
+    """prepare widens ``memref<...xi1>`` to bytes and narrows each access: ``affine.load`` and
+    ``affine.store`` were left typed i1 on the i8 memref, a verifier error quoting IR the user
+    never wrote."""
+    text = """module attributes {gpu.container_module} {
+  gpu.module @k {
+    gpu.func @f(%a: memref<?xi1>, %b: memref<?xi1>) kernel {
+      %v = affine.load %a[0] : memref<?xi1>
+      affine.store %v, %b[1] : memref<?xi1>
+      gpu.return
+    }
+  }
+  func.func @main(%a: memref<?xi1>, %b: memref<?xi1>) {
+    %c1 = arith.constant 1 : index
+    gpu.launch_func @k::@f blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1)
+        args(%a : memref<?xi1>, %b : memref<?xi1>)
+    return
+  }
+}"""
+    art = api.build(text, target="sm_90", format="ptx", keep_stages=True)
+    prepared = art.stages["prepare"]
+    assert "arith.trunci" in prepared and "arith.extui" in prepared
+    assert "memref<?xi1>" not in prepared
+
+
+
+BOOL_KERNEL = """module attributes {{gpu.container_module}} {{
+  gpu.module @k {{{global_}
+    gpu.func @f(%a: memref<?xi1>, %b: memref<?xi1>) kernel {{
+      %c0 = arith.constant 0 : index
+      {body}
+      gpu.return
+    }}
+  }}
+}}"""
+
+
+@pytest.mark.parametrize("global_, body, match", [
+    ("", "%v = vector.load %a[%c0] : memref<?xi1>, vector<4xi1>\n"
+         "vector.store %v, %b[%c0] : memref<?xi1>, vector<4xi1>", r"vector.load at line 5.*i1"),
+    ('\n    memref.global "private" constant @g : memref<2xi1> = dense<[true, false]>',
+     "%m = memref.get_global @g : memref<2xi1>\n%v = memref.load %m[%c0] : memref<2xi1>\n"
+     "memref.store %v, %b[%c0] : memref<?xi1>", r"memref.global at line 3.*holds i1 elements")])
+def test_bool_memref_accesses_prepare_cannot_narrow_are_named(global_, body, match):
+    """Vector accesses and globals of i1 elements failed MLIR's verifier on IR the user never
+    wrote (``memref<?xi8>`` after the widening); now a CompileError names the op and the fix."""
+    with pytest.raises(pywave.CompileError, match=match):
+        api.build(BOOL_KERNEL.format(global_=global_, body=body), target="sm_90", format="ptx")

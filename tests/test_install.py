@@ -138,6 +138,33 @@ def test_config_without_a_flag_is_a_usage_error():
     assert "--cflags" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_meson_installs_every_file_of_the_package():
+    """A regular install holds what ``pywave/meson.build`` lists by hand, while an editable one
+    reads the checkout: a module missing from the list imports in development and is missing
+    after ``pip install .``."""
+    package = ROOT / "pywave"
+    listed = (package / "meson.build").read_text()
+    shipped = [p.relative_to(package).as_posix() for p in sorted(package.rglob("*"))
+               if p.is_file() and p.suffix in (".py", ".typed", ".in")
+               and p.parent.name not in ("_native", "__pycache__")]
+    assert "kernels/targets.py" in shipped and "py.typed" in shipped
+    assert [f for f in shipped if f"'{f}'" not in listed] == []
+
+
+def test_every_version_number_agrees():
+    """pyproject.toml, the Meson project (libwavert.pc), pywave.__version__ and wavert.h's
+    WAVERT_VERSION_* macros state one version."""
+    import re
+    import pywave
+    pyproject = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(),
+                          re.MULTILINE).group(1)
+    meson = re.search(r"project\([^)]*?version:\s*'([^']+)'", (ROOT / "meson.build").read_text())
+    header = (ROOT / "libwavert" / "include" / "wavert.h").read_text()
+    c = ".".join(re.search(rf"#define WAVERT_VERSION_{part}\s+(\d+)", header).group(1)
+                 for part in ("MAJOR", "MINOR", "PATCH"))
+    assert {pyproject, meson.group(1), pywave.__version__, c} == {pywave.__version__}
+
+
 def test_c_program_after_meson_install(tmp_path):
     meson = shutil.which("meson")
     if meson is None or shutil.which("pkg-config") is None:

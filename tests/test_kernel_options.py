@@ -162,8 +162,11 @@ def test_kernel_opt_level_reaches_ptxas():
 # -- AMD --------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("options", [{"fast_math": True}, {"max_registers": 32},
-                                     {"ptxas_options": ["-v"]}])
+                                     {"ptxas_options": ["-v"]}, {"features": "+ptx80"},
+                                     {"index_bitwidth": 32}, {"kernel_bare_ptr": True}])
 def test_nvidia_only_options_on_an_amd_target_are_errors(options):
+    """The NVVM pipeline's options were ignored on AMD, kernel_bare_ptr only by the kernels:
+    the host code launched them with bare pointers where they read memref descriptors."""
     name = next(iter(options))
     with pytest.raises(pywave.CompileError, match=f"{name}=.*NVIDIA targets only.*gfx942"):
         image(DIV_EXP, "auto", target="gfx942", **options)

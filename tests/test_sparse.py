@@ -24,7 +24,6 @@ import pytest
 from mlir import ir, passmanager
 
 from pywave import pipeline, runtime, sparse
-from pywave.entry import run
 from pywave.host import jit
 
 DATA = Path(__file__).parent / "data" / "sparse"
@@ -259,11 +258,6 @@ def test_missing_cusparse_is_an_error_not_a_crash(tmp_path, cuda_device):
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_sparse_program_through_pass_pipeline(name, cuda_device):
     """``pywave run FILE --pass-pipeline=<sparsifier>`` on the sparse_tensor source."""
-    import argparse
-    parser = argparse.ArgumentParser()
-    run.add_arguments(parser)
-    if "--pass-pipeline" not in parser.format_help():
-        pytest.skip("pywave run has no --pass-pipeline yet (branch front)")
     proc = _pywave("run", str(DATA / f"{name}.mlir"),
                    f"--pass-pipeline={sparse.sparsifier_pipeline()}")
     assert proc.returncode == 0, proc.stderr

@@ -112,6 +112,96 @@ def test_ir_listing_two_chips_builds_both_without_target():
     assert proc.stdout.split("\n")[0] == "sm_80,sm_90 fatbin sm_80,sm_90 ['sm_80', 'sm_90']"
 
 
+@pytest.mark.parametrize("fmt", ["ptx", pytest.param("auto", marks=needs_ptxas)])
+def test_requested_features_reach_the_irs_own_targets(fmt):
+    """``lowering={"features": ...}`` (``--features``) was dropped for a gpu.module with a
+    target of its own: the IR's target kept MLIR's default, or got the toolkit's PTX ISA."""
+    art = api.build(with_targets('#nvvm.target<chip = "sm_90">'), target="sm_90", format=fmt,
+                    lowering={"features": "+ptx80"}, keep_stages=True)
+    assert '#nvvm.target<chip = "sm_90", features = "+ptx80">' in art.stages["kernels"]
+
+
+def test_requested_features_unlike_the_irs_are_a_compile_error():
+    with pytest.raises(pywave.CompileError, match=r"@kernels has the target .*\+ptx81.* "
+                                                  r"requested features are \+ptx80"):
+        api.build(with_targets('#nvvm.target<chip = "sm_90", features = "+ptx81">'),
+                  target="sm_90", format="ptx", lowering={"features": "+ptx80"})
+
+
+# ---- the printed attribute: read and written back exactly --------------------------------------
+#: Odd but valid targets: no parameters, O = 0, quoted strings with commas, brackets and escaped
+#: quotes, nested dicts and unit flags, link arrays, function types and affine maps in flags.
+ODD_TARGETS = [
+    '#nvvm.target',
+    '#nvvm.target<O = 0>',
+    '#nvvm.target<chip = "sm_90", features = "+ptx80">',
+    '#nvvm.target<chip = "sm_90", flags = {"ptxas-cmd-options" = ["-v", "a,b"], fast, '
+    'k = {x = 1, y = [1, 2]}}>',
+    '#nvvm.target<chip = "sm_90", link = ["/a,b.bc", "/c\\22d].bc"]>',
+    '#nvvm.target<chip = "sm_90", flags = {s = "a = b, c>", '
+    'm = affine_map<(d0, d1) -> (d1, d0)>, t = (i32) -> (i32, i64)}>',
+    '#nvvm.target<triple = "nvptx64-nvidia-cuda", chip = "sm_80", O = 3, verifyTarget = false>',
+    '#nvvm.target<O = 1, chip = "sm_90", flags = {s = "\\\\"}>',
+    '#rocdl.target',
+    '#rocdl.target<chip = "gfx942", abi = "500", flags = {unsafe_math, daz}>',
+]
+
+
+def _gpu_module(targets: str):
+    from mlir import ir
+    module = ir.Module.parse(
+        f"gpu.module @k [{targets}] {{ gpu.func @f() kernel {{ gpu.return }} }}")
+    return module, module.body.operations[0]
+
+
+@pytest.mark.parametrize("attr", ODD_TARGETS)
+def test_targets_round_trip_exactly(attr):
+    from mlir import ir
+    from pywave.kernels import targets
+    with ir.Context():
+        _, gmod = _gpu_module(attr)
+        printed = [str(a) for a in ir.ArrayAttr(gmod.attributes["targets"])]
+        read = targets.read(gmod)
+        assert [str(t) for t in read] == printed and read[0].dialect == attr[1:attr.index(".")]
+        targets.write(gmod, read)
+        assert [str(a) for a in ir.ArrayAttr(gmod.attributes["targets"])] == printed
+        chip = read[0].chip
+        targets.write(gmod, [read[0].with_param("chip", '"sm_75"' if read[0].dialect == "nvvm"
+                                                 else '"gfx90a"')])
+        (changed,) = targets.read(gmod)
+        assert changed.chip in ("sm_75", "gfx90a") and chip != changed.chip
+        assert [p for p in changed.params if p[0] != "chip"] == \
+            [p for p in read[0].params if p[0] != "chip"]
+
+
+@pytest.mark.parametrize("option", ["-v", "--x=[1]", "a,b", 'q="x"', "back\\slash", "é",
+                                    "tab\there", "O = 0"])
+def test_ptxas_reads_the_cmd_options_mlir_holds(option):
+    """ptxas gets each ``ptxas-cmd-options`` string exactly as MLIR holds it (brackets, commas,
+    quotes, backslashes, non-ASCII), and ``O`` only from the target's own parameter."""
+    from mlir import ir
+    from pywave.kernels import ptxas
+    with ir.Context():
+        flags = ir.DictAttr.get({"ptxas-cmd-options": ir.ArrayAttr.get(
+            [ir.StringAttr.get(option), ir.StringAttr.get("-lineinfo")]),
+            "O": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)})
+        _, gmod = _gpu_module(f'#nvvm.target<chip = "sm_90", flags = {flags}>')
+        printed = str(ir.ArrayAttr(gmod.attributes["targets"])[0])
+    assert ptxas.TargetOptions.parse(printed) == ptxas.TargetOptions("sm_90", 2,
+                                                                     (option, "-lineinfo"))
+
+
+@pytest.mark.parametrize("attr, match", [
+    ('#nvvm.target<flags = {"ptxas-cmd-options" = [1]}>', "not a string"),
+    ('#nvvm.target<flags = {"ptxas-cmd-options" = "-v"}>', "not an array of strings"),
+    ('#nvvm.target<flags = {"ptxas-cmd-options" = ["\\FF"]}>', "not UTF-8"),
+    ('#rocdl.target<chip = "gfx942">', "#nvvm.target")])
+def test_ptxas_options_it_cannot_read_are_compile_errors(attr, match):
+    from pywave.kernels import ptxas
+    with pytest.raises(pywave.CompileError, match=match):
+        ptxas.TargetOptions.parse(attr)
+
+
 # ---- several chips ------------------------------------------------------------------------------
 @needs_ptxas
 def test_two_chips_give_one_fatbin_per_module():

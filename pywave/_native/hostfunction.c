@@ -527,7 +527,8 @@ static PyObject *hf_get_code(HostFunction *self, void *closure) {
   return code;
 }
 
-/* `__signature__` and `__doc__` are built when asked for, by pywave.introspect.<what>(obj). */
+/* `__signature__` and `__doc__` are built when asked for, by
+ * pywave.runtime.introspect.<what>(obj). */
 static PyObject *introspect(PyObject *obj, const char *what) {
   PyObject *mod = PyImport_ImportModule("pywave.runtime.introspect");
   if (!mod)

@@ -3,8 +3,8 @@
  * with grid=, block=, shared_mem= and stream= (part of the native.c unity build).
  *
  * A launcher wraps the HostFunction of the kernel's generated launch function
- * (pywave.launchers: the kernel's parameters, then grid x/y/z and block x/y/z as `index` and
- * the dynamic shared memory in bytes as `i32`; its body is one gpu.launch_func). Argument
+ * (pywave.host.launchers: the kernel's parameters, then grid x/y/z and block x/y/z as `index`
+ * and the dynamic shared memory in bytes as `i32`; its body is one gpu.launch_func). Argument
  * intake, stream choice, the module's lifetime (HostCode) and the launch limits
  * (libwavert's wavert_jit_launch: device grid/block limits, threads per block, shared memory)
  * are therefore the host functions' own. A call checks the launch keywords, appends them as
@@ -20,7 +20,8 @@
 /* The launch parameters a launcher's host function ends with, in order: their names (not
  * MLIR value names, so they never collide with the kernel's) and scalar kinds. The one
  * definition: exported as pywave._native.LAUNCH_PARAMS ((name, MLIR type) pairs), from which
- * pywave.launchers generates the launch functions and pywave.introspect their signatures. */
+ * pywave.host.launchers generates the launch functions and pywave.runtime.introspect their
+ * signatures. */
 static const struct {
   const char *name;
   scalar_kind kind;

@@ -84,7 +84,7 @@ typedef enum {
 } scalar_kind;
 
 /* The scalar kinds' MLIR names: the one list of scalar kinds, exported as
- * pywave._native.SCALAR_KINDS (pywave.signature accepts exactly these). */
+ * pywave._native.SCALAR_KINDS (pywave.host.signature accepts exactly these). */
 static const char *const scalar_kind_names[SK_COUNT] = {"i1",    "i8",  "i16",  "i32", "i64",
                                                         "index", "f16", "bf16", "f32", "f64"};
 

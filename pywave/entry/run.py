@@ -82,8 +82,9 @@ def add_lowering_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kernel-bare-ptr", action="store_true",
                         help="kernels take static memrefs as bare pointers")
     parser.add_argument("--host-bare-ptr", action="store_true",
-                        help="accepted for upstream parity; an entry takes no arguments, and "
-                        "host functions calling each other agree on their convention")
+                        help="accepted for upstream parity and ignored: pywave calls host "
+                        "functions through its own entry wrappers, and host functions calling "
+                        "each other agree on their convention")
     parser.add_argument("--kernel-opt-level", type=int, default=3, choices=range(4),
                         help="kernel optimisation level: LLVM's and ptxas's (default 3)")
     parser.add_argument("--line-info", action="store_true",

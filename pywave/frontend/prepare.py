@@ -12,7 +12,7 @@ from mlir.dialects import arith
 
 from . import validate
 from ..errors import CompileError
-from ..mlirutil import gpu_modules, kernels_of, run_pipeline, sym_name
+from ..mlirutil import file_location, find_ops, gpu_modules, kernels_of, run_pipeline, sym_name
 
 #: Run on the whole module first: lower nvgpu ops (before outlining, as upstream's
 #: ``gpu-lower-to-nvvm-pipeline`` does: a TMA descriptor made on the host then reaches the
@@ -43,9 +43,10 @@ def prepare(module: ir.Module, text: str, *, device_arguments: bool) -> set[tupl
 
 def widen_bool_memrefs(module: ir.Module) -> set[tuple[str, int]]:
     """Give ``memref<...xi1>`` values i8 elements (DLPack bools are 8-bit, and MLIR 22's memref
-    lowering cannot address sub-byte elements): loads gain an ``arith.trunci`` to i1, stores
-    an ``arith.extui`` from i1. Applies to kernels and host code alike. Returns the
-    (host function or ``"module::kernel"``, argument index) pairs that were
+    lowering cannot address sub-byte elements): loads (``memref.load``, ``affine.load``) gain
+    an ``arith.trunci`` to i1, stores an ``arith.extui`` from i1; a ``memref.global`` of i1 or
+    a vector access of i1 elements is a CompileError. Applies to kernels and host code alike.
+    Returns the (host function or ``"module::kernel"``, argument index) pairs that were
     ``memref<...xi1>``, which still take bool tensors, and (host function, -1 - result index)
     for such results (returned as bools)."""
     host_args: set[tuple[str, int]] = set()
@@ -83,18 +84,39 @@ def widen_bool_memrefs(module: ir.Module) -> set[tuple[str, int]]:
 
     accesses: list[ir.Operation] = []
 
-    def collect(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "memref.load" and op.results[0].type == i1:
+    def collect(op: ir.Operation) -> ir.WalkResult:   # affine's: the same operand layout
+        if op.name in ("memref.load", "affine.load") and op.results[0].type == i1:
             accesses.append(op)
-        elif op.name == "memref.store" and op.operands[0].type == i1:
+        elif op.name in ("memref.store", "affine.store") and op.operands[0].type == i1:
             accesses.append(op)
         return ir.WalkResult.ADVANCE
+
+    def bools(t: ir.Type) -> bool:
+        return isinstance(t, ir.MemRefType) and t.element_type == i1
+
+    def unwidenable(op: ir.Operation) -> bool:
+        if op.name == "memref.global":
+            return bools(ir.TypeAttr(op.attributes["type"]).value)
+        return any(bools(v.type) for v in op.operands) and any(
+            isinstance(v.type, ir.VectorType) and v.type.element_type == i1
+            for v in [*op.operands, *op.results])
+
+    for op in find_ops(module.operation, unwidenable)[:1]:
+        loc = file_location(op.location)
+        where = f"line {loc[0]}, column {loc[1]}" if loc else "an unknown location"
+        what = "holds i1 elements" if op.name == "memref.global" else \
+            "reads or writes i1 elements of a memref<...xi1>"
+        raise CompileError(
+            f"{op.name} at {where} {what}: pywave keeps bool memrefs as bytes (DLPack bools are "
+            "8-bit) and narrows their elements at memref.load/affine.load and "
+            "memref.store/affine.store only; use those, or an i8 memref with arith.trunci / "
+            "arith.extui")
 
     with module.context, ir.Location.unknown(module.context):
         module.operation.walk(retype)
         module.operation.walk(collect)
         for op in accesses:
-            if op.name == "memref.load":
+            if op.name.endswith(".load"):
                 op.results[0].set_type(i8)
                 with ir.InsertionPoint.after(op) if hasattr(ir.InsertionPoint, "after") \
                         else ir.InsertionPoint(op):

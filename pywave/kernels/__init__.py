@@ -4,15 +4,19 @@
 ``targets`` attribute); ``options`` applies the kernel compile options; ``rewrites`` holds
 the rewrites for what upstream's lowerings lack; ``nvvm`` lowers and serialises for NVIDIA
 (``ptxas`` assembles per chip, ``toolkit`` finds the CUDA toolkit), ``rocdl`` for AMD;
-``images`` swaps in images the user gives. MLIR is imported when :func:`lower` runs, so
-importing ``pywave.kernels.toolkit`` (the cache key needs the toolkit's version) loads none.
+``images`` swaps in images the user gives. The stage runs through :func:`lower` alone; from
+outside, the pipeline reads ``toolkit`` (the cache key needs the toolkit's version) and
+``images`` (``binaries=`` files, before any compile), and dumps ``nvvm.serialise_clone``. MLIR
+is imported when :func:`lower` runs, so importing ``toolkit`` or ``images`` loads none.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Mapping
+import typing
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:   # the annotations' names only: help(pywave.kernels) shows lower()
+    from collections.abc import Callable, Mapping
+
     from mlir import ir
 
     from ..lowering import LoweringOptions
@@ -36,6 +40,7 @@ def lower(module: "ir.Module", *, requested: "Target | None", found: "Target | N
     from . import options as kernel_options
     from .. import lowering
     targets.add_ptxas_arguments(module, options)
+    targets.add_features(module, options)
     targets.attach_nvvm_targets(module, requested or found, options)
     target = targets.assign_targets(module, requested, found)
     if target.backend == "rocdl":

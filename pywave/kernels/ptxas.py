@@ -5,7 +5,7 @@ Stage ``kernels`` (:mod:`pywave.kernels.nvvm`): assemble PTX into cubins with th
 (``gpu-module-to-binary`` writes PTX only), so:
 
 - ptxas' own diagnostics reach the user: its warnings are logged at WARNING on the
-  ``pywave.kernels.ptxas`` logger, its ``-v`` information lines at INFO (``pywave -v``);
+  ``pywave.ptxas`` logger, its ``-v`` information lines at INFO (``pywave -v``);
 - each kernel's figures (registers, spills, stack frame, shared memory) are read from ``-v``
   into :class:`pywave.program.KernelInfo`;
 - a ``gpu.module`` may be built for several chips (:func:`fatbin`).
@@ -31,11 +31,6 @@ log = logging.getLogger("pywave.ptxas")
 #: Seconds one ptxas or fatbinary run may take.
 TIMEOUT = 600
 
-_CHIP = re.compile(r'chip = "([^"]+)"')
-_OPT = re.compile(r"\bO = (\d+)")
-_CMD_OPTIONS = re.compile(r'"ptxas-cmd-options"\s*=\s*\[([^\]]*)\]')
-_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
-
 _ENTRY = re.compile(r"Compiling entry function '([^']+)' for '([^']+)'")
 _PROPERTIES = re.compile(r"Function properties for (\S+)")
 _FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
@@ -58,13 +53,14 @@ class TargetOptions:
     @classmethod
     def parse(cls, text: str) -> "TargetOptions":
         """The options of an ``#nvvm.target<...>`` attribute as MLIR prints it (a target
-        without a chip is MLIR's default ``sm_50``)."""
-        chip = _CHIP.search(text)
-        opt = _OPT.search(text)
-        flags = _CMD_OPTIONS.search(text)
-        options = tuple(re.sub(r"\\(.)", r"\1", s) for s in _STRING.findall(flags.group(1))) \
-            if flags else ()
-        return cls(chip.group(1) if chip else "sm_50", int(opt.group(1)) if opt else 2, options)
+        without a chip is MLIR's default ``sm_50``), read by
+        :class:`pywave.kernels.targets.TargetAttr`; CompileError for another attribute or
+        options it cannot read."""
+        from .targets import TargetAttr
+        target = TargetAttr.parse(text)
+        if target.dialect != "nvvm":
+            raise CompileError(f"ptxas compiles for an #nvvm.target, not {text}")
+        return cls(target.chip, target.opt_level, target.ptxas_cmd_options)
 
     def with_chip(self, chip: str) -> "TargetOptions":
         return dataclasses.replace(self, chip=chip)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import string
 
 from mlir import ir
 
@@ -75,6 +76,35 @@ class TargetAttr:
         value = self.get("chip")
         return value.strip('"') if value else DEFAULT_CHIPS[self.dialect]
 
+    @property
+    def opt_level(self) -> int:
+        """``O``, MLIR's default 2 where the target names none."""
+        value = self.get("O")
+        if value is None:
+            return 2
+        if not value.isdigit():
+            raise CompileError(f"cannot read the optimisation level O = {value} of {self}")
+        return int(value)
+
+    @property
+    def ptxas_cmd_options(self) -> tuple[str, ...]:
+        """The strings of ``flags``' ``"ptxas-cmd-options"`` array, decoded (() without one).
+        CompileError for an entry that is not a string or a value this reader cannot take."""
+        flags = self.get("flags")
+        if flags is None:
+            return ()
+        if not (flags.startswith("{") and flags.endswith("}")):
+            raise CompileError(f"cannot read the flags of {self}")
+        for entry in _split_top(flags[1:-1]):
+            key, sep, value = entry.partition(" = ")
+            if key.strip() not in ('"ptxas-cmd-options"', "ptxas-cmd-options"):
+                continue
+            value = value.strip()
+            if not (sep and value.startswith("[") and value.endswith("]")):
+                raise CompileError(f"ptxas-cmd-options of {self} is not an array of strings")
+            return tuple(_string(s, self) for s in _split_top(value[1:-1]))
+        return ()
+
     def __str__(self) -> str:
         if not self.dialect:
             return self.text
@@ -105,6 +135,32 @@ def _split_top(body: str) -> list[str]:
         i += 1
     parts.append(body[start:].strip())
     return [p for p in parts if p]
+
+
+def _string(literal: str, where: "TargetAttr") -> str:
+    """The value of a string literal as MLIR prints it (``"a\\5Cb"``): printable ASCII as it
+    is, ``\\\\`` a backslash, ``\\XX`` any other byte in hex (``\\22`` a quote); UTF-8."""
+    if len(literal) < 2 or literal[0] != '"' or literal[-1] != '"':
+        raise CompileError(f"ptxas-cmd-options of {where} holds {literal}, not a string")
+    out, body, i = bytearray(), literal[1:-1], 0
+    while i < len(body):
+        c = body[i]
+        if c != "\\":
+            out += c.encode()
+            i += 1
+        elif body[i + 1:i + 2] == "\\":
+            out += b"\\"
+            i += 2
+        else:
+            digits = body[i + 1:i + 3]
+            if len(digits) != 2 or not all(d in string.hexdigits for d in digits):
+                raise CompileError(f"cannot read the string {literal} of {where}")
+            out.append(int(digits, 16))
+            i += 3
+    try:
+        return out.decode()
+    except UnicodeDecodeError:
+        raise CompileError(f"the string {literal} of {where} is not UTF-8") from None
 
 
 def _pair(part: str) -> tuple[str, str]:
@@ -200,6 +256,27 @@ def add_ptxas_arguments(module: ir.Module, options: LoweringOptions) -> None:
                     "there, or drop line_info/ptxas_options")
         write(gmod, [t.with_param("flags", flags) if t.dialect == "nvvm" else t
                      for t in targets])
+
+
+def add_features(module: ir.Module, options: LoweringOptions) -> None:
+    """Give each ``gpu.module``'s own ``#nvvm.target`` without ``features`` the requested
+    ``features`` (``lowering=LoweringOptions(features=...)``, ``--features``), as pywave's own
+    targets get them. A target whose ``features`` differ is a CompileError naming both (one
+    would be dropped)."""
+    if not options.features:
+        return
+    wanted = f'"{options.features}"'
+    for gmod in gpu_modules(module):
+        targets = read(gmod)
+        for t in targets:
+            if t.dialect == "nvvm" and t.get("features") not in (None, wanted):
+                raise CompileError(
+                    f"gpu.module @{sym_name(gmod)} has the target {t} but the requested "
+                    f"features are {options.features}: drop one of them")
+        added = [t.with_param("features", wanted) if t.dialect == "nvvm" else t
+                 for t in targets]
+        if added != targets:
+            write(gmod, added)
 
 
 def attach_nvvm_targets(module: ir.Module, target: Target | None,
