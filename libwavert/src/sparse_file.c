@@ -660,33 +660,19 @@ int wavert__sparse_reader_header(const char *function, void *handle, uint64_t *o
   return 1;
 }
 
-static int read_entries(reader *r, wavert_sparse_memref_1d *dim2lvl,
-                        wavert_sparse_memref_1d *coordinates, wavert_sparse_memref_1d *values,
-                        size_t crd_bytes, uint32_t value_type, const char *function) {
-  if (r->consumed) {
-    fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: the entries of %s were read already", function,
-         r->filename);
-    return -1;
-  }
-  r->consumed = true; /* one attempt, successful or not */
-  bool sorted = true, ok;
-  char *crd = NULL, *val = NULL; /* the buffers, once checked */
-  uint64_t lvl_rank = 0;
-  if (!can_read_as(r->kind, value_type)) {
-    fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: %s holds %s values, which are not read as %s",
-         function, r->filename, kind_names[r->kind], type_name(value_type));
-    goto failed;
-  }
-  /* The level map. */
+/* dim2lvl's codes (MLIR's encoding: the tag in the top 4 bits, a dimension, or its floordiv /
+ * mod by a constant) as level maps; 1, or 0 with the error reported. */
+static int read_level_map(const reader *r, wavert_sparse_memref_1d *dim2lvl, level_map *map,
+                          uint64_t *out_lvl_rank, const char *function) {
   if (dim2lvl == NULL || dim2lvl->sizes[0] < 1 || dim2lvl->sizes[0] > MAX_RANK) {
     fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: the dim2lvl memref must have 1..%d elements",
          function, MAX_RANK);
-    goto failed;
+    return 0;
   }
-  lvl_rank = (uint64_t)dim2lvl->sizes[0];
+  const uint64_t lvl_rank = (uint64_t)dim2lvl->sizes[0];
+  bool ok;
   const char *map_data = memref_data(function, "dim2lvl", dim2lvl, lvl_rank, 8, &ok);
-  if (!ok) goto failed;
-  level_map map[MAX_RANK];
+  if (!ok) return 0;
   for (uint64_t l = 0; l < lvl_rank; ++l) {
     uint64_t code = index_at(map_data, l);
     uint64_t tag = code >> 60;
@@ -700,10 +686,116 @@ static int read_entries(reader *r, wavert_sparse_memref_1d *dim2lvl,
            "%s: dim2lvl[%" PRIu64 "] = %#" PRIx64 " is not a level of a rank-%" PRIu64
            " tensor (a dimension, or its floordiv / mod by a constant)", function, l, code,
            r->rank);
-      goto failed;
+      return 0;
     }
   }
-  /* The buffers. */
+  *out_lvl_rank = lvl_rank;
+  return 1;
+}
+
+/* Entry n's dimension coordinates, 0-based and checked against the dimensions, with *p left
+ * at its value; 1, or 0 with the error reported. */
+static int read_entry_coordinates(reader *r, uint64_t n, uint64_t *dims, const char **p,
+                                  const char *function) {
+  int got;
+  do got = read_line(r, function);
+  while (got == 1 && is_blank(r->line));
+  if (got < 0) return 0;
+  if (got == 0) {
+    fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: %s ends after %" PRIu64 " of its %" PRIu64
+         " entries", function, r->filename, n, r->nse);
+    return 0;
+  }
+  *p = r->line;
+  for (uint64_t d = 0; d < r->rank; ++d) {
+    uint64_t c;
+    int parsed = parse_u64(p, &c);
+    if (parsed != 1 || c == 0 || c > r->dims[d]) {
+      char what[160];
+      if (parsed != 1)
+        snprintf(what, sizeof(what), "expected %" PRIu64 " coordinates (unsigned integers)",
+                 r->rank);
+      else
+        snprintf(what, sizeof(what), "coordinate %" PRIu64 " is %" PRIu64 ", not within 1..%"
+                 PRIu64 " (1-based)", d, c, r->dims[d]);
+      FAIL_AT(r, function, what);
+      return 0;
+    }
+    dims[d] = c - 1;
+  }
+  return 1;
+}
+
+/* The entry's level coordinates (lvl) from its dimension coordinates, stored at `at` as
+ * crd_bytes-wide integers; 1, or 0 with the error reported (one the width cannot hold). */
+static int store_level_coordinates(const reader *r, const level_map *map, uint64_t lvl_rank,
+                                   const uint64_t *dims, uint64_t *lvl, char *at,
+                                   size_t crd_bytes, const char *function) {
+  const uint64_t crd_max = overhead_max(crd_bytes);
+  for (uint64_t l = 0; l < lvl_rank; ++l, at += crd_bytes) {
+    uint64_t x = dims[map[l].dim];
+    lvl[l] = map[l].op == 0 ? x : map[l].op == 1 ? x / map[l].c : x % map[l].c;
+    if (lvl[l] > crd_max) {
+      char what[160];
+      snprintf(what, sizeof(what), "level coordinate %" PRIu64 " does not fit %zu-byte "
+               "coordinates", lvl[l], crd_bytes);
+      FAIL_AT(r, function, what);
+      return 0;
+    }
+    switch (crd_bytes) {
+      case 8: memcpy(at, &lvl[l], 8); break;
+      case 4: { uint32_t y = (uint32_t)lvl[l]; memcpy(at, &y, 4); break; }
+      case 2: { uint16_t y = (uint16_t)lvl[l]; memcpy(at, &y, 2); break; }
+      default: { uint8_t y = (uint8_t)lvl[l]; memcpy(at, &y, 1); break; }
+    }
+  }
+  return 1;
+}
+
+/* Whether level coordinates `lvl` do not come before `previous` (lexicographic order). */
+static bool in_order(const uint64_t *previous, const uint64_t *lvl, uint64_t lvl_rank) {
+  for (uint64_t l = 0; l < lvl_rank; ++l)
+    if (previous[l] != lvl[l]) return previous[l] < lvl[l];
+  return true;
+}
+
+/* Nothing but blank and comment lines after the entries; 1, or 0 with the error reported. */
+static int check_no_more_entries(reader *r, const char *function) {
+  const char comment = r->kind == KIND_UNDEFINED ? '#' : '%';
+  for (int got; (got = read_line(r, function)) != 0;) {
+    if (got < 0) return 0;
+    if (r->line[0] != comment && !is_blank(r->line)) {
+      char what[160];
+      snprintf(what, sizeof(what), "more entries than the %" PRIu64 " the header announces",
+               r->nse);
+      FAIL_AT(r, function, what);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* The entries into the coordinates and values buffers: 1 (sorted), 0 (not sorted) or -1
+ * (error reported; the checked buffers zeroed). One attempt per reader. */
+static int read_entries(reader *r, wavert_sparse_memref_1d *dim2lvl,
+                        wavert_sparse_memref_1d *coordinates, wavert_sparse_memref_1d *values,
+                        size_t crd_bytes, uint32_t value_type, const char *function) {
+  if (r->consumed) {
+    fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: the entries of %s were read already", function,
+         r->filename);
+    return -1;
+  }
+  r->consumed = true; /* one attempt, successful or not */
+  bool sorted = true, ok;
+  char *crd = NULL, *val = NULL; /* the buffers, once checked */
+  uint64_t lvl_rank = 0;
+  level_map map[MAX_RANK];
+  if (!can_read_as(r->kind, value_type)) {
+    fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: %s holds %s values, which are not read as %s",
+         function, r->filename, kind_names[r->kind], type_name(value_type));
+    goto failed;
+  }
+  if (!read_level_map(r, dim2lvl, map, &lvl_rank, function)) goto failed;
   if (r->nse > UINT64_MAX / lvl_rank) {
     fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: NSE times the level rank overflows", function);
     goto failed;
@@ -716,82 +808,25 @@ static int read_entries(reader *r, wavert_sparse_memref_1d *dim2lvl,
   if (!ok) goto failed;
   crd = checked_crd;
   val = checked_val;
-  const uint64_t crd_max = overhead_max(crd_bytes);
   uint64_t previous[MAX_RANK], dims[MAX_RANK], lvl[MAX_RANK];
   for (uint64_t n = 0; n < r->nse; ++n) {
-    int got;
-    do got = read_line(r, function);
-    while (got == 1 && is_blank(r->line));
-    if (got < 0) goto failed;
-    if (got == 0) {
-      fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: %s ends after %" PRIu64 " of its %" PRIu64
-           " entries", function, r->filename, n, r->nse);
-      goto failed;
-    }
-    const char *p = r->line;
-    for (uint64_t d = 0; d < r->rank; ++d) {
-      uint64_t c;
-      int parsed = parse_u64(&p, &c);
-      if (parsed != 1 || c == 0 || c > r->dims[d]) {
-        char what[160];
-        if (parsed != 1)
-          snprintf(what, sizeof(what), "expected %" PRIu64 " coordinates (unsigned integers)",
-                   r->rank);
-        else
-          snprintf(what, sizeof(what), "coordinate %" PRIu64 " is %" PRIu64 ", not within 1..%"
-                   PRIu64 " (1-based)", d, c, r->dims[d]);
-        FAIL_AT(r, function, what);
-        goto failed;
-      }
-      dims[d] = c - 1;
-    }
+    const char *p;
     value v;
-    if (!parse_value(r, function, &p, &v)) goto failed;
-    for (uint64_t l = 0; l < lvl_rank; ++l) {
-      uint64_t x = dims[map[l].dim];
-      lvl[l] = map[l].op == 0 ? x : map[l].op == 1 ? x / map[l].c : x % map[l].c;
-      if (lvl[l] > crd_max) {
-        char what[160];
-        snprintf(what, sizeof(what), "level coordinate %" PRIu64 " does not fit %zu-byte "
-                 "coordinates", lvl[l], crd_bytes);
-        FAIL_AT(r, function, what);
-        goto failed;
-      }
-      char *at = crd + (n * lvl_rank + l) * crd_bytes;
-      switch (crd_bytes) {
-        case 8: memcpy(at, &lvl[l], 8); break;
-        case 4: { uint32_t y = (uint32_t)lvl[l]; memcpy(at, &y, 4); break; }
-        case 2: { uint16_t y = (uint16_t)lvl[l]; memcpy(at, &y, 2); break; }
-        default: { uint8_t y = (uint8_t)lvl[l]; memcpy(at, &y, 1); break; }
-      }
-    }
+    if (!read_entry_coordinates(r, n, dims, &p, function) ||
+        !parse_value(r, function, &p, &v) ||
+        !store_level_coordinates(r, map, lvl_rank, dims, lvl,
+                                 crd + n * lvl_rank * crd_bytes, crd_bytes, function))
+      goto failed;
     if (!store_value(value_type, &v, val, n)) {
       char what[160];
       snprintf(what, sizeof(what), "the value does not fit %s", type_name(value_type));
       FAIL_AT(r, function, what);
       goto failed;
     }
-    if (n > 0 && sorted) {
-      for (uint64_t l = 0; l < lvl_rank; ++l)
-        if (previous[l] != lvl[l]) {
-          sorted = previous[l] < lvl[l];
-          break;
-        }
-    }
+    sorted = sorted && (n == 0 || in_order(previous, lvl, lvl_rank));
     memcpy(previous, lvl, lvl_rank * sizeof(uint64_t));
   }
-  /* Nothing but blank and comment lines may follow. */
-  const char comment = r->kind == KIND_UNDEFINED ? '#' : '%';
-  for (int got; (got = read_line(r, function)) != 0;) {
-    if (got < 0) goto failed;
-    if (r->line[0] != comment && !is_blank(r->line)) {
-      char what[160];
-      snprintf(what, sizeof(what), "more entries than the %" PRIu64 " the header announces",
-               r->nse);
-      FAIL_AT(r, function, what);
-      goto failed;
-    }
-  }
+  if (!check_no_more_entries(r, function)) goto failed;
   fclose(r->file);
   r->file = NULL;
   return sorted ? 1 : 0;
