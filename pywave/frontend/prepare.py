@@ -49,9 +49,19 @@ def widen_bool_memrefs(module: ir.Module) -> set[tuple[str, int]]:
     Returns the (host function or ``"module::kernel"``, argument index) pairs that were
     ``memref<...xi1>``, which still take bool tensors, and (host function, -1 - result index)
     for such results (returned as bools)."""
-    host_args: set[tuple[str, int]] = set()
     i1 = ir.IntegerType.get_signless(1, module.context)
     i8 = ir.IntegerType.get_signless(8, module.context)
+    _refuse_unwidenable(module, i1)
+    with module.context, ir.Location.unknown(module.context):
+        bool_args = _retype_bool_memrefs(module, i1, i8)
+        _narrow_accesses(module, i1, i8)
+    return bool_args
+
+
+def _retype_bool_memrefs(module: ir.Module, i1: ir.Type, i8: ir.Type) -> set[tuple[str, int]]:
+    """Every ``memref<...xi1>`` block argument, result and function type as i8 elements;
+    returns :func:`widen_bool_memrefs`'s pairs."""
+    host_args: set[tuple[str, int]] = set()
 
     def widened(t: ir.Type) -> ir.Type | None:
         if isinstance(t, ir.MemRefType) and t.element_type == i1:
@@ -82,15 +92,34 @@ def widen_bool_memrefs(module: ir.Module) -> set[tuple[str, int]]:
                     ir.FunctionType.get(inputs, results))
         return ir.WalkResult.ADVANCE
 
-    accesses: list[ir.Operation] = []
+    module.operation.walk(retype)
+    return host_args
 
-    def collect(op: ir.Operation) -> ir.WalkResult:   # affine's: the same operand layout
-        if op.name in ("memref.load", "affine.load") and op.results[0].type == i1:
-            accesses.append(op)
-        elif op.name in ("memref.store", "affine.store") and op.operands[0].type == i1:
-            accesses.append(op)
-        return ir.WalkResult.ADVANCE
 
+def _narrow_accesses(module: ir.Module, i1: ir.Type, i8: ir.Type) -> None:
+    """Loads of the widened memrefs (``memref.load``, ``affine.load``: the same operand
+    layout) gain an ``arith.trunci`` to i1, stores an ``arith.extui`` from i1."""
+    accesses = find_ops(module.operation, lambda op: (
+        op.name in ("memref.load", "affine.load") and op.results[0].type == i1) or (
+        op.name in ("memref.store", "affine.store") and op.operands[0].type == i1))
+    for op in accesses:
+        if op.name.endswith(".load"):
+            op.results[0].set_type(i8)
+            with ir.InsertionPoint.after(op) if hasattr(ir.InsertionPoint, "after") \
+                    else ir.InsertionPoint(op):
+                narrow = arith.TruncIOp(i1, op.results[0])
+            if not hasattr(ir.InsertionPoint, "after"):
+                narrow.operation.move_after(op)
+            op.results[0].replace_all_uses_except(narrow.result, narrow.operation)
+        else:
+            with ir.InsertionPoint(op):
+                wide = arith.ExtUIOp(i8, op.operands[0])
+            op.operands[0] = wide.result
+
+
+def _refuse_unwidenable(module: ir.Module, i1: ir.Type) -> None:
+    """CompileError for a ``memref.global`` of i1 or a vector access of i1 elements of a
+    ``memref<...xi1>``: bool memrefs are narrowed at scalar loads and stores only."""
     def bools(t: ir.Type) -> bool:
         return isinstance(t, ir.MemRefType) and t.element_type == i1
 
@@ -111,24 +140,6 @@ def widen_bool_memrefs(module: ir.Module) -> set[tuple[str, int]]:
             "8-bit) and narrows their elements at memref.load/affine.load and "
             "memref.store/affine.store only; use those, or an i8 memref with arith.trunci / "
             "arith.extui")
-
-    with module.context, ir.Location.unknown(module.context):
-        module.operation.walk(retype)
-        module.operation.walk(collect)
-        for op in accesses:
-            if op.name.endswith(".load"):
-                op.results[0].set_type(i8)
-                with ir.InsertionPoint.after(op) if hasattr(ir.InsertionPoint, "after") \
-                        else ir.InsertionPoint(op):
-                    narrow = arith.TruncIOp(i1, op.results[0])
-                if not hasattr(ir.InsertionPoint, "after"):
-                    narrow.operation.move_after(op)
-                op.results[0].replace_all_uses_except(narrow.result, narrow.operation)
-            else:
-                with ir.InsertionPoint(op):
-                    wide = arith.ExtUIOp(i8, op.operands[0])
-                op.operands[0] = wide.result
-    return host_args
 
 
 def check_kernels(module: ir.Module) -> None:
