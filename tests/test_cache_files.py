@@ -268,7 +268,7 @@ def test_cache_commands_neither_hang_nor_follow_links(kind, filled, driver, tmp_
     listed = _cli("list", folder, driver, tmp_path)
     assert listed.returncode == 0, listed.stderr
     (line,) = listed.stdout.splitlines()
-    assert line.endswith(" unreadable"), line
+    assert " unreadable (" in line and line.endswith(")"), line   # with the reason
     cleared = _cli("clear", folder, driver, tmp_path)
     assert cleared.returncode == 0 and cleared.stdout.startswith("removed 1 entry"), \
         cleared.stderr
@@ -327,3 +327,15 @@ def test_swapped_files_never_give_another_modules_results_on_a_gpu(disk_cache, t
                           capture_output=True, text=True, timeout=TIMEOUT)
     assert (done.returncode, done.stdout.strip()) == (0, "add"), done.stderr[-3000:]
 
+
+
+def test_cache_list_says_why_an_entry_is_unreadable(tmp_path, monkeypatch):
+    """An entry of another pywave version (another format magic) is listed as unreadable with
+    that reason, not as a bare "unreadable" that reads like corruption."""
+    from pywave.entry import cache_admin
+    folder = tmp_path / "cache"
+    folder.mkdir(mode=0o700)
+    monkeypatch.setenv("PYWAVE_CACHE_DIR", str(folder))
+    (folder / ("0" * 64 + ".pwc")).write_bytes(b"PWCACHE0" + bytes(64))
+    (entry,) = cache_admin.entries()
+    assert entry.chip is None and "another version" in entry.problem, entry

@@ -23,13 +23,15 @@ TEMP_PREFIX = ".tmp-"
 @dataclasses.dataclass(frozen=True)
 class Entry:
     """One cache entry: its key (the file name without ``.pwc``), size in bytes, last use
-    (seconds since the epoch), and what it holds (``None`` when it cannot be read)."""
+    (seconds since the epoch), and what it holds (``None`` when it cannot be read; then
+    ``problem`` says why, e.g. an entry of another pywave version)."""
 
     key: str
     size: int
     last_used: float
     chip: str | None
     functions: tuple[str, ...] | None
+    problem: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,14 +66,16 @@ def entries() -> list[Entry]:
         except OSError:
             continue
         key = name[:-len(ENTRY_SUFFIX)]
+        problem = None
         try:   # read only: cache.load would touch or remove it
             program = cache.read_entry(root, key)
             chip = program.target.chip
             functions = tuple(f.name for f in program.functions
                               if kernel_api.kernel_of(f.name) is None)   # host functions
-        except (cache.CorruptEntry, OSError):
+        except (cache.CorruptEntry, OSError) as exc:
             chip = functions = None
-        out.append(Entry(key, st.st_size, st.st_mtime, chip, functions))
+            problem = str(exc) or type(exc).__name__
+        out.append(Entry(key, st.st_size, st.st_mtime, chip, functions, problem))
     return sorted(out, key=lambda e: e.last_used)
 
 

@@ -359,7 +359,7 @@ def _run_cache(args: argparse.Namespace) -> int:
     elif args.action == "list":
         for e in cache_admin.entries():
             used = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.last_used))
-            what = "unreadable" if e.chip is None else \
+            what = f"unreadable ({e.problem})" if e.chip is None else \
                 f"{e.chip} {','.join(e.functions or ())}"
             print(f"{e.key}  {_size(e.size):>10}  {used}  {what}")
     else:
