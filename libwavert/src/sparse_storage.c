@@ -428,26 +428,26 @@ failed:
   return NULL;
 }
 
-uint64_t sparseLvlSize(void *handle, uint64_t l) {
-  tensor *t = live_tensor("sparseLvlSize", handle);
+/* Size `i` of a live tensor's levels (level) or dimensions; 0 with the error reported for a
+ * dead handle or an index past the rank. */
+static uint64_t size_at(const char *function, void *handle, uint64_t i, bool level) {
+  tensor *t = live_tensor(function, handle);
   if (t == NULL) return 0;
-  if (l >= t->lvl_rank) {
-    fail(WAVERT_ERROR_INVALID_ARGUMENT, "sparseLvlSize: level %" PRIu64 " of %" PRIu64, l,
-         t->lvl_rank);
+  const uint64_t rank = level ? t->lvl_rank : t->dim_rank;
+  if (i >= rank) {
+    fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: %s %" PRIu64 " of %" PRIu64, function,
+         level ? "level" : "dimension", i, rank);
     return 0;
   }
-  return t->lvl_sizes[l];
+  return level ? t->lvl_sizes[i] : t->dim_sizes[i];
+}
+
+uint64_t sparseLvlSize(void *handle, uint64_t l) {
+  return size_at("sparseLvlSize", handle, l, true);
 }
 
 uint64_t sparseDimSize(void *handle, uint64_t d) {
-  tensor *t = live_tensor("sparseDimSize", handle);
-  if (t == NULL) return 0;
-  if (d >= t->dim_rank) {
-    fail(WAVERT_ERROR_INVALID_ARGUMENT, "sparseDimSize: dimension %" PRIu64 " of %" PRIu64, d,
-         t->dim_rank);
-    return 0;
-  }
-  return t->dim_sizes[d];
+  return size_at("sparseDimSize", handle, d, false);
 }
 
 void endLexInsert(void *handle) { (void)built_tensor("endLexInsert", handle); }
