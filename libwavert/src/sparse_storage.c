@@ -472,15 +472,21 @@ static void alias(wavert_sparse_memref_1d *out, void *data, uint64_t count) {
   out->strides[0] = 1;
 }
 
+/* The built tensor behind `handle`, with `out` first set to an empty memref; NULL (error
+ * reported) for a NULL result or a dead or unbuilt handle. */
+static tensor *result_tensor(wavert_sparse_memref_1d *out, void *handle, const char *function) {
+  if (out == NULL) {
+    fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: the result is NULL", function);
+    return NULL;
+  }
+  alias(out, NULL, 0);
+  return built_tensor(function, handle);
+}
+
 /* The positions (`positions`) or coordinates of level `l` of `bytes`-byte elements. */
 static void level_buffer(wavert_sparse_memref_1d *out, void *handle, uint64_t l, size_t bytes,
                          bool positions, const char *function) {
-  if (out == NULL) {
-    fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: the result is NULL", function);
-    return;
-  }
-  alias(out, NULL, 0);
-  tensor *t = built_tensor(function, handle);
+  tensor *t = result_tensor(out, handle, function);
   if (t == NULL) return;
   const uint64_t format = l < t->lvl_rank ? LEVEL_FORMAT(t->lvl_types[l]) : 0;
   if (format != LEVEL_COMPRESSED && (positions || format != LEVEL_SINGLETON)) {
@@ -514,12 +520,7 @@ OVERHEAD_ACCESSORS(8, 1)
 
 static void values_of(wavert_sparse_memref_1d *out, void *handle, uint32_t value_type,
                       const char *function) {
-  if (out == NULL) {
-    fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: the result is NULL", function);
-    return;
-  }
-  alias(out, NULL, 0);
-  tensor *t = built_tensor(function, handle);
+  tensor *t = result_tensor(out, handle, function);
   if (t == NULL) return;
   if (t->value_type != value_type) {
     fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: the tensor's values are of type %" PRIu32,
