@@ -1,4 +1,4 @@
-"""Stage kernels: outlined gpu.modules to kernel images, entered through lower() alone.
+"""Stage kernels: outlined gpu.modules to kernel images; the stage runs through lower().
 
 ``targets`` assigns each ``gpu.module`` its chips (the one reader and writer of the
 ``targets`` attribute); ``options`` applies the kernel compile options; ``rewrites`` holds
