@@ -330,17 +330,10 @@ static PyObject *launch_params_tuple(void) {
 
 static int launcher_add_type(PyObject *module) {
   if (intern(&str_grid, "grid") || intern(&str_block, "block") ||
-      intern(&str_shared_mem, "shared_mem") || PyType_Ready(&KernelLauncher_Type) < 0)
+      intern(&str_shared_mem, "shared_mem"))
     return -1;
-  PyObject *params = launch_params_tuple();
-  if (!params || PyModule_AddObject(module, "LAUNCH_PARAMS", params) < 0) {
-    Py_XDECREF(params);
-    return -1;
-  }
-  Py_INCREF(&KernelLauncher_Type);
-  if (PyModule_AddObject(module, "KernelLauncher", (PyObject *)&KernelLauncher_Type) < 0) {
-    Py_DECREF(&KernelLauncher_Type);
-    return -1;
-  }
-  return 0;
+  return add_owned(module, "LAUNCH_PARAMS", launch_params_tuple()) < 0 ||
+                 PyModule_AddType(module, &KernelLauncher_Type) < 0
+             ? -1
+             : 0;
 }

@@ -78,6 +78,14 @@ static int intern(PyObject **slot, const char *s) {
   return *slot ? 0 : -1;
 }
 
+/* module.name = value, taking the reference to `value` whatever happens; NULL `value` (its
+ * error already set) fails. 0, or -1 with an exception set. */
+static int add_owned(PyObject *module, const char *name, PyObject *value) {
+  int r = value ? PyModule_AddObjectRef(module, name, value) : -1;
+  Py_XDECREF(value);
+  return r;
+}
+
 PyMODINIT_FUNC PyInit__native(void) {
   if (intern(&str_dlpack, "__dlpack__") || intern(&str_dlpack_device, "__dlpack_device__") ||
       intern(&str_exchange_api, "__dlpack_c_exchange_api__") ||
@@ -103,35 +111,13 @@ PyMODINIT_FUNC PyInit__native(void) {
     Py_INCREF(PyExc_RuntimeError);
     DeviceError = PyExc_RuntimeError;
   }
-  if (PyType_Ready(&HostFunction_Type) < 0 || PyType_Ready(&HostCode_Type) < 0 ||
-      PyType_Ready(&Memref_Type) < 0)
-    return NULL;
   PyObject *m = PyModule_Create(&native_module);
   if (!m)
     return NULL;
-  Py_INCREF(&HostFunction_Type);
-  if (PyModule_AddObject(m, "HostFunction", (PyObject *)&HostFunction_Type) < 0) {
-    Py_DECREF(&HostFunction_Type);
-    Py_DECREF(m);
-    return NULL;
-  }
-  Py_INCREF(&HostCode_Type);
-  if (PyModule_AddObject(m, "HostCode", (PyObject *)&HostCode_Type) < 0) {
-    Py_DECREF(&HostCode_Type);
-    Py_DECREF(m);
-    return NULL;
-  }
-  Py_INCREF(&Memref_Type);
-  if (PyModule_AddObject(m, "Memref", (PyObject *)&Memref_Type) < 0) {
-    Py_DECREF(&Memref_Type);
-    Py_DECREF(m);
-    return NULL;
-  }
-  if (launcher_add_type(m) < 0 || add_tables(m) < 0) {
-    Py_DECREF(m);
-    return NULL;
-  }
-  if (PyModule_AddObject(m, "DYNAMIC", PyLong_FromLongLong(WAVERT_DYNAMIC)) < 0 ||
+  /* PyModule_AddType readies each type and names it by its tp_name's last part. */
+  if (PyModule_AddType(m, &HostFunction_Type) < 0 || PyModule_AddType(m, &HostCode_Type) < 0 ||
+      PyModule_AddType(m, &Memref_Type) < 0 || launcher_add_type(m) < 0 || add_tables(m) < 0 ||
+      add_owned(m, "DYNAMIC", PyLong_FromLongLong(WAVERT_DYNAMIC)) < 0 ||
       PyModule_AddIntConstant(m, "MEMREF_SIGNLESS", WAVERT_MEMREF_SIGNLESS) < 0 ||
       PyModule_AddIntConstant(m, "MEMREF_STRIDED", WAVERT_MEMREF_STRIDED) < 0 ||
       PyModule_AddIntConstant(m, "STACK_SLOTS", STACK_SLOTS) < 0 ||

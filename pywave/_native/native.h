@@ -301,5 +301,6 @@ static int launcher_add_type(PyObject *module);
 
 /* module.c */
 static int intern(PyObject **slot, const char *s);
+static int add_owned(PyObject *module, const char *name, PyObject *value);
 
 #endif /* PYWAVE_NATIVE_H */

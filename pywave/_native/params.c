@@ -367,10 +367,8 @@ static int add_tables(PyObject *module) {
     else
       PyTuple_SET_ITEM(kinds, i, k);
   }
-  if (!kinds || PyModule_AddObject(module, "SCALAR_KINDS", kinds) < 0) {
-    Py_XDECREF(kinds);
+  if (add_owned(module, "SCALAR_KINDS", kinds) < 0)
     return -1;
-  }
   PyObject *rows = PyTuple_New(DTYPE_ROWS);
   for (int i = 0; rows && i < DTYPE_ROWS; i++) {
     const dtype_row *r = &dtype_rows[i];
@@ -384,9 +382,5 @@ static int add_tables(PyObject *module) {
     else
       PyTuple_SET_ITEM(rows, i, row);
   }
-  if (!rows || PyModule_AddObject(module, "DTYPES", rows) < 0) {
-    Py_XDECREF(rows);
-    return -1;
-  }
-  return 0;
+  return add_owned(module, "DTYPES", rows);
 }
