@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import string
+from typing import Callable
 
 from mlir import ir
 
@@ -242,20 +243,11 @@ def add_ptxas_arguments(module: ir.Module, options: LoweringOptions) -> None:
     (which carries them already). A target with ``flags`` of its own is a CompileError (they
     would be replaced)."""
     flags = ptxas_flags(options)
-    if not flags:
-        return
-    for gmod in gpu_modules(module):
-        targets = read(gmod)
-        if not any(t.dialect == "nvvm" for t in targets):
-            continue
-        for t in targets:
-            if t.dialect == "nvvm" and t.get("flags") is not None:
-                raise CompileError(
-                    f"gpu.module @{sym_name(gmod)} has the target {t} with flags of "
-                    "its own: put the ptxas options (ptxas-cmd-options) and -lineinfo "
-                    "there, or drop line_info/ptxas_options")
-        write(gmod, [t.with_param("flags", flags) if t.dialect == "nvvm" else t
-                     for t in targets])
+    if flags:
+        _fill_nvvm_param(module, "flags", flags, lambda gmod, t, own: (
+            f"gpu.module @{sym_name(gmod)} has the target {t} with flags of its own: put the "
+            "ptxas options (ptxas-cmd-options) and -lineinfo there, or drop "
+            "line_info/ptxas_options"))
 
 
 def add_features(module: ir.Module, options: LoweringOptions) -> None:
@@ -266,17 +258,29 @@ def add_features(module: ir.Module, options: LoweringOptions) -> None:
     if not options.features:
         return
     wanted = f'"{options.features}"'
+    _fill_nvvm_param(module, "features", wanted, lambda gmod, t, own: None if own == wanted else (
+        f"gpu.module @{sym_name(gmod)} has the target {t} but the requested "
+        f"features are {options.features}: drop one of them"))
+
+
+def _fill_nvvm_param(module: ir.Module, name: str, value: str,
+                     refuse: "Callable[[ir.Operation, TargetAttr, str], str | None] | None"
+                     ) -> None:
+    """Set the parameter ``name`` to ``value`` (as MLIR prints it) on every ``#nvvm.target``
+    that has none. One that has its own is kept, unless ``refuse(gmod, target, own value)``
+    gives a message: then that is a CompileError."""
     for gmod in gpu_modules(module):
         targets = read(gmod)
+        filled = []
         for t in targets:
-            if t.dialect == "nvvm" and t.get("features") not in (None, wanted):
-                raise CompileError(
-                    f"gpu.module @{sym_name(gmod)} has the target {t} but the requested "
-                    f"features are {options.features}: drop one of them")
-        added = [t.with_param("features", wanted) if t.dialect == "nvvm" else t
-                 for t in targets]
-        if added != targets:
-            write(gmod, added)
+            own = t.get(name) if t.dialect == "nvvm" else None
+            if t.dialect == "nvvm" and own is None:
+                t = t.with_param(name, value)
+            elif own is not None and refuse is not None and (why := refuse(gmod, t, own)):
+                raise CompileError(why)
+            filled.append(t)
+        if filled != targets:
+            write(gmod, filled)
 
 
 def attach_nvvm_targets(module: ir.Module, target: Target | None,
@@ -295,14 +299,8 @@ def raise_ptx_version(module: ir.Module, version: int | None) -> None:
     """Give every ``#nvvm.target`` without ``features`` ``+ptx<version>`` (the highest PTX ISA
     the toolkit's ptxas accepts). Targets with ``features`` (the user's,
     ``lowering=LoweringOptions(features=...)``) are left as they are."""
-    if version is None:
-        return
-    for gmod in gpu_modules(module):
-        targets = read(gmod)
-        raised = [t.with_param("features", f'"+ptx{version}"')
-                  if t.dialect == "nvvm" and t.get("features") is None else t for t in targets]
-        if raised != targets:
-            write(gmod, raised)
+    if version is not None:
+        _fill_nvvm_param(module, "features", f'"+ptx{version}"', None)
 
 
 def assign_targets(module: ir.Module, requested: Target | None,
