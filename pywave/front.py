@@ -13,6 +13,7 @@ taken as MLIR text (:func:`pywave.frontend.source.with_path_hint`) on every rout
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
 import weakref
 from typing import TYPE_CHECKING, NoReturn, Protocol
@@ -41,16 +42,20 @@ class Request:
     """One compile as the caches see it.
 
     ``memo`` is the in-memory key, (MLIR text, the options described as
-    :func:`pywave.cache.described` writes them); ``key`` the disk cache's (its hash)."""
+    :func:`pywave.cache.described` writes them); ``key`` the disk cache's (its hash),
+    computed on first use: an in-memory hit hashes no text beyond the str's own hash."""
     compiler: pipeline.Pipeline
     memo: tuple[str, str]
-    key: str
+
+    @functools.cached_property
+    def key(self) -> str:
+        return cache.key(*self.memo)
 
 
 def request(compiler: pipeline.Pipeline) -> Request:
-    """The cache keys of ``compiler`` (cheap: no MLIR is imported)."""
-    memo = (compiler.text, cache.described(compiler.options(), pipeline.tool_versions()))
-    return Request(compiler, memo, cache.key(*memo))
+    """The cache keys of ``compiler`` (cheap: no MLIR is imported, no text hashed)."""
+    return Request(compiler, (compiler.text, cache.described(compiler.options(),
+                                                              pipeline.tool_versions())))
 
 
 def live(memo: tuple[str, str]) -> "_Live | None":

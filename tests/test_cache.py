@@ -84,6 +84,16 @@ def test_memory_hit_does_not_rebuild(monkeypatch):
     mod.close()
 
 
+def test_memory_hit_hashes_no_text(monkeypatch):
+    """The disk key (a hash of the whole text) is computed on a miss only: a hit costs the
+    str's own cached hash and a dict lookup."""
+    text = unique()
+    mod = pywave.compile(text, target="sm_90")
+    monkeypatch.setattr(cache, "key", lambda *a: pytest.fail("hashed the text on a memory hit"))
+    assert pywave.compile(text, target="sm_90") is mod
+    mod.close()
+
+
 def test_closed_module_is_not_returned():
     text = unique()
     first = pywave.compile(text, target="sm_90")
