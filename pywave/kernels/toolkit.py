@@ -76,34 +76,15 @@ def _wheel_roots() -> list[tuple[str, str]]:
 def _candidates() -> Iterator[tuple[str, str]]:
     """(root, where from) in the search order, each looked up only when the ones before it
     were not a toolkit (a warm start keys its cache lookup on the toolkit: a root found early
-    spares it the wheel and PATH searches)."""
+    spares it the wheel and PATH searches and the import of shutil)."""
     for variable in ("PYWAVE_CUDA_PATH", "CUDA_HOME", "CUDA_PATH"):
         yield os.environ.get(variable, ""), variable
     yield from _wheel_roots()
-    ptxas = _on_path("ptxas")
+    import shutil
+    ptxas = shutil.which("ptxas")
     if ptxas:
         yield os.path.dirname(os.path.dirname(os.path.realpath(ptxas))), "PATH"
     yield "/usr/local/cuda", "default"
-
-
-def _on_path(name: str) -> str | None:
-    """``shutil.which(name)`` of a bare program name on POSIX, without importing shutil (whose
-    imports of bz2, lzma and zlib cost a warm start, which looks for ptxas for its cache key,
-    about 3 ms): in the folders of ``$PATH`` (``os.confstr("CS_PATH")`` when unset; none
-    when empty; an empty entry is the working folder), the first ``name`` that exists, is
-    executable and is not a folder."""
-    path = os.environ.get("PATH")
-    if path is None:
-        try:
-            path = os.confstr("CS_PATH")
-        except (AttributeError, ValueError):
-            path = os.defpath
-    for folder in dict.fromkeys(path.split(os.pathsep)) if path else ():
-        candidate = os.path.join(folder, name)
-        if os.path.exists(candidate) and os.access(candidate, os.F_OK | os.X_OK) \
-                and not os.path.isdir(candidate):
-            return candidate
-    return None
 
 
 #: File in the compile cache folder remembering each ptxas binary's release, so that a warm
