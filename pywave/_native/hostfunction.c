@@ -201,6 +201,9 @@ static PyObject *hf_vectorcall(PyObject *self_, PyObject *const *args, size_t na
       c.slots[p->slot] = 0;
       if (pack_scalar((scalar_kind)p->kind, args[i], &c.slots[p->slot], p->name, i) < 0)
         goto done;
+    } else if (Py_TYPE(args[i]) == last_exchange_type) { /* torch's: inlined here */
+      if (classify_last_exchange(self, &c, i, args[i]) < 0)
+        goto done;
     } else if (classify_tensor(self, &c, i, args[i]) < 0) {
       goto done;
     }

@@ -32,6 +32,12 @@ typedef struct {
 static type_info type_cache[TYPE_CACHE_SIZE];
 static int type_cache_next;
 
+/* The type of the last exchange-API tensor classified, and its API: one compare per tensor
+ * instead of the cache's scan (torch calls pass tensors of one type). The type's type_cache
+ * entry holds it; type_info_get clears these when it evicts that entry. */
+static PyTypeObject *last_exchange_type;
+static const DLPackExchangeAPI *last_exchange_api;
+
 /* ---------------------------------------------------------------------------------------- */
 /* Per-type cache: exchange API / protocol / neither, jax / cupy                            */
 /* ---------------------------------------------------------------------------------------- */
@@ -131,6 +137,8 @@ static int type_info_get(PyTypeObject *tp, type_info *miss, const type_info **ou
   type_cache_next = (type_cache_next + 1) % TYPE_CACHE_SIZE;
   PyTypeObject *old_type = slot->type;
   PyObject *old_cap = slot->capsule;
+  if (old_type && old_type == last_exchange_type)
+    last_exchange_type = NULL;
   Py_INCREF(tp);
   ti.type = tp;
   *slot = ti;
@@ -284,15 +292,11 @@ static void memo_store(param_t *p, const DLTensor *t, const int64_t *words) {
   p->memo_state = t->strides ? MEMO_STRIDES : MEMO_COMPACT;
 }
 
-/* The memref descriptor of tensor argument `i` into its slots: from the memo, or derived and
- * checked by libwavert (the table's class for its status, ArgumentError for a mismatch, with
- * a message naming the argument). */
-static inline int fill_descriptor(HostFunction *self, call_state *c, Py_ssize_t i,
-                                  const DLTensor *t) {
-  param_t *p = &self->p[i];
-  int64_t *words = (int64_t *)&c->slots[p->slot];
-  if (memo_hit(p, t, words))
-    return 0;
+/* fill_descriptor's miss: the descriptor derived and checked by libwavert (the table's class
+ * for its status, ArgumentError for a mismatch, with a message naming the argument), then
+ * remembered. Out of line: the hit is the per-call path. */
+__attribute__((noinline)) static int derive_descriptor(param_t *p, Py_ssize_t i,
+                                                       const DLTensor *t, int64_t *words) {
   const wavert_status st = wavert_memref_from_dltensor(t, &p->mtype, words);
   if (st != WAVERT_OK) {
     raise_status_fmt(st, "argument '%U' (#%zd)", p->name, i);
@@ -302,17 +306,34 @@ static inline int fill_descriptor(HostFunction *self, call_state *c, Py_ssize_t 
   return 0;
 }
 
-/* A checked tensor put to use: argument `i`'s memref descriptor filled (fill_descriptor), or,
- * for an object argument of Wave's convention, its record pointed at the tensor (objects.c)
- * after the dtype check the host code states. */
-static int use_tensor(HostFunction *self, call_state *c, Py_ssize_t i, const DLTensor *t) {
+/* The memref descriptor of tensor argument `i` into its slots: from the memo, or derived. */
+static inline int fill_descriptor(HostFunction *self, call_state *c, Py_ssize_t i,
+                                  const DLTensor *t) {
+  param_t *p = &self->p[i];
+  int64_t *words = (int64_t *)&c->slots[p->slot];
+  if (__builtin_expect(memo_hit(p, t, words), 1))
+    return 0;
+  return derive_descriptor(p, i, t, words);
+}
+
+/* An object argument of Wave's convention: its record pointed at the tensor (objects.c),
+ * after the dtype check the host code states. Out of line, as it is not the common case. */
+__attribute__((noinline)) static int use_object_tensor(HostFunction *self, call_state *c,
+                                                       Py_ssize_t i, const DLTensor *t) {
   const param_t *p = &self->p[i];
-  if (!p->is_object)
-    return fill_descriptor(self, c, i, t);
   if (p->mtype.dtype.bits && !object_dtype_fits(p, t->dtype))
     return object_dtype_error(p, i, t->dtype);
   c->objects[p->tensor_index].tensor = t;
   return 0;
+}
+
+/* A checked tensor put to use: argument `i`'s memref descriptor filled (fill_descriptor), or,
+ * for an object argument of Wave's convention, its record (use_object_tensor). */
+static inline int use_tensor(HostFunction *self, call_state *c, Py_ssize_t i,
+                             const DLTensor *t) {
+  if (__builtin_expect(self->p[i].is_object, 0))
+    return use_object_tensor(self, c, i, t);
+  return fill_descriptor(self, c, i, t);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -383,8 +404,9 @@ static inline int device_type_fits(int32_t want, int32_t type) {
   return type == want || (want == kDLCUDA && type == kDLCUDAManaged);
 }
 
-/* check_device's cases other than "same device type and id as the first tensor". */
-static int check_device_slow(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v,
+/* check_device's cases other than "same device type and id as the first tensor"; out of
+ * line, so that the common case inlined into the call's loop stays small. */
+__attribute__((noinline)) static int check_device_slow(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v,
                              int32_t type, int32_t id, int claimed) {
   param_t *p = &self->p[i];
   if (!device_type_fits(self->device_type, type))
@@ -425,24 +447,43 @@ static inline int check_device(HostFunction *self, call_state *c, Py_ssize_t i, 
   return check_device_slow(self, c, i, v, type, id, claimed);
 }
 
+/* The exchange API refused argument `i`: ArgumentError chained to what it raised. */
+__attribute__((cold, noinline)) static int exchange_failed(HostFunction *self, Py_ssize_t i) {
+  if (!PyErr_Occurred())
+    PyErr_SetString(PyExc_RuntimeError, "DLPack exchange API conversion failed");
+  raise_chained_arg(ArgumentError, self->p[i].name, i, NULL);
+  return -1;
+}
+
 /* Phase 1 for an exchange-API tensor (torch): its borrowed view, device (checked) and, while
- * the view is current (before any Python code runs), its descriptor. */
-static int classify_exchange(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v,
-                             tensor_state *t, const DLPackExchangeAPI *api) {
+ * the view is current (before any Python code runs), its descriptor. Inlined into the call's
+ * loop (classify_last_exchange): its cases other than a memo hit on the first tensor's device
+ * are calls out of line. */
+__attribute__((always_inline)) static inline int classify_exchange(HostFunction *self, call_state *c, Py_ssize_t i,
+                                    PyObject *v, tensor_state *t,
+                                    const DLPackExchangeAPI *api) {
   t->route = ROUTE_EXCHANGE;
-  if (api->dltensor_from_py_object_no_sync(v, &t->local) != 0) {
-    if (!PyErr_Occurred())
-      PyErr_SetString(PyExc_RuntimeError, "DLPack exchange API conversion failed");
-    raise_chained_arg(ArgumentError, self->p[i].name, i, NULL);
-    return -1;
-  }
+  if (__builtin_expect(api->dltensor_from_py_object_no_sync(v, &t->local) != 0, 0))
+    return exchange_failed(self, i);
   t->t = &t->local;
   if (!c->stream_api)
     c->stream_api = api;
   if (check_device(self, c, i, v, (int32_t)t->local.device.device_type,
                    t->local.device.device_id, 0) < 0)
     return -1;
-  return use_tensor(self, c, i, t->t);
+  return use_tensor(self, c, i, &t->local);
+}
+
+/* Phase 1 for tensor argument `i` whose type is last_exchange_type (hf_vectorcall checks it
+ * before calling this, inlined into its loop, and so does classify_tensor). */
+__attribute__((always_inline)) static inline int classify_last_exchange(HostFunction *self,
+                                                                        call_state *c,
+                                                                        Py_ssize_t i,
+                                                                        PyObject *v) {
+  tensor_state *t = &c->ts[self->p[i].tensor_index];
+  t->managed = NULL; /* release_tensors and build_results read it for every tensor */
+  c->nstate = self->p[i].tensor_index + 1;
+  return classify_exchange(self, c, i, v, t, last_exchange_api);
 }
 
 /* Phase 1 for tensor argument `i`: its route and device (checked), without taking it; an
@@ -450,6 +491,8 @@ static int classify_exchange(HostFunction *self, call_state *c, Py_ssize_t i, Py
  * Protocol tensors after the first tensor are left for take_tensor to check from their own
  * DLTensor, which saves a __dlpack_device__() call per argument. */
 static int classify_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v) {
+  if (Py_TYPE(v) == last_exchange_type)
+    return classify_last_exchange(self, c, i, v);
   param_t *p = &self->p[i];
   tensor_state *t = &c->ts[p->tensor_index];
   t->managed = NULL; /* release_tensors and build_results read it for every tensor */
@@ -460,8 +503,11 @@ static int classify_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyOb
     raise_chained_arg(ArgumentError, p->name, i, NULL);
     return -1;
   }
-  if (ti && ti->route == ROUTE_EXCHANGE)
+  if (ti && ti->route == ROUTE_EXCHANGE) {
+    last_exchange_type = ti->type;
+    last_exchange_api = ti->api;
     return classify_exchange(self, c, i, v, t, ti->api);
+  }
   /* Every other route is taken in pass 3. */
   c->to_take++;
   t->t = NULL;
