@@ -294,7 +294,8 @@ def _encode(program: Program, cache_key: str) -> bytes:
         "key": cache_key,
         "target": dataclasses.asdict(program.target),
         "binaries": [{"name": b.name, "format": b.format, "size": len(b.data), "chip": b.chip,
-                      "kernels": [list(k) for k in b.kernels]}
+                      "kernels": [list(k) for k in b.kernels],
+                      "params": [[k, n, list(kept)] for k, n, kept in b.params]}
                      for b in program.binaries],
         "functions": [dataclasses.asdict(f) for f in program.functions],
         "object_size": len(program.object_code),
@@ -341,11 +342,12 @@ def _decode(raw: bytes, cache_key: str) -> Program:
     pos, binaries = 8 + n, []
     for b in meta["binaries"]:
         _fields(b, "binary", {"name": str, "format": str, "size": int, "chip": str,
-                              "kernels": list})
+                              "kernels": list, "params": list})
         if b["format"] not in FORMATS or b["size"] < 0:
             raise CorruptEntry(f"binary record {b!r}")
         binaries.append(Binary(b["name"], b["format"], payload[pos:pos + b["size"]], b["chip"],
-                               tuple(_kernel_info(k) for k in b["kernels"])))
+                               tuple(_kernel_info(k) for k in b["kernels"]),
+                               tuple(_kept_params(k) for k in b["params"])))
         pos += b["size"]
     object_size, shared_size = meta["object_size"], meta["shared_object_size"]
     end = pos + object_size + (shared_size or 0)
@@ -394,6 +396,17 @@ def _kernel_info(record: Any) -> KernelInfo:
             not all(_is(v, int) and v >= 0 for v in record[2:]):
         raise CorruptEntry(f"kernel record {record!r:.200} is not [name, chip, {n - 2} counts]")
     return KernelInfo(*record)
+
+
+def _kept_params(record: Any) -> tuple[str, int, tuple[int, ...]]:
+    """A Binary.params entry from its JSON list [kernel, count, [kept indices ascending]]."""
+    if isinstance(record, list) and len(record) == 3 and isinstance(record[0], str) and \
+            _is(record[1], int) and isinstance(record[2], list) and \
+            all(_is(i, int) for i in record[2]) and \
+            all(0 <= a < b for a, b in zip(record[2], record[2][1:] + [record[1]])):
+        return record[0], record[1], tuple(record[2])
+    raise CorruptEntry(f"kernel parameter record {record!r:.200} is not [kernel, count, "
+                       "[kept indices, ascending, below count]]")
 
 
 def _signature(record: Any) -> HostSignature:

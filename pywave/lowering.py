@@ -108,6 +108,12 @@ class LoweringOptions:
         (``("--warn-on-spills", "--def-load-cache=cg")``). They reach ptxas as separate
         arguments (``#nvvm.target``'s ``ptxas-cmd-options``), never through a pass-pipeline
         string. Options pywave sets itself are refused (:data:`RESERVED_PTXAS_OPTIONS`).
+    keep_kernel_params : bool
+        Kernels keep every parameter of MLIR's kernel ABI (a memref as its whole descriptor),
+        also those they never read. Off by default: pywave drops the unused ones and its
+        launches pass only the rest (:mod:`pywave.kernels.params`), which saves the driver
+        about 3 ns a parameter per launch. Set it for kernel images that code other than
+        pywave's launches with MLIR's argument layout (``pywave.api.build(...).binaries``).
     """
 
     index_bitwidth: int = 64
@@ -118,6 +124,7 @@ class LoweringOptions:
     fast_math: bool = False
     max_registers: int | None = None
     ptxas_options: tuple[str, ...] = ()
+    keep_kernel_params: bool = False
 
     def __post_init__(self) -> None:
         if self.index_bitwidth not in (32, 64):
@@ -128,7 +135,7 @@ class LoweringOptions:
         if self.features and not re.fullmatch(r"(\+[\w.]+)(,\+[\w.]+)*", self.features):
             raise CompileError(f"features must look like '+ptx80' (comma-separated, each "
                                f"starting with '+'), got {self.features!r}")
-        for name in ("kernel_bare_ptr", "line_info", "fast_math"):
+        for name in ("kernel_bare_ptr", "line_info", "fast_math", "keep_kernel_params"):
             if not isinstance(getattr(self, name), bool):
                 raise CompileError(f"{name} must be a bool, got {getattr(self, name)!r}")
         regs = self.max_registers

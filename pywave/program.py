@@ -212,13 +212,17 @@ class Binary(NamedTuple):
     """One kernel image: ``name`` is the ``gpu.binary`` symbol launches refer to, ``format`` a
     key of :data:`FORMATS`, ``chip`` the target it was built for (a fatbin of several chips:
     ``"sm_80,sm_90"``, see :attr:`chips`). ``kernels``: ptxas' figures per kernel and chip
-    (empty for PTX the driver compiles and for images given from outside)."""
+    (empty for PTX the driver compiles and for images given from outside). ``params``: the
+    kernels that lost their unused parameters (:mod:`pywave.kernels.params`), each as
+    (kernel, MLIR's parameter count, indices of the parameters kept); a launch passes only
+    those (empty for images given from outside: MLIR's ABI)."""
 
     name: str
     format: str
     data: bytes
     chip: str
     kernels: tuple[KernelInfo, ...] = ()
+    params: tuple[tuple[str, int, tuple[int, ...]], ...] = ()
 
     @property
     def chips(self) -> tuple[str, ...]:
@@ -323,8 +327,9 @@ class HostSignature:
 #: under which names). Part of the disk-cache key (:func:`pywave.pipeline.tool_versions`):
 #: host code cached for another ABI is compiled again, never linked against functions the
 #: runtime no longer has. 2: MLIR's ``mgpu*`` calls keep their upstream names (libwavert's
-#: ``wavert_jit_*`` mirrors of 13 of them are gone).
-HOST_ABI = 2
+#: ``wavert_jit_*`` mirrors of 13 of them are gone). 3: launches pass only the kernel
+#: parameters a kernel reads (:mod:`pywave.kernels.params`).
+HOST_ABI = 3
 
 #: Packed entry of host function ``f``: ``void _pywave_packed_f(uint64_t *slots)`` (the slot
 #: layout is documented in :mod:`pywave.host.lowering`).

@@ -224,9 +224,11 @@ module attributes {gpu.container_module} {
 
 
 def _ptx(text: str, index_bitwidth: int) -> str:
+    # MLIR's whole kernel ABI: the tests compare the widths of every parameter
     art = pipeline.Pipeline(text, target="sm_90a", format="ptx",
                             lowering=LoweringOptions(features="+ptx80",
-                                                     index_bitwidth=index_bitwidth)).run()
+                                                     index_bitwidth=index_bitwidth,
+                                                     keep_kernel_params=True)).run()
     return b"".join(b.data for b in art.binaries).decode()
 
 

@@ -4,6 +4,7 @@ binary from a file (compile(..., binaries=...)). Compile-only tests need no GPU.
 from __future__ import annotations
 
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -26,9 +27,25 @@ def mlir_string(data: bytes) -> str:
 
 @pytest.fixture(scope="module")
 def ptx() -> bytes:
-    """PTX of vector_add's kernels, from a real compile (without the final NUL)."""
+    """PTX of vector_add's kernels with MLIR's kernel ABI (every descriptor word), from a
+    real compile (without the final NUL): what code built outside pywave takes."""
+    [binary] = api.build(VECTOR_ADD, target="sm_90", format="ptx",
+                         lowering={"keep_kernel_params": True}).binaries
+    return binary.data.rstrip(b"\0")
+
+
+@pytest.fixture(scope="module")
+def own_ptx() -> bytes:
+    """PTX of vector_add's kernels as pywave builds it: only the parameters they read."""
     [binary] = api.build(VECTOR_ADD, target="sm_90", format="ptx").binaries
     return binary.data.rstrip(b"\0")
+
+
+def test_pywave_ptx_takes_only_the_parameters_read(ptx, own_ptx):
+    """vector_add's kernel reads a, b, c through their aligned pointers, and n: 4 of the 16
+    words MLIR's ABI passes."""
+    assert images.ptx_entry_params(ptx) == {"add": 16}
+    assert images.ptx_entry_params(own_ptx) == {"add": 4}
 
 
 def with_binary(ptx: bytes, key: str = "assembly") -> str:
@@ -50,6 +67,14 @@ def test_embedded_ptx_binary_builds(ptx):
     assert art.object_code
 
 
+def test_embedded_pywave_ptx_is_refused_with_the_remedy(own_ptx):
+    """A gpu.binary of the input takes MLIR's ABI: PTX whose kernel takes fewer parameters
+    than the launch passes is a CompileError naming both counts and the option."""
+    with pytest.raises(pywave.CompileError, match=r"passes 16 kernel parameters, but the PTX "
+                       r"kernel .entry add takes 4.*keep_kernel_params"):
+        api.build(with_binary(own_ptx), target="sm_90")
+
+
 def test_embedded_offload_object_is_rejected(ptx):
     with pytest.raises(pywave.CompileError, match="format"):
         api.build(with_binary(b"BC\xc0\xde", key="offload"), target="sm_90")
@@ -65,13 +90,33 @@ def test_replace_binary_from_ptx_file(tmp_path, ptx):
     assert tuned in art.object_code        # the image embedded in the host object
 
 
-def test_replace_binary_keeps_host_code(tmp_path, ptx):
+def test_replace_binary_keeps_host_code(tmp_path, own_ptx):
+    """pywave's own PTX given back (hand-tuned, say) keeps the parameters pywave kept."""
     plain = api.build(VECTOR_ADD, target="sm_90", format="ptx")
     path = tmp_path / "k.ptx"
-    path.write_bytes(ptx)
+    path.write_bytes(own_ptx)
     replaced = api.build(VECTOR_ADD, target="sm_90", binaries={"kernels": path})
-    assert replaced.binaries == plain.binaries
+    assert replaced.binaries == plain.binaries and replaced.binaries[0].params
     assert replaced.host.functions == plain.host.functions
+    assert replaced.host.llvm_ir == plain.host.llvm_ir
+
+
+def test_replacement_with_mlirs_abi_gets_every_parameter(tmp_path, ptx):
+    """A replacement whose kernel takes MLIR's whole ABI gets every word at each launch."""
+    path = tmp_path / "k.ptx"
+    path.write_bytes(ptx)
+    art = api.build(VECTOR_ADD, target="sm_90", binaries={"kernels": path})
+    assert art.binaries[0].params == ()
+    helper = re.search(r"define internal i32 @__pywave_launch_0\(([^)]*)\)", art.host.llvm_ir)
+    assert helper and helper.group(1).count(",") + 1 == 6 + 16   # grid, block, 16 words
+
+
+def test_replacement_with_another_parameter_count_is_refused(tmp_path, own_ptx):
+    path = tmp_path / "k.ptx"
+    path.write_bytes(own_ptx.replace(b".param .u64 add_param_3",
+                                     b".param .u64 add_param_3,\n\t.param .u64 x"))
+    with pytest.raises(pywave.CompileError, match="takes 5"):
+        api.build(VECTOR_ADD, target="sm_90", binaries={"kernels": path})
 
 
 def test_replace_binary_unknown_name(tmp_path, ptx):
@@ -152,10 +197,11 @@ def test_embedded_ptx_runs(torch_cuda, compile_gpu, ptx):
 
 
 @pytest.mark.gpu
-def test_replaced_binary_runs(torch_cuda, compile_gpu, ptx, tmp_path):
+@pytest.mark.parametrize("which", ["mlir_abi", "pywave"])
+def test_replaced_binary_runs(torch_cuda, compile_gpu, ptx, own_ptx, tmp_path, which):
     torch = torch_cuda
     path = tmp_path / "k.ptx"
-    path.write_bytes(ptx)
+    path.write_bytes(ptx if which == "mlir_abi" else own_ptx)
     mod = compile_gpu(VECTOR_ADD, binaries={"kernels": str(path)}, disk_cache=False)
     assert mod.binaries[0].format == "ptx"
     a, b = torch.rand(4097, device="cuda"), torch.rand(4097, device="cuda")

@@ -174,12 +174,14 @@ def _launch_helper_params(opts: lowering.LoweringOptions) -> int:
 
 
 def test_index_bitwidth_and_bare_pointers_reach_the_kernels():
-    """A memref<2x3xf32> kernel argument: a 7-word descriptor, or one bare pointer."""
-    full = _launch_helper_params(lowering.LoweringOptions())
+    """A memref<2x3xf32> kernel argument: a 7-word descriptor (MLIR's whole ABI), or one
+    bare pointer; by default the words the kernel reads."""
+    full = _launch_helper_params(lowering.LoweringOptions(keep_kernel_params=True))
     bare = _launch_helper_params(lowering.LoweringOptions(index_bitwidth=32,
                                                           kernel_bare_ptr=True,
                                                           kernel_opt_level=1))
-    assert full - bare == 6
+    read = _launch_helper_params(lowering.LoweringOptions())
+    assert full - bare == 6 and read < full
 
 
 def test_cli_accepts_the_harness_options():

@@ -205,7 +205,8 @@ def test_export_runs_wave_functions_from_c(tmp_path):
         pytest.skip("needs a C compiler (cc)")
     fake = need_fake_driver()
     out = tmp_path / "out"
-    pywave.export(wave_text("read_write"), out, "wave_rw", target="sm_90")
+    pywave.export(wave_text("read_write"), out, "wave_rw", target="sm_90",
+                  lowering={"keep_kernel_params": True})   # the C reads words 1 and 4
     header = (out / "wave_rw.h").read_text()
     assert "int32_t wave_rw_isolated_benchmark(const wavert_object *arg1, " \
            "const wavert_object *arg2, void *stream);" in header
@@ -298,9 +299,11 @@ def launches():
 def params(sizes):
     drv.fake_cuda_set_param_sizes(len(sizes), (ctypes.c_size_t * len(sizes))(*sizes))
 
-def load(name):
+def load(name, **lowering):
+    # MLIR's whole kernel ABI unless told otherwise: the tests read every word launched
     text = (Path("data") / "wave" / f"{name}.mlir").read_text()
-    return pywave.compile(text, target="sm_90").isolated_benchmark
+    lowering = {"keep_kernel_params": True, **lowering}
+    return pywave.compile(text, target="sm_90", lowering=lowering).isolated_benchmark
 
 def f16(shape, data, **kw):
     return t.Producer(t.FakeTensor(shape=shape, dtype=(2, 16, 1), data=data, **kw))
@@ -418,6 +421,18 @@ def test_dimensions_set_the_grid(cache_dir):
             r"\\(0 <= index < 1\\)", f, f16((40,), 0x10000), f16((40, 20), 0x20000))
     refused(r"wave_get_dim: argument 'arg1' \\(#0, int 3\\) is not a tensor",
             f, 3, f16((4, 4), 0x2000))
+    """, cache_dir)
+
+
+def test_launches_pass_only_the_parameters_the_kernel_reads(cache_dir):
+    """By default (pywave.kernels.params) dynamic_dims' kernel gets the 4 of its 8 words it
+    reads: the two aligned pointers and the two sizes."""
+    run("""
+    f = load("dynamic_dims", keep_kernel_params=False)
+    params([8] * 4)
+    f(f16((40, 20), 0x10000), f16((40, 20), 0x20000))
+    (l,) = launches()
+    assert list(l.params)[:4] == [0x10000, 0x20000, 40, 20], list(l.params)
     """, cache_dir)
 
 

@@ -2,7 +2,8 @@
 
 Stage ``host`` (:mod:`pywave.pipeline`). Lower host code to the LLVM dialect
 (``gpu-to-llvm``, ``convert-to-llvm``), rewrite every ``gpu.launch_func`` into a call of
-``wavert_jit_launch`` (``wavert_jit_launch_cluster`` for ``clusters in``), follow each launch
+``wavert_jit_launch`` (``wavert_jit_launch_cluster`` for ``clusters in``) that passes the
+parameters its kernel kept (:mod:`pywave.kernels.params`), follow each launch
 and each call of a runtime function by an early return on failure (``wavert_jit_failed``),
 embed each ``gpu.binary`` as one internal constant global, add a packed entry per host
 function and the release entry, and translate to LLVM IR.
@@ -51,6 +52,7 @@ from mlir.dialects import gpu, llvm
 from .. import sparse
 from ..errors import CompileError
 from ..frontend import validate
+from ..kernels import images
 from ..mlirutil import diagnostic_error, file_location, find_ops, run_pipeline, sym_name
 from .async_inline import inline_async_execute
 from ..program import (ENGINE_FINI, ENGINE_INIT, PACKED_PREFIX, RELEASE_KERNELS, RUN_ENTRY,
@@ -341,6 +343,7 @@ class LaunchRewriter:
         self.module = module
         self.ctx = module.context
         self.binaries = {b.name: b for b in binaries}
+        self.ptx_params: dict[str, dict[str, int]] = {}   # PTX binary -> its .entry counts
         self.images: dict[str, str] = {}
         self.slots: dict[tuple[str, str], str] = {}
         self.names: dict[tuple[str, str], str] = {}
@@ -463,7 +466,7 @@ class LaunchRewriter:
                                    "lowering")
         smem = view.dynamicSharedMemorySize
         stream = view.asyncObject
-        args = list(view.kernelOperands)
+        args = self._kernel_arguments(binary, kernel, list(view.kernelOperands))
         operands = dims + ([smem] if smem is not None else []) + \
             ([stream] if stream is not None else []) + args
         helper = f"__pywave_launch_{self.counter}"
@@ -477,6 +480,32 @@ class LaunchRewriter:
             ok = llvm.icmp(llvm.ICmpPredicate.eq, status, zero)
         self._branch_on(ok, op)
         op.erase()
+
+    def _kernel_arguments(self, binary: str, kernel: str,
+                          operands: list[ir.Value]) -> list[ir.Value]:
+        """The launch's kernel operands the kernel reads: all of them, unless the kernels
+        stage dropped some of its parameters (:attr:`pywave.program.Binary.params`). For a
+        PTX image, CompileError unless its kernel takes that many parameters."""
+        image = self.binaries[binary]
+        found = next((entry for entry in image.params if entry[0] == kernel), None)
+        if found is not None:
+            _, count, kept = found
+            if len(operands) != count:
+                raise CompileError(f"gpu.launch_func of @{binary}::@{kernel} passes "
+                                   f"{len(operands)} kernel operands after lowering; the "
+                                   f"kernel was lowered with {count} parameters")
+            operands = [operands[i] for i in kept]
+        if image.format == "ptx":
+            if binary not in self.ptx_params:
+                self.ptx_params[binary] = images.ptx_entry_params(image.data)
+            declared = self.ptx_params[binary].get(kernel)
+            if declared is not None and declared != len(operands):
+                raise CompileError(
+                    f"gpu.launch_func of @{binary}::@{kernel} passes {len(operands)} kernel "
+                    f"parameters, but the PTX kernel .entry {kernel} takes {declared}; PTX "
+                    "made by pywave takes only the parameters its kernel reads: build images "
+                    "for MLIR's kernel ABI with lowering={'keep_kernel_params': True}")
+        return operands
 
     def _launch_helper(self, name: str, image: str, size: int, slot: str, kname: str,
                        has_smem: bool, has_stream: bool, arg_types: list[str], *,

@@ -4,7 +4,8 @@
 ``targets`` attribute); ``options`` applies the kernel compile options; ``rewrites`` holds
 the rewrites for what upstream's lowerings lack; ``nvvm`` lowers and serialises for NVIDIA
 (``ptxas`` assembles per chip, ``toolkit`` finds the CUDA toolkit), ``rocdl`` for AMD;
-``images`` swaps in images the user gives. The stage runs through :func:`lower` alone; from
+``images`` swaps in images the user gives; ``params`` drops the kernel parameters no kernel
+reads. The stage runs through :func:`lower` alone; from
 outside, the pipeline reads ``toolkit`` (the cache key needs the toolkit's version) and
 ``images`` (``binaries=`` files, before any compile), and dumps ``nvvm.serialise_clone``. MLIR
 is imported when :func:`lower` runs, so importing ``toolkit`` or ``images`` loads none.
@@ -48,13 +49,15 @@ def lower(module: "ir.Module", *, requested: "Target | None", found: "Target | N
         kernel_options.check_amd(options, target.chip)
         binaries = rocdl.lower_rocdl(module, fmt=fmt, text=text,
                                      opt_level=options.kernel_opt_level,
-                                     line_info=options.line_info)
+                                     line_info=options.line_info,
+                                     keep_params=options.keep_kernel_params)
     else:
         from .rewrites import subgroups
         subgroups.lower_subgroup_ops(module)
         if len(target.chips) == 1:
             fmt = lowering.image_format(fmt, target.chip, toolkit.cuda_toolkit())
-        assembled = nvvm.lower_nvvm(module, fmt=fmt, text=text, observe=observe,
-                                    options=options)
-        binaries = [assembled.get(b.name, b) for b in nvvm.collect_binaries(module, target)]
+        assembled, dropped = nvvm.lower_nvvm(module, fmt=fmt, text=text, observe=observe,
+                                             options=options)
+        binaries = [assembled.get(b.name, b)._replace(params=dropped.get(b.name, ()))
+                    for b in nvvm.collect_binaries(module, target)]
     return target, images.replace(binaries, replacements, target)

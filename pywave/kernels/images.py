@@ -11,6 +11,7 @@ import: the compile-cache key hashes the loaded bytes.
 from __future__ import annotations
 
 import os
+import re
 import struct
 from typing import Mapping, Union
 
@@ -87,10 +88,33 @@ def digest(loaded: Mapping[str, tuple[str, bytes]]) -> dict[str, str]:
     return {n: hashlib.sha256(d).hexdigest() for n, (_, d) in sorted(loaded.items())}
 
 
+#: A PTX kernel entry and its parameter list (PTX ISA, "Kernel Function Parameters").
+_PTX_ENTRY = re.compile(rb"\.entry\s+([\w$.]+)\s*\(([^)]*)\)")
+
+
+def ptx_entry_params(data: bytes) -> dict[str, int]:
+    """{kernel: its parameter count} of each ``.entry`` of a PTX image."""
+    return {m.group(1).decode(): m.group(2).count(b".param")
+            for m in _PTX_ENTRY.finditer(data)}
+
+
+def replacement_params(compiled: Binary, fmt: str, data: bytes
+                       ) -> tuple[tuple[str, int, tuple[int, ...]], ...]:
+    """The kernel parameters a replacement of ``compiled`` takes, as ``Binary.params``: for
+    PTX, each kernel whose ``.entry`` has as many parameters as pywave kept for it takes
+    those (PTX that pywave made and the user edited); otherwise MLIR's whole ABI (no entry:
+    images from elsewhere, cubins, fatbins, hsacos). A PTX kernel with another count is
+    refused by the host stage, which checks every PTX launch."""
+    if fmt != "ptx" or not compiled.params:
+        return ()
+    counts = ptx_entry_params(data)
+    return tuple(entry for entry in compiled.params if counts.get(entry[0]) == len(entry[2]))
+
+
 def replace(binaries: list[Binary], replacements: Mapping[str, tuple[str, bytes]],
             target: Target) -> list[Binary]:
     """``binaries`` with the images named in ``replacements`` (as :func:`load_all` returns
-    them) swapped in.
+    them) swapped in (their kernel parameters: :func:`replacement_params`).
 
     Raises
     ------
@@ -115,5 +139,6 @@ def replace(binaries: list[Binary], replacements: Mapping[str, tuple[str, bytes]
             raise CompileError(f"binaries[{b.name!r}] is a {fmt} image but the module targets "
                                f"{b.chip} ({target.backend}), which loads "
                                f"{', '.join(target.formats)}")
-        out.append(Binary(b.name, fmt, data, b.chip))
+        out.append(Binary(b.name, fmt, data, b.chip,
+                          params=replacement_params(b, fmt, data)))
     return out

@@ -20,6 +20,7 @@ from ..errors import CompileError
 from ..frontend import validate
 from ..mlirutil import gpu_modules, run_pipeline, sym_name
 from ..program import FORMATS, Binary, Target
+from . import params
 from .targets import TargetAttr, module_targets, raise_ptx_version
 from .toolkit import Toolkit, find_toolkit, ptx_isa
 
@@ -49,7 +50,8 @@ def binary_pipeline(mlir_format: str, toolkit: str | None) -> str:
 
 def lower_nvvm(module: ir.Module, *, fmt: str, text: str | None = None,
                observe: "Callable[[ir.Module, str, Callable[[str], str]], None] | None" = None,
-               options: "lowering.LoweringOptions | None" = None) -> dict[str, Binary]:
+               options: "lowering.LoweringOptions | None" = None
+               ) -> tuple[dict[str, Binary], dict[str, tuple]]:
     """Lower every NVVM-targeted ``gpu.module`` with ``options`` (the kernel pipeline and the
     kernel compile options, :mod:`pywave.kernels.options`) and serialise it into a
     ``gpu.binary`` of PTX. ``observe(module, pipeline, pipeline_for)`` (for dumps) sees the
@@ -59,6 +61,8 @@ def lower_nvvm(module: ir.Module, *, fmt: str, text: str | None = None,
     to the driver keeps LLVM's default, since the driver's own PTX version is known at run
     time only).
 
+    The kernels' unused parameters are dropped first (:func:`pywave.kernels.params.drop_unused`,
+    unless ``options.keep_kernel_params``); the second value returned is what it dropped.
     ``fmt`` ``"ptx"`` leaves the PTX for the driver (returns {}: :func:`collect_binaries`
     reads it). Otherwise pywave runs ptxas per chip (:mod:`pywave.kernels.ptxas`: its warnings are
     logged, its figures kept) and returns ``{gpu.module name: Binary}``: a cubin (one chip;
@@ -89,13 +93,14 @@ def lower_nvvm(module: ir.Module, *, fmt: str, text: str | None = None,
     kernel_options.after_lowering(module, options, "nvvm", text)
     extern_dynamic_shared_memory(module)
     _check_libdevice(module, toolkit)
+    dropped = {} if options.keep_kernel_params else params.drop_unused(module, set(names))
     pipeline = binary_pipeline(NVVM_FORMATS["ptx"], toolkit)
     if observe is not None:
         observe(module, pipeline, lambda mlir_format: binary_pipeline(mlir_format, toolkit))
     run_pipeline(module, pipeline, "compiling kernels (gpu-module-to-binary)", text)
     if fmt == "ptx":
-        return {}
-    return assemble_binaries(module, set(names), fmt, found)
+        return {}, dropped
+    return assemble_binaries(module, set(names), fmt, found), dropped
 
 
 def _resolve_format(fmt: str, toolkit: str | None, several: dict[str, list[str]]) -> str:

@@ -35,6 +35,7 @@ from ..errors import CompileError
 from ..host import jit
 from ..mlirutil import diagnostic_error, find_ops, sym_name
 from ..program import BACKENDS, Binary
+from . import params
 from .rewrites import gpu_ids
 from .rewrites.amdgpu_wmma import lower_wmma
 
@@ -68,11 +69,14 @@ INSTALL_HINT = ("install ROCm (set ROCM_PATH) or, on Debian/Ubuntu, "
 
 
 def lower_rocdl(module: ir.Module, *, fmt: str = "auto", opt_level: int = 3,
-                text: str | None = None, line_info: bool = False) -> list[Binary]:
+                text: str | None = None, line_info: bool = False,
+                keep_params: bool = False) -> list[Binary]:
     """Lower every ROCDL-targeted ``gpu.module`` of ``module`` to an hsaco and replace it with
     a ``gpu.binary`` of the same name. Returns the binaries (format ``"hsaco"``); ``fmt`` must
     be ``"auto"`` or ``"hsaco"``. ``opt_level``: the kernels' optimisation level (0-3);
-    ``line_info``: a DWARF line table from the MLIR locations (no variables)."""
+    ``line_info``: a DWARF line table from the MLIR locations (no variables);
+    ``keep_params``: keep the kernels' unused parameters (else
+    :func:`pywave.kernels.params.drop_unused` drops them, recorded in ``Binary.params``)."""
     from ..mlirutil import gpu_modules, run_pipeline
     from .nvvm import extern_dynamic_shared_memory
     from .options import LINE_INFO_PIPELINE
@@ -102,6 +106,7 @@ def lower_rocdl(module: ir.Module, *, fmt: str = "auto", opt_level: int = 3,
         extern_dynamic_shared_memory(module)
         if line_info:
             run_pipeline(module, LINE_INFO_PIPELINE["rocdl"], "adding line information", text)
+        dropped = {} if keep_params else params.drop_unused(module, {name})
         kernels = _kernel_names(gmod)
         llvm_ir = translate(gmod)
         hsaco = compile_llvm_ir(llvm_ir, target.chip, kernels, opt_level=opt_level,
@@ -112,7 +117,7 @@ def lower_rocdl(module: ir.Module, *, fmt: str = "auto", opt_level: int = 3,
                 gpu.BinaryOp(name, ir.ArrayAttr.get([obj]),
                              offloadingHandler=ir.Attribute.parse("#gpu.select_object<0>"))
         gmod.erase()
-        out.append(Binary(name, "hsaco", hsaco, target.chip))
+        out.append(Binary(name, "hsaco", hsaco, target.chip, params=dropped.get(name, ())))
     return out
 
 
