@@ -22,12 +22,16 @@ medians beside.
 The argument-count curve: one single-thread kernel per count n that adds element 0 of its n
 float32 tensors into the first, called with n tensors by pywave (torch tensors and CuPy
 arrays) and by CuPy RawKernel, against the floor for an empty kernel with n parameters
-(what RawKernel passes: one pointer per tensor) and with 5n (what pywave passes: a memref
-descriptor of 5 words per 1-D tensor), per-call µs (min over R, interleaved per n) and their
-ratios.
+(what RawKernel passes, one pointer per tensor, and what pywave passes: the kernel reads
+only the aligned pointer of each memref descriptor, pywave.kernels.params) and with 5n
+(MLIR's whole kernel ABI, 5 words per 1-D memref, for reference), and "torch exchange":
+torch's own share, a C loop of the n conversions by torch's DLPack C exchange API
+(bench/exchange_floor.c), which any consumer of torch tensors through it pays; per-call µs
+(min over R, interleaved per n) and their ratios ("torch / floor+exchange": pywave against
+the floor n plus torch's share).
 
 --dry-run needs no GPU: it compiles every module for --target (default sm_90), checks the
-kernels' parameter counts and builds and loads the floor library.
+kernels' parameter counts (n for args<n>) and builds and loads the floor libraries.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ import re
 import shutil
 import statistics
 import subprocess
+import sysconfig
 import tempfile
 import time
 from typing import Callable, Iterator
@@ -55,7 +60,8 @@ LOG = logging.getLogger("bench.launch")
 
 #: Tensor counts of the argument-count curve.
 ARG_COUNTS = (1, 4, 16, 64)
-#: Kernel parameters per 1-D memref (allocated, aligned, offset, size, stride).
+#: Kernel parameters per 1-D memref in MLIR's kernel ABI (allocated, aligned, offset, size,
+#: stride); the curve's kernels read one, the aligned pointer, and pywave passes only it.
 MEMREF_WORDS = 5
 #: Kernel parameters of the floor for the add workload (as measured for issue #15).
 ADD_FLOOR_PARAMS = 3
@@ -168,17 +174,47 @@ def measure_interleaved(loops: dict[str, Loop], sync: Callable[[], object], call
 
 
 @functools.lru_cache(maxsize=None)
-def build_floor() -> str | None:
-    """Path of bench/launch_floor.c built as a shared library (in a fresh temporary folder),
-    or None when the C compiler fails."""
-    lib = os.path.join(tempfile.mkdtemp(prefix="pywave-launch-floor-"), "liblaunch_floor.so")
-    build = ["cc", "-std=c11", "-O2", "-shared", "-fPIC", os.path.join(HERE, "launch_floor.c"),
-             "-ldl", "-o", lib]
+def build_library(source: str) -> str | None:
+    """Path of bench/``source`` (a C file) built as a shared library in a fresh temporary
+    folder, with Python's and pywave's DLPack headers on the include path, or None when the C
+    compiler fails."""
+    stem = os.path.splitext(source)[0]
+    lib = os.path.join(tempfile.mkdtemp(prefix=f"pywave-{stem}-"), f"lib{stem}.so")
+    root = os.path.dirname(HERE)
+    build = ["cc", "-std=c11", "-O2", "-shared", "-fPIC",
+             f"-I{sysconfig.get_paths()['include']}",
+             f"-I{os.path.join(root, 'libwavert', 'include')}",
+             f"-I{os.path.join(root, 'pywave', '_native')}",
+             os.path.join(HERE, source), "-ldl", "-o", lib]
     done = subprocess.run(build, capture_output=True, text=True)
     if done.returncode != 0:
-        LOG.warning("building the launch floor library failed:\n%s", done.stderr)
+        LOG.warning("building %s failed:\n%s", source, done.stderr)
         return None
     return lib
+
+
+class ExchangeFloor:
+    """The producer's share of tensor arguments (bench/exchange_floor.c through ctypes.PyDLL):
+    a C loop converting each tensor of a tuple with its type's DLPack C exchange API, as
+    pywave does per call. Raises RuntimeError when the library does not build; its loop
+    raises what the conversion raises (a type without the exchange API: AttributeError)."""
+
+    def __init__(self) -> None:
+        path = build_library("exchange_floor.c")
+        if path is None:
+            raise RuntimeError("the exchange floor library does not build (see the warning)")
+        self._run = ctypes.PyDLL(path).exchange_floor_run
+        self._run.argtypes = [ctypes.py_object, ctypes.c_longlong,
+                              ctypes.POINTER(ctypes.c_double)]
+
+    def loop(self, tensors: tuple[object, ...]) -> Loop:
+        """The timed loop: ``calls`` conversions of every tensor in ``tensors``."""
+        seconds = ctypes.c_double()
+
+        def loop(calls: int) -> float:
+            self._run(tensors, calls, ctypes.byref(seconds))
+            return seconds.value
+        return loop
 
 
 class Floor:
@@ -190,7 +226,7 @@ class Floor:
     libcuda.so.1. Raises RuntimeError with the library's message when a step fails."""
 
     def __init__(self, library: str | None = None, ordinal: int = 0) -> None:
-        path = build_floor()
+        path = build_library("launch_floor.c")
         if path is None:
             raise RuntimeError("the launch floor library does not build (see the warning)")
         self._lib = ctypes.CDLL(path)
@@ -327,8 +363,8 @@ def peer_ratios(rows: dict[str, tuple[float, float]],
 
 
 #: Columns of the argument-count curve, in table order.
-CURVE_COLUMNS = ("C floor n", "C floor 5n", "cupy RawKernel", "pywave (torch)",
-                 "pywave (cupy)")
+CURVE_COLUMNS = ("C floor n", "C floor 5n", "torch exchange", "cupy RawKernel",
+                 "pywave (torch)", "pywave (cupy)")
 
 
 def arg_curve(calls: int, reps: int, counts: tuple[int, ...] = ARG_COUNTS, pin: bool = True,
@@ -351,6 +387,11 @@ def arg_curve(calls: int, reps: int, counts: tuple[int, ...] = ARG_COUNTS, pin: 
     except RuntimeError as e:
         floor = None
         LOG.warning("%s", e)
+    try:
+        exchange: ExchangeFloor | None = ExchangeFloor()
+    except RuntimeError as e:
+        exchange = None
+        LOG.warning("%s", e)
     stream = torch.cuda.current_stream().cuda_stream
     curve: dict[int, dict[str, float]] = {}
     for n in counts:
@@ -364,6 +405,8 @@ def arg_curve(calls: int, reps: int, counts: tuple[int, ...] = ARG_COUNTS, pin: 
         sync()
         assert ts[0].item() == 1 + n, f"pywave args{n}: {ts[0].item()} != {1 + n}"
         loops["pywave (torch)"] = call_loop(fn, *ts)
+        if exchange is not None:
+            loops["torch exchange"] = exchange.loop(tuple(ts))
         if cupy is not None:
             cs = [cupy.ones(1, dtype=cupy.float32) for _ in range(n)]
             fn(*cs)
@@ -384,14 +427,21 @@ def arg_curve(calls: int, reps: int, counts: tuple[int, ...] = ARG_COUNTS, pin: 
 
 
 #: Ratios of the curve: name -> (numerator column, denominator column).
-CURVE_RATIOS = {"torch / floor 5n": ("pywave (torch)", "C floor 5n"),
+CURVE_RATIOS = {"torch / floor n": ("pywave (torch)", "C floor n"),
+                "torch / floor 5n": ("pywave (torch)", "C floor 5n"),
+                "torch / floor+exchange": ("pywave (torch)", "floor n + exchange"),
                 "torch / RawKernel": ("pywave (torch)", "cupy RawKernel"),
                 "cupy / RawKernel": ("pywave (cupy)", "cupy RawKernel"),
                 "RawKernel / floor n": ("cupy RawKernel", "C floor n")}
 
 
 def curve_ratios(row: dict[str, float]) -> dict[str, float]:
-    """The curve's ratios of one row (those whose two columns are present)."""
+    """The curve's ratios of one row (those whose two columns are present). "floor n +
+    exchange" is what any consumer of these torch tensors pays that passes pywave's kernel
+    parameters: the driver's launch and torch's conversions."""
+    row = dict(row)
+    if "C floor n" in row and "torch exchange" in row:
+        row["floor n + exchange"] = row["C floor n"] + row["torch exchange"]
     return {k: row[a] / row[b] for k, (a, b) in CURVE_RATIOS.items() if a in row and b in row}
 
 
@@ -412,7 +462,7 @@ def curve_table(curve: dict[int, dict[str, float]]) -> list[str]:
 
 def dry_run(target: str, counts: tuple[int, ...]) -> None:
     """Compile every module for ``target`` without a GPU, check that each ``args<n>`` kernel
-    has 5n parameters, and build the floor library (loaded, its entry points found)."""
+    has n parameters (the aligned pointers it reads), and build the floor libraries."""
     for name, text in (("add/empty", ADD), ("arg-count curve", args_module(counts))):
         art = pywave.api.build(text, target=target)
         LOG.info("%s: compiled for %s: %s", name, target,
@@ -422,8 +472,8 @@ def dry_run(target: str, counts: tuple[int, ...]) -> None:
     for n in counts:
         entry = re.search(rf"\.entry args{n}\((.*?)\)", text, re.S)
         found = entry.group(1).count(".param") if entry else -1
-        if found != MEMREF_WORDS * n:
-            raise SystemExit(f"args{n}: {found} kernel parameters, expected {MEMREF_WORDS * n}")
+        if found != n:
+            raise SystemExit(f"args{n}: {found} kernel parameters, expected {n}")
         LOG.info("args%d: %d kernel parameters", n, found)
     nvcc = shutil.which("nvcc")
     for n in counts:  # RawKernel's source, when nvcc is here to check it (CuPy uses NVRTC)
@@ -439,7 +489,7 @@ def dry_run(target: str, counts: tuple[int, ...]) -> None:
         if done.returncode != 0:
             raise SystemExit(f"RawKernel args{n} does not compile:\n{done.stderr}")
         LOG.info("RawKernel args%d: compiles (nvcc %s)", n, target)
-    lib = build_floor()
+    lib = build_library("launch_floor.c")
     if lib is None:
         raise SystemExit("the launch floor library (bench/launch_floor.c) does not build")
     loaded = ctypes.CDLL(lib)
@@ -447,6 +497,8 @@ def dry_run(target: str, counts: tuple[int, ...]) -> None:
                   "launch_floor_error"):
         getattr(loaded, entry)  # AttributeError: not exported
     LOG.info("launch floor library: %s", lib)
+    ExchangeFloor()
+    LOG.info("exchange floor library: built")
 
 
 def main() -> None:

@@ -23,12 +23,14 @@ RESULTS = {
                "pywave add (cupy)": {"min": 4.5, "median": 4.6},
                "cupy RawKernel": {"min": 5.0, "median": 5.5}},
     "arg_curve": {"1": {"C floor n": 3.0, "C floor 5n": 3.0, "pywave (torch)": 3.6},
-                  "64": {"C floor n": 3.2, "C floor 5n": 4.0, "cupy RawKernel": 12.0,
+                  "64": {"C floor n": 3.2, "C floor 5n": 4.0, "torch exchange": 2.5,
+                         "cupy RawKernel": 12.0,
                          "pywave (torch)": 9.0, "pywave (cupy)": 15.0}},
     "bandwidth": {"torch.add(out=)": 3000.0, "pywave vector_add.mlir": 2700.0},
     "peer_compile": {"pywave": {"cold": 0.7, "warm": 0.1}},
     "compile": {"target": "sm_90",
                 "runs": {"python -c pass": {"min": 0.01, "median": 0.01},
+                         "cold cache, no compile server": {"min": 0.9, "median": 1.2},
                          "cold cache": {"min": 0.4, "median": 0.5},
                          "warm cache (disk hit)": {"min": 0.05, "median": 0.06}}},
 }
@@ -47,8 +49,9 @@ def test_launch_dry_run(tmp_path):
                           cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr
     for n in (1, 4, 64):
-        assert f"args{n}: {5 * n} kernel parameters" in done.stderr
+        assert f"args{n}: {n} kernel parameters" in done.stderr
     assert "launch floor library: " in done.stderr
+    assert "exchange floor library: built" in done.stderr
 
 
 def test_measure_interleaved_rotates_rounds(bench):
@@ -107,6 +110,36 @@ def check_floor_loop(floor, driver) -> None:
         loop(10)
 
 
+def test_exchange_floor_on_the_exchange_stand_in(bench, tmp_path):
+    """The exchange floor's C loop converts every tensor of the tuple through its type's
+    exchange API; a conversion that fails, mixed types and a type without the API raise."""
+    import ctypes
+    launch = bench("launch")
+    lib = ctypes.PyDLL(str(bench("launch_instructions").build_standin(tmp_path)))
+    lib.standin_exchange_api_capsule.restype = ctypes.py_object
+    from test_native_args import FakeTensor
+
+    class Tensor:
+        __slots__ = ("dl",)
+        __dlpack_c_exchange_api__ = lib.standin_exchange_api_capsule()
+
+    fakes = [FakeTensor(shape=(1,), data=0x10000 * (k + 1)) for k in range(3)]
+    tensors = []
+    for fake in fakes:
+        t = Tensor()
+        t.dl = ctypes.addressof(fake.mt.dl_tensor)
+        tensors.append(t)
+    floor = launch.ExchangeFloor()
+    assert floor.loop(tuple(tensors))(500) >= 0.0
+    tensors[2].dl = 0
+    with pytest.raises(ValueError, match="dl is 0"):
+        floor.loop(tuple(tensors))(5)
+    with pytest.raises(TypeError, match="tensors of one type only"):
+        floor.loop((tensors[0], 1.0))(5)
+    with pytest.raises(AttributeError, match="__dlpack_c_exchange_api__"):
+        floor.loop((1.0,))(5)
+
+
 @pytest.mark.parametrize("case", ["empty", "streams", "exchange3"])
 def test_instruction_count_worker_on_the_stand_in(case, tmp_path, bench):
     """bench/launch_instructions.py's measured program (without valgrind): each call of the
@@ -144,12 +177,15 @@ def test_curve_table_and_ratios(bench):
     launch = bench("launch")
     curve = {int(n): row for n, row in RESULTS["arg_curve"].items()}
     assert launch.curve_ratios(curve[64]) == pytest.approx(
-        {"torch / floor 5n": 9.0 / 4.0, "torch / RawKernel": 0.75, "cupy / RawKernel": 1.25,
-         "RawKernel / floor n": 12.0 / 3.2})
-    assert launch.curve_ratios(curve[1]) == pytest.approx({"torch / floor 5n": 1.2})
+        {"torch / floor n": 9.0 / 3.2, "torch / floor 5n": 9.0 / 4.0,
+         "torch / floor+exchange": 9.0 / 5.7,
+         "torch / RawKernel": 0.75, "cupy / RawKernel": 1.25, "RawKernel / floor n": 12.0 / 3.2})
+    assert launch.curve_ratios(curve[1]) == pytest.approx({"torch / floor n": 1.2,
+                                                           "torch / floor 5n": 1.2})
     lines = launch.curve_table(curve)
     assert len(lines) == 3 and lines[1].split()[0] == "1" and lines[2].split()[0] == "64"
-    assert lines[1].split()[4] == "3.600" and lines[2].split()[6] == "2.25"
+    assert lines[1].split()[5] == "3.600" and lines[2].split()[7] == "2.81"
+    assert lines[2].split()[3] == "2.500" and lines[2].split()[8:10] == ["2.25", "1.58"]
     rows = {k: (v["min"], v["median"]) for k, v in RESULTS["launch"].items()}
     ratios = {label: (value, target) for label, value, target in launch.peer_ratios(rows)}
     assert ratios["pywave(torch) / C floor"] == (pytest.approx(1.25), "<= 1.15")
@@ -167,10 +203,13 @@ def test_report_markdown(bench):
     text = report.markdown(results, [], "Plots skipped: matplotlib is not installed.")
     assert text.startswith("# pywave benchmarks, 2026-01-01\n")
     assert "| pywave(torch) / C floor | 1.25 | <= 1.15 |" in text
-    assert "| 64 | 3.200 | 4.000 | 12.000 | 9.000 | 15.000 | 2.25 | 0.75 | 1.25 | 3.75 |" in text
+    assert ("| 64 | 3.200 | 4.000 | 2.500 | 12.000 | 9.000 | 15.000 | 2.81 | 2.25 | 1.58 | 0.75 "
+            "| 1.25 | 3.75 |") in text
     assert "| pywave vector_add.mlir | 2700.0 | 0.900 |" in text
     assert "| pywave | 0.700 | 0.100 |" in text
-    assert "Warm / cold: 12.0% (median; target <= 15%)." in text
+    assert "Warm / cold cache, no compile server: 5.0% (median; target <= 15%)." in text
+    assert "Warm / cold cache: 12.0% (median; target <= 15%)." in text
+    assert "python -c pass / cold cache: 2.0% (median)." in text
     assert text.rstrip().endswith("Plots skipped: matplotlib is not installed.")
 
 
@@ -208,7 +247,8 @@ def test_report_without_gpu(tmp_path):
     assert done.returncode == 0, done.stderr
     text = (out / "report.md").read_text()
     assert "## Fresh process: pywave compile for sm_90, no GPU (ms)" in text
-    assert "| warm cache (disk hit) |" in text and "Warm / cold:" in text
+    assert "| warm cache (disk hit) |" in text and "Warm / cold cache:" in text
+    assert "| cold cache, no compile server |" in text
     assert (out / "results.json").exists()
 
 
