@@ -376,8 +376,11 @@ class Pipeline:
                  rec: Recorder) -> tuple[Target, list[Binary]]:
         """The kernels stage (:func:`pywave.kernels.lower`), observed for dumps."""
         from . import kernels
+        options = self.lowering
+        if self.packed_interface:   # MLIR's translation launches with every parameter
+            options = dataclasses.replace(options, keep_kernel_params=True)
         target, binaries = kernels.lower(
-            module, requested=requested, found=self.target.found, options=self.lowering,
+            module, requested=requested, found=self.target.found, options=options,
             fmt=self.format, text=self.text, replacements=self.replacements,
             observe=rec.kernels_lowered if rec.dump or self.keep_stages else None)
         if rec.dump:

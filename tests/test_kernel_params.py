@@ -164,3 +164,12 @@ def test_the_record_survives_the_cache(tmp_path, monkeypatch):
 def test_a_bad_record_is_a_corrupt_entry(record):
     with pytest.raises(cache.CorruptEntry, match="kernel parameter record"):
         cache._kept_params(record)
+
+
+def test_the_execution_engines_compile_keeps_every_parameter():
+    """MLIR's translation emits the engine's launches (mgpuLaunchKernel with every word)."""
+    from pywave import pipeline
+    text = module([("a", "memref<?xf32>")], LOAD.format(t="memref<?xf32>"))
+    art = pipeline.Pipeline(text, target="sm_90", format="ptx", packed_interface=True).run()
+    assert art.binaries[0].params == ()
+    assert images.ptx_entry_params(art.binaries[0].data) == {"f": 5}

@@ -18,7 +18,8 @@ runtime calls (``wave_launch_kernel`` passes its own parameter array), kernels r
 their ``gpu.module`` (an ``llvm.call`` or ``llvm.mlir.addressof`` of them), images given with
 ``binaries=`` (their kernels keep MLIR's ABI: no entry), and every kernel when
 ``LoweringOptions(keep_kernel_params=True)`` asks for MLIR's ABI unchanged (binaries launched
-by other code with MLIR's argument layout).
+by other code with MLIR's argument layout) and in the ExecutionEngine's compiles
+(:class:`pywave.entry.engine.ExecutionEngine`), whose launches MLIR's own translation emits.
 """
 
 from __future__ import annotations
