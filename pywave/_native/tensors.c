@@ -137,7 +137,7 @@ static int type_info_get(PyTypeObject *tp, type_info *miss, const type_info **ou
   type_cache_next = (type_cache_next + 1) % TYPE_CACHE_SIZE;
   PyTypeObject *old_type = slot->type;
   PyObject *old_cap = slot->capsule;
-  if (old_type && old_type == last_exchange_type)
+  if (old_type == last_exchange_type)
     last_exchange_type = NULL;
   Py_INCREF(tp);
   ti.type = tp;
@@ -406,8 +406,9 @@ static inline int device_type_fits(int32_t want, int32_t type) {
 
 /* check_device's cases other than "same device type and id as the first tensor"; out of
  * line, so that the common case inlined into the call's loop stays small. */
-__attribute__((noinline)) static int check_device_slow(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v,
-                             int32_t type, int32_t id, int claimed) {
+__attribute__((noinline)) static int check_device_slow(HostFunction *self, call_state *c,
+                                                       Py_ssize_t i, PyObject *v, int32_t type,
+                                                       int32_t id, int claimed) {
   param_t *p = &self->p[i];
   if (!device_type_fits(self->device_type, type))
     return wrong_device(self, p, i, v, type, id);
@@ -459,9 +460,10 @@ __attribute__((cold, noinline)) static int exchange_failed(HostFunction *self, P
  * the view is current (before any Python code runs), its descriptor. Inlined into the call's
  * loop (classify_last_exchange): its cases other than a memo hit on the first tensor's device
  * are calls out of line. */
-__attribute__((always_inline)) static inline int classify_exchange(HostFunction *self, call_state *c, Py_ssize_t i,
-                                    PyObject *v, tensor_state *t,
-                                    const DLPackExchangeAPI *api) {
+__attribute__((always_inline)) static inline int classify_exchange(HostFunction *self,
+                                                                   call_state *c, Py_ssize_t i,
+                                                                   PyObject *v, tensor_state *t,
+                                                                   const DLPackExchangeAPI *api) {
   t->route = ROUTE_EXCHANGE;
   if (__builtin_expect(api->dltensor_from_py_object_no_sync(v, &t->local) != 0, 0))
     return exchange_failed(self, i);
@@ -474,8 +476,8 @@ __attribute__((always_inline)) static inline int classify_exchange(HostFunction 
   return use_tensor(self, c, i, &t->local);
 }
 
-/* Phase 1 for tensor argument `i` whose type is last_exchange_type (hf_vectorcall checks it
- * before calling this, inlined into its loop, and so does classify_tensor). */
+/* Phase 1 for tensor argument `i` whose type is last_exchange_type: hf_vectorcall checks the
+ * type and calls this, inlined into its loop, before it would call classify_tensor. */
 __attribute__((always_inline)) static inline int classify_last_exchange(HostFunction *self,
                                                                         call_state *c,
                                                                         Py_ssize_t i,
@@ -491,8 +493,6 @@ __attribute__((always_inline)) static inline int classify_last_exchange(HostFunc
  * Protocol tensors after the first tensor are left for take_tensor to check from their own
  * DLTensor, which saves a __dlpack_device__() call per argument. */
 static int classify_tensor(HostFunction *self, call_state *c, Py_ssize_t i, PyObject *v) {
-  if (Py_TYPE(v) == last_exchange_type)
-    return classify_last_exchange(self, c, i, v);
   param_t *p = &self->p[i];
   tensor_state *t = &c->ts[p->tensor_index];
   t->managed = NULL; /* release_tensors and build_results read it for every tensor */
