@@ -54,8 +54,10 @@ def drop_unused(module: ir.Module, names: "set[str] | None" = None
         name = sym_name(gmod)
         if names is not None and name not in names:
             continue
+        referenced = _referenced_symbols(gmod)
         dropped = tuple(entry for kernel in _lowered_kernels(gmod)
-                        if (entry := _drop_from(kernel, gmod)) is not None)
+                        if sym_name(kernel) not in referenced
+                        and (entry := _drop_from(kernel)) is not None)
         if dropped:
             out[name] = dropped
     return out
@@ -67,37 +69,33 @@ def _lowered_kernels(gmod: ir.Operation) -> list[ir.Operation]:
             and op.operation.regions[0].blocks]
 
 
-def _referenced(kernel: str, gmod: ir.Operation) -> bool:
-    """Whether an op of ``gmod`` calls ``kernel`` or takes its address."""
-    def refers(op: ir.Operation) -> bool:
+def _referenced_symbols(gmod: ir.Operation) -> set[str]:
+    """The symbols that ops of ``gmod`` call or take the address of (one walk)."""
+    found: set[str] = set()
+    for op in find_ops(gmod, lambda op: op.name in ("llvm.call", "llvm.mlir.addressof")):
         for attr in ("callee", "global_name"):
-            if attr in op.attributes and \
-                    ir.FlatSymbolRefAttr(op.attributes[attr]).value == kernel:
-                return True
-        return False
-    return bool(find_ops(gmod, lambda op: op.name in ("llvm.call", "llvm.mlir.addressof")
-                         and refers(op)))
+            if attr in op.attributes:
+                found.add(ir.FlatSymbolRefAttr(op.attributes[attr]).value)
+    return found
 
 
-def _drop_from(kernel: ir.Operation, gmod: ir.Operation
-               ) -> tuple[str, int, tuple[int, ...]] | None:
+def _drop_from(kernel: ir.Operation) -> tuple[str, int, tuple[int, ...]] | None:
     """Remove ``kernel``'s unused parameters: (name, parameters before, indices kept), or
-    None when it keeps them all."""
+    None when it keeps them all (or returns a value, which no kernel does)."""
     block = kernel.regions[0].blocks[0]
     arguments = list(block.arguments)
-    kept = tuple(i for i, a in enumerate(arguments) if next(iter(a.uses), None) is not None)
-    name = sym_name(kernel)
-    before = str(ir.TypeAttr(kernel.attributes["function_type"]).value)
-    if len(kept) == len(arguments) or not before.startswith("!llvm.func<void (") or \
-            _referenced(name, gmod):
+    unused = [i for i, a in enumerate(arguments) if next(iter(a.uses), None) is None]
+    if not unused or not str(ir.TypeAttr(kernel.attributes["function_type"]).value
+                             ).startswith("!llvm.func<void ("):
         return None
+    dead = set(unused)
+    kept = tuple(i for i in range(len(arguments)) if i not in dead)
     if "arg_attrs" in kernel.attributes:
         attrs = list(ir.ArrayAttr(kernel.attributes["arg_attrs"]))
         kernel.attributes["arg_attrs"] = ir.ArrayAttr.get([attrs[i] for i in kept])
-    for i in reversed(range(len(arguments))):
-        if i not in kept:
-            block.erase_argument(i)
+    for i in reversed(unused):
+        block.erase_argument(i)
     types = ", ".join(str(a.type) for a in block.arguments)
     kernel.attributes["function_type"] = ir.TypeAttr.get(
         ir.Type.parse(f"!llvm.func<void ({types})>"))
-    return name, len(arguments), kept
+    return sym_name(kernel), len(arguments), kept
