@@ -41,17 +41,22 @@ def local_table() -> dict[int, type[Exception]]:
             for status, cls in runtime.STATUS_ERRORS.items()}
 
 
-@pytest.fixture(autouse=True)
-def _exceptions():
-    _native.set_exceptions(ArgumentError, DeviceError, local_table())
-    yield
-    try:  # give pywave's own classes back if pywave bound them
+def _bind_pywave_exceptions() -> None:
+    """Give pywave's own classes back to _native, if pywave bound them."""
+    try:
         import pywave
         from pywave import runtime
 
         _native.set_exceptions(pywave.ArgumentError, pywave.DeviceError, runtime.STATUS_ERRORS)
     except (ImportError, AttributeError):
         pass
+
+
+@pytest.fixture(autouse=True)
+def _exceptions():
+    _native.set_exceptions(ArgumentError, DeviceError, local_table())
+    yield
+    _bind_pywave_exceptions()
 
 
 # ------------------------------------------------------------------------------------------
@@ -214,12 +219,16 @@ def make(params=K0, name="f", entry: Entry | None = None, device_type=kDLCUDA):
 
 
 def device_present() -> bool:
+    """Whether a call reaches a device. Other modules' skipif conditions call it outside this
+    module's fixture, so pywave's classes are bound again after the probe."""
     _native.set_exceptions(ArgumentError, DeviceError, local_table())
     f, e = make((scalar("x", "i32"),), name="probe")
     try:
         f(1)
     except DeviceError:
         return False
+    finally:
+        _bind_pywave_exceptions()
     return True
 
 
