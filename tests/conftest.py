@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests"
 
 
 def _skip_the_source_tree() -> None:
@@ -60,6 +61,29 @@ def need_fake_driver() -> Path:
     if found is None:
         pytest.skip("the driver stand-in is not built (meson setup build/tests -Dtests=true)")
     return found
+
+
+def fake_driver_env(*, importable: bool = False, **extra: str) -> dict[str, str]:
+    """The environment of a fresh interpreter on the driver stand-in (need_fake_driver: the
+    test skips when it is not built): libwavert opens it for CUDA and no HIP library;
+    ``importable``: tests/ and this process's sys.path on PYTHONPATH; ``extra``: more
+    variables."""
+    env = dict(os.environ, WAVERT_CUDA_LIBRARY=str(need_fake_driver()),
+               WAVERT_HIP_LIBRARY="/nonexistent/libamdhip64.so", **extra)
+    if importable:
+        env["PYTHONPATH"] = os.pathsep.join([str(TESTS)] + [p for p in sys.path if p])
+    return env
+
+
+def run_to_pass(code: str, *, timeout: float = 120, **extra: str) -> None:
+    """Run ``code`` in a fresh interpreter in tests/ on the driver stand-in
+    (``fake_driver_env(importable=True, **extra)``) and assert that it exits with status 0
+    and PASS as the last line of its output (their tails are the assertion's message)."""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=fake_driver_env(importable=True, **extra), timeout=timeout,
+                          cwd=TESTS)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("PASS"), \
+        proc.stdout[-2000:] + proc.stderr[-4000:]
 
 
 def _native_built() -> bool:

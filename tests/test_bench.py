@@ -144,13 +144,10 @@ def test_exchange_floor_on_the_exchange_stand_in(bench, tmp_path):
 def test_instruction_count_worker_on_the_stand_in(case, tmp_path, bench):
     """bench/launch_instructions.py's measured program (without valgrind): each call of the
     case launches once on the driver stand-in, through the exchange-API stand-in for tensors."""
-    import os
-    from conftest import need_fake_driver
-    fake = need_fake_driver()
+    from conftest import fake_driver_env
+    env = fake_driver_env()
     pytest.importorskip("pywave._native")
     standin = bench("launch_instructions").build_standin(tmp_path)
-    env = dict(os.environ, WAVERT_CUDA_LIBRARY=str(fake),
-               WAVERT_HIP_LIBRARY="/nonexistent/libamdhip64.so")
     done = subprocess.run([sys.executable, str(BENCH / "launch_instructions.py"), "--worker",
                            case, "7", str(standin)], capture_output=True, text=True,
                           cwd=tmp_path, env=env, timeout=300)

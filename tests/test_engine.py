@@ -6,7 +6,6 @@ by gpu-lower-to-nvvm-pipeline) against the driver stand-in, and on a GPU."""
 from __future__ import annotations
 
 import ctypes
-import os
 import subprocess
 import sys
 import textwrap
@@ -19,7 +18,7 @@ import pywave
 from pywave import pipeline
 from pywave.entry.engine import ExecutionEngine, UnknownFunction
 
-from conftest import need_fake_driver
+from conftest import fake_driver_env, need_fake_driver
 
 DATA = Path(__file__).parent / "data"
 VECTOR_ADD = (DATA / "vector_add.mlir").read_text().replace(
@@ -212,8 +211,7 @@ def test_pywave_is_the_drop_in():
 # --------------------------------------------------------------------------------------------
 def _run_on_fake_driver(code: str) -> None:
     fake = need_fake_driver()
-    env = dict(os.environ, WAVERT_CUDA_LIBRARY=str(fake),
-               WAVERT_HIP_LIBRARY="/nonexistent/libamdhip64.so", PYWAVE_CACHE="0")
+    env = fake_driver_env(PYWAVE_CACHE="0")
     prelude = textwrap.dedent(f"""
         import ctypes
         import numpy as np

@@ -4,7 +4,6 @@ stops at the first runtime call that failed."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -253,7 +252,7 @@ module attributes {gpu.container_module} {
 def test_host_code_stops_after_a_failed_runtime_call(tmp_path):
     """mgpuMemHostRegisterMemRef got no early return before: the kernel was launched after
     the registration had failed. Now the call raises its error and launches nothing."""
-    from conftest import need_fake_driver
+    from conftest import fake_driver_env
     code = textwrap.dedent(f"""
         import ctypes
         import pywave
@@ -268,12 +267,9 @@ def test_host_code_stops_after_a_failed_runtime_call(tmp_path):
             print(type(exc).__name__, exc)
         print("launches", drv.fake_cuda_launch_count())
         """)
-    here = Path(__file__).parent
-    env = dict(os.environ, WAVERT_CUDA_LIBRARY=str(need_fake_driver()),
-               WAVERT_HIP_LIBRARY="/nonexistent/libamdhip64.so", PYWAVE_CACHE_DIR=str(tmp_path))
-    env["PYTHONPATH"] = os.pathsep.join([str(here)] + [p for p in sys.path if p])
+    env = fake_driver_env(importable=True, PYWAVE_CACHE_DIR=str(tmp_path))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, timeout=300, cwd=here)
+                          env=env, timeout=300, cwd=Path(__file__).parent)
     assert done.returncode == 0, done.stderr[-4000:]
     assert "mgpuMemHostRegisterMemRef: only compact row-major memrefs can be registered" \
         in done.stdout, done.stdout

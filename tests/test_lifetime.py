@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import need_fake_driver
+from conftest import run_to_pass
 
 import pywave
 
@@ -46,12 +46,7 @@ def test_function_outlives_its_module():
 
 
 def _run_on_fake_driver(code: str) -> None:
-    env = dict(os.environ, WAVERT_CUDA_LIBRARY=str(need_fake_driver()),
-               WAVERT_HIP_LIBRARY="/nonexistent/libamdhip64.so")
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, env=env, timeout=300, cwd=Path(__file__).parent)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    assert proc.stdout.strip().endswith("PASS"), proc.stdout[-2000:]
+    run_to_pass(textwrap.dedent(code), timeout=300)
 
 
 PRELUDE = f"""

@@ -11,17 +11,12 @@ capsules. Without the stand-in built they skip.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
-from conftest import need_fake_driver
+from conftest import run_to_pass
 
-HERE = Path(__file__).resolve().parent
 
 PRELUDE = """
 import ctypes
@@ -56,14 +51,7 @@ def set_strides(x, *strides):
 
 
 def run(code: str) -> None:
-    env = dict(os.environ, WAVERT_CUDA_LIBRARY=str(need_fake_driver()),
-               WAVERT_HIP_LIBRARY="/nonexistent/libamdhip64.so")
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE)] + [p for p in sys.path if p])
-    proc = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(code) +
-                           "\nprint('PASS')"], capture_output=True, text=True, env=env,
-                          timeout=120, cwd=HERE)
-    assert proc.returncode == 0 and proc.stdout.strip().endswith("PASS"), \
-        proc.stdout[-2000:] + proc.stderr[-4000:]
+    run_to_pass(PRELUDE + textwrap.dedent(code) + "\nprint('PASS')")
 
 
 def test_shape_changed_in_place_is_seen():

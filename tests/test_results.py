@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import os
 import subprocess
 import sys
 import textwrap
@@ -24,7 +23,7 @@ import pywave
 import pywave.api as api
 from pywave import cache
 from pywave.program import DYNAMIC, Program, Target
-from conftest import need_fake_driver
+from conftest import fake_driver_env, need_fake_driver
 
 # ------------------------------------------------------------------------------------------
 # Compile only: signatures, the packed entry, refusals, the cache format
@@ -162,8 +161,7 @@ def test_host_function_results_field_is_checked():
 # ------------------------------------------------------------------------------------------
 def _run_on_fake_driver(code: str) -> None:
     fake = need_fake_driver()
-    env = dict(os.environ, WAVERT_CUDA_LIBRARY=str(fake),
-               WAVERT_HIP_LIBRARY="/nonexistent/libamdhip64.so")
+    env = fake_driver_env()
     prelude = textwrap.dedent(f"""
         import ctypes, gc, weakref
         import numpy as np

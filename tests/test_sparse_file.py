@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import need_fake_driver
+from conftest import fake_driver_env, need_fake_driver
 from pywave import pipeline, runtime, sparse
 from pywave.host import jit, lowering, sharedobj
 
@@ -166,9 +166,7 @@ RUNTIME_LIBRARY = {
 
 def _run(program: str, tensor0: str | None,
          runtime_library: bool = False) -> subprocess.CompletedProcess:
-    fake = need_fake_driver()
-    env = dict(os.environ, WAVERT_CUDA_LIBRARY=str(fake),
-               WAVERT_HIP_LIBRARY="/nonexistent/libamdhip64.so")
+    env = fake_driver_env()
     env.pop("TENSOR0", None)
     if tensor0 is not None:
         env["TENSOR0"] = tensor0
@@ -293,7 +291,6 @@ def test_execution_engine_reads_files_and_survives_bad_ones(tmp_path, runtime_li
     sparsifier's helpers, named @"_insert_dense_compressed_-9223372036854775808_...", get
     their packed wrappers; a good file prints the matrix; a hostile one runs on over empty or
     zeroed buffers (never out of bounds) and ``invoke`` raises the first error."""
-    fake = need_fake_driver()
     program = tmp_path / "read_file.mlir"
     program.write_text((DATA / "read_file.mlir").read_text().replace(
         "func.func @main() {", "func.func @main() attributes {llvm.emit_c_interface} {"))
@@ -312,8 +309,7 @@ for name in ({str(MATRIX)!r}, {str(bad)!r}):
     sys.stdout.flush()
 engine.close()
 """
-    env = dict(os.environ, WAVERT_CUDA_LIBRARY=str(fake),
-               WAVERT_HIP_LIBRARY="/nonexistent/libamdhip64.so")
+    env = fake_driver_env()
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=600, env=env, cwd=Path(__file__).parent)
     assert proc.returncode == 0, proc.stderr
@@ -364,9 +360,8 @@ def test_sddmm_program_on_the_cpu_sparsifier(runtime_library):
     cuSPARSE (no enable-gpu-libgen; the program's mgpuCreateSparseEnv / Destroy go to the
     cuSPARSE stand-in)."""
     fake = need_fake_driver()
-    env = dict(os.environ, TENSOR0=str(MATRIX), WAVERT_CUDA_LIBRARY=str(fake),
-               WAVERT_CUSPARSE_LIBRARY=str(fake.with_name("libfake_cusparse.so")),
-               WAVERT_HIP_LIBRARY="/nonexistent/libamdhip64.so")
+    env = fake_driver_env(TENSOR0=str(MATRIX),
+                          WAVERT_CUSPARSE_LIBRARY=str(fake.with_name("libfake_cusparse.so")))
     proc = subprocess.run([sys.executable, "-m", "pywave", "run", str(DATA / "sddmm_file.mlir"),
                            "--target", "sm_90",
                            "--pass-pipeline=builtin.module(sparsifier{"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA, need_fake_driver
+from conftest import DATA, need_fake_driver, run_to_pass
 
 import pywave
 from pywave import api, cache, program
@@ -321,15 +321,8 @@ def refused(match, f, *args, **kw):
 
 
 def run(code: str, tmp: Path) -> None:
-    env = dict(os.environ, WAVERT_CUDA_LIBRARY=str(need_fake_driver()),
-               WAVERT_HIP_LIBRARY="/nonexistent/libamdhip64.so", PYWAVE_ISOLATE="0",
-               PYWAVE_CACHE_DIR=str(tmp))
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE)] + [p for p in sys.path if p])
-    proc = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(code) +
-                           "\nprint('PASS')"], capture_output=True, text=True, env=env,
-                          timeout=300, cwd=HERE)
-    assert proc.returncode == 0 and proc.stdout.strip().endswith("PASS"), \
-        proc.stdout[-2000:] + proc.stderr[-4000:]
+    run_to_pass(PRELUDE + textwrap.dedent(code) + "\nprint('PASS')", timeout=300,
+                PYWAVE_ISOLATE="0", PYWAVE_CACHE_DIR=str(tmp))
 
 
 @pytest.fixture(scope="module")
