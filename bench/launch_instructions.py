@@ -89,6 +89,30 @@ def build_standin(out_dir: Path) -> Path:
     return lib
 
 
+def standin_tensors(standin: str, count: int) -> tuple[list, list]:
+    """``count`` 1-element float32 "CUDA" tensors of a class whose exchange API is the stand-in
+    library ``standin`` (build_standin), at data addresses 0x10000, 0x20000...; and the
+    FakeTensors (tests/test_native_args.py) holding their DLTensors, which must outlive them.
+    Setting a tensor's ``dl`` to 0 makes its conversion fail (ValueError)."""
+    lib = ctypes.PyDLL(standin)
+    lib.standin_exchange_api_capsule.restype = ctypes.py_object
+    if str(ROOT / "tests") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tests"))
+    from test_native_args import FakeTensor
+
+    class Tensor:
+        __slots__ = ("dl",)
+        __dlpack_c_exchange_api__ = lib.standin_exchange_api_capsule()
+
+    fakes = [FakeTensor(shape=(1,), data=0x10000 * (k + 1)) for k in range(count)]
+    tensors = []
+    for fake in fakes:
+        t = Tensor()
+        t.dl = ctypes.addressof(fake.mt.dl_tensor)
+        tensors.append(t)
+    return tensors, fakes
+
+
 def worker(case: str, calls: int, standin: str) -> None:
     """Compile bench/launch.py's module and call the case's function ``calls`` times."""
     sys.path.insert(0, str(HERE))
@@ -106,22 +130,8 @@ def worker(case: str, calls: int, standin: str) -> None:
     elif case == "streams":
         fn, args = pywave.compile(STREAMED, target="sm_90").streamed, ()
     else:
-        lib = ctypes.PyDLL(standin)
-        lib.standin_exchange_api_capsule.restype = ctypes.py_object
-        sys.path.insert(0, str(ROOT / "tests"))
-        from test_native_args import FakeTensor
-
-        class Tensor:
-            __slots__ = ("dl",)
-            __dlpack_c_exchange_api__ = lib.standin_exchange_api_capsule()
-
         count = 3 if case == "exchange3" else int(case.removeprefix("exchange"))
-        fakes = [FakeTensor(shape=(1,), data=0x10000 * (k + 1)) for k in range(count)]
-        held = []
-        for fake in fakes:
-            t = Tensor()
-            t.dl = ctypes.addressof(fake.mt.dl_tensor)
-            held.append(t)
+        held, _fakes = standin_tensors(standin, count)
         if count == 3:
             fn = mod.add
         else:

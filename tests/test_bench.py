@@ -113,22 +113,9 @@ def check_floor_loop(floor, driver) -> None:
 def test_exchange_floor_on_the_exchange_stand_in(bench, tmp_path):
     """The exchange floor's C loop converts every tensor of the tuple through its type's
     exchange API; a conversion that fails, mixed types and a type without the API raise."""
-    import ctypes
     launch = bench("launch")
-    lib = ctypes.PyDLL(str(bench("launch_instructions").build_standin(tmp_path)))
-    lib.standin_exchange_api_capsule.restype = ctypes.py_object
-    from test_native_args import FakeTensor
-
-    class Tensor:
-        __slots__ = ("dl",)
-        __dlpack_c_exchange_api__ = lib.standin_exchange_api_capsule()
-
-    fakes = [FakeTensor(shape=(1,), data=0x10000 * (k + 1)) for k in range(3)]
-    tensors = []
-    for fake in fakes:
-        t = Tensor()
-        t.dl = ctypes.addressof(fake.mt.dl_tensor)
-        tensors.append(t)
+    standin = bench("launch_instructions").build_standin(tmp_path)
+    tensors, _fakes = bench("launch_instructions").standin_tensors(str(standin), 3)
     floor = launch.ExchangeFloor()
     assert floor.loop(tuple(tensors))(500) >= 0.0
     tensors[2].dl = 0
