@@ -145,8 +145,9 @@ def compile(text: "str | os.PathLike[str] | MlirModule", *,
         ``kernel_bare_ptr``, ``features`` (``"+ptx80"``), ``kernel_opt_level`` (0-3, the
         kernels' own level); and the kernel compile options ``line_info``, ``fast_math``
         (changes results), ``max_registers`` (1-255), ``ptxas_options`` (a list of
-        strings); see :class:`pywave.lowering.LoweringOptions` for what each does. Part of
-        the cache key.
+        strings), ``keep_kernel_params`` (MLIR's whole kernel ABI: unread parameters kept);
+        see :class:`pywave.lowering.LoweringOptions` for what each does. Part of the cache
+        key.
     passes : str, optional
         Your own pass pipeline in MLIR's textual syntax, anchored on the module
         (``"builtin.module(canonicalize, func.func(cse))"``; any pass the MLIR Python bindings

@@ -173,3 +173,12 @@ def test_the_execution_engines_compile_keeps_every_parameter():
     art = pipeline.Pipeline(text, target="sm_90", format="ptx", packed_interface=True).run()
     assert art.binaries[0].params == ()
     assert images.ptx_entry_params(art.binaries[0].data) == {"f": 5}
+
+
+def test_the_command_line_takes_keep_kernel_params():
+    import argparse
+    from pywave.entry import run
+    parser = argparse.ArgumentParser()
+    run.add_lowering_options(parser)
+    assert run.lowering_options(parser.parse_args([])).keep_kernel_params is False
+    assert run.lowering_options(parser.parse_args(["--keep-kernel-params"])).keep_kernel_params

@@ -94,6 +94,9 @@ def add_lowering_options(parser: argparse.ArgumentParser) -> None:
                         "flushed to zero (nvcc -use_fast_math; changes results)")
     parser.add_argument("--max-registers", type=int, default=None, metavar="N",
                         help="at most N registers per thread in each kernel (1-255)")
+    parser.add_argument("--keep-kernel-params", action="store_true",
+                        help="kernels keep MLIR's whole kernel ABI, also parameters they never "
+                        "read (for images that other code launches)")
     parser.add_argument("--ptxas-option", dest="ptxas_options", action="append", default=[],
                         metavar="OPT", help="extra ptxas option, one per flag, written with "
                         "'=': --ptxas-option=--warn-on-spills")
@@ -107,7 +110,8 @@ def lowering_options(args: argparse.Namespace) -> lowering.LoweringOptions:
                                     kernel_opt_level=args.kernel_opt_level,
                                     line_info=args.line_info, fast_math=args.fast_math,
                                     max_registers=args.max_registers,
-                                    ptxas_options=tuple(args.ptxas_options))
+                                    ptxas_options=tuple(args.ptxas_options),
+                                    keep_kernel_params=args.keep_kernel_params)
 
 
 def load_shared_libs(specs: list[str]) -> None:
