@@ -182,3 +182,14 @@ def test_the_command_line_takes_keep_kernel_params():
     run.add_lowering_options(parser)
     assert run.lowering_options(parser.parse_args([])).keep_kernel_params is False
     assert run.lowering_options(parser.parse_args(["--keep-kernel-params"])).keep_kernel_params
+
+
+def test_a_launch_whose_operands_disagree_with_the_record_is_refused(monkeypatch):
+    """The host stage checks each launch against what the kernels stage recorded: a record
+    of another parameter count (a bug, simulated here) is a CompileError naming both."""
+    monkeypatch.setattr(params, "drop_unused",
+                        lambda module, names=None: {"k": (("f", 99, (1,)),)})
+    text = module([("a", "memref<?xf32>")], LOAD.format(t="memref<?xf32>"))
+    with pytest.raises(pywave.CompileError, match=r"@k::@f passes 5 kernel operands after "
+                       r"lowering; the kernel was lowered with 99 parameters"):
+        api.build(text, target="sm_90")
