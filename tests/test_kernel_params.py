@@ -193,3 +193,17 @@ def test_a_launch_whose_operands_disagree_with_the_record_is_refused(monkeypatch
     with pytest.raises(pywave.CompileError, match=r"@k::@f passes 5 kernel operands after "
                        r"lowering; the kernel was lowered with 99 parameters"):
         api.build(text, target="sm_90")
+
+
+def test_amd_kernels_drop_them_too():
+    """The ROCDL lowering records the same kept parameters, and the launch passes them."""
+    from test_amdgpu import _tools_missing
+    if _tools_missing() is not None:
+        pytest.skip(str(_tools_missing()))
+    text = module([("a", "memref<?xf32>")], LOAD.format(t="memref<?xf32>"))
+    art = api.build(text, target="gfx942")
+    assert art.binaries[0].format == "hsaco" and art.binaries[0].params == (("f", 5, (1,)),)
+    helper = re.search(r"define internal i32 @__pywave_launch_0\(([^)]*)\)", art.host.llvm_ir)
+    assert helper and helper.group(1).count(",") + 1 == 6 + 1
+    kept = api.build(text, target="gfx942", lowering={"keep_kernel_params": True})
+    assert kept.binaries[0].params == ()

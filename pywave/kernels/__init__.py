@@ -47,10 +47,10 @@ def lower(module: "ir.Module", *, requested: "Target | None", found: "Target | N
     if target.backend == "rocdl":
         from . import rocdl
         kernel_options.check_amd(options, target.chip)
-        binaries = rocdl.lower_rocdl(module, fmt=fmt, text=text,
-                                     opt_level=options.kernel_opt_level,
-                                     line_info=options.line_info,
-                                     keep_params=options.keep_kernel_params)
+        binaries, dropped = rocdl.lower_rocdl(module, fmt=fmt, text=text,
+                                              opt_level=options.kernel_opt_level,
+                                              line_info=options.line_info,
+                                              keep_params=options.keep_kernel_params)
     else:
         from .rewrites import subgroups
         subgroups.lower_subgroup_ops(module)
@@ -58,6 +58,6 @@ def lower(module: "ir.Module", *, requested: "Target | None", found: "Target | N
             fmt = lowering.image_format(fmt, target.chip, toolkit.cuda_toolkit())
         assembled, dropped = nvvm.lower_nvvm(module, fmt=fmt, text=text, observe=observe,
                                              options=options)
-        binaries = [assembled.get(b.name, b)._replace(params=dropped.get(b.name, ()))
-                    for b in nvvm.collect_binaries(module, target)]
+        binaries = [assembled.get(b.name, b) for b in nvvm.collect_binaries(module, target)]
+    binaries = [b._replace(params=dropped.get(b.name, ())) for b in binaries]
     return target, images.replace(binaries, replacements, target)

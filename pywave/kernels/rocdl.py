@@ -43,8 +43,12 @@ log = logging.getLogger("pywave.amdgpu")
 
 #: Kernel lowering for AMD targets (64-bit index, memref descriptors as parameters); run
 #: anchored on one ``gpu.module``.
+#: The kernel lowering to ROCDL. canonicalize and cse follow it, as in the NVVM pipeline
+#: (:func:`pywave.lowering.nvvm_pipeline`): they fold the memref descriptors built from the
+#: kernel's parameters, so that a parameter the kernel never reads has no use left
+#: (:mod:`pywave.kernels.params`).
 ROCDL_PIPELINE = ("gpu.module(convert-gpu-to-rocdl{{index-bitwidth=64 chipset={chip} runtime=HIP}}, "
-                  "reconcile-unrealized-casts)")
+                  "canonicalize, cse, reconcile-unrealized-casts)")
 
 TRIPLE = BACKENDS["rocdl"].triple
 
@@ -70,13 +74,13 @@ INSTALL_HINT = ("install ROCm (set ROCM_PATH) or, on Debian/Ubuntu, "
 
 def lower_rocdl(module: ir.Module, *, fmt: str = "auto", opt_level: int = 3,
                 text: str | None = None, line_info: bool = False,
-                keep_params: bool = False) -> list[Binary]:
+                keep_params: bool = False) -> tuple[list[Binary], dict[str, tuple]]:
     """Lower every ROCDL-targeted ``gpu.module`` of ``module`` to an hsaco and replace it with
-    a ``gpu.binary`` of the same name. Returns the binaries (format ``"hsaco"``); ``fmt`` must
-    be ``"auto"`` or ``"hsaco"``. ``opt_level``: the kernels' optimisation level (0-3);
-    ``line_info``: a DWARF line table from the MLIR locations (no variables);
-    ``keep_params``: keep the kernels' unused parameters (else
-    :func:`pywave.kernels.params.drop_unused` drops them, recorded in ``Binary.params``)."""
+    a ``gpu.binary`` of the same name. Returns the binaries (format ``"hsaco"``) and what
+    :func:`pywave.kernels.params.drop_unused` dropped from their kernels (nothing with
+    ``keep_params``); ``fmt`` must be ``"auto"`` or ``"hsaco"``. ``opt_level``: the kernels'
+    optimisation level (0-3); ``line_info``: a DWARF line table from the MLIR locations (no
+    variables)."""
     from ..mlirutil import gpu_modules, run_pipeline
     from .nvvm import extern_dynamic_shared_memory
     from .options import LINE_INFO_PIPELINE
@@ -86,7 +90,7 @@ def lower_rocdl(module: ir.Module, *, fmt: str = "auto", opt_level: int = 3,
         raise CompileError(f"format={fmt!r} is an NVIDIA format; AMD targets produce "
                            "format='hsaco' (or 'auto')")
 
-    out = []
+    out, dropped = [], {}
     for gmod in gpu_modules(module):
         target = module_target(gmod)
         if target is None or target.backend != "rocdl":
@@ -106,7 +110,8 @@ def lower_rocdl(module: ir.Module, *, fmt: str = "auto", opt_level: int = 3,
         extern_dynamic_shared_memory(module)
         if line_info:
             run_pipeline(module, LINE_INFO_PIPELINE["rocdl"], "adding line information", text)
-        dropped = {} if keep_params else params.drop_unused(module, {name})
+        if not keep_params:
+            dropped.update(params.drop_unused(module, {name}))
         kernels = _kernel_names(gmod)
         llvm_ir = translate(gmod)
         hsaco = compile_llvm_ir(llvm_ir, target.chip, kernels, opt_level=opt_level,
@@ -117,8 +122,8 @@ def lower_rocdl(module: ir.Module, *, fmt: str = "auto", opt_level: int = 3,
                 gpu.BinaryOp(name, ir.ArrayAttr.get([obj]),
                              offloadingHandler=ir.Attribute.parse("#gpu.select_object<0>"))
         gmod.erase()
-        out.append(Binary(name, "hsaco", hsaco, target.chip, params=dropped.get(name, ())))
-    return out
+        out.append(Binary(name, "hsaco", hsaco, target.chip))
+    return out, dropped
 
 
 def lower_asserts(gmod: ir.Operation) -> int:
