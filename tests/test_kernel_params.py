@@ -10,8 +10,8 @@ import re
 import pytest
 
 import pywave
-from pywave import api, cache
-from pywave.kernels import images, params
+from pywave import api, cache, image_params
+from pywave.kernels import params
 
 KERNEL = """
 module attributes {{gpu.container_module}} {{
@@ -43,7 +43,7 @@ def kept(text: str, **lowering) -> tuple:
 
 def entry_params(text: str, **lowering) -> int:
     [binary] = api.build(text, target="sm_90", format="ptx", lowering=lowering).binaries
-    return images.ptx_entry_params(binary.data)["f"]
+    return image_params.ptx_counts(binary.data)["f"]
 
 
 LOAD = ("      %c0 = arith.constant 0 : index\n      %x = memref.load %a[%c0] : {t}\n"
@@ -172,7 +172,7 @@ def test_the_execution_engines_compile_keeps_every_parameter():
     text = module([("a", "memref<?xf32>")], LOAD.format(t="memref<?xf32>"))
     art = pipeline.Pipeline(text, target="sm_90", format="ptx", packed_interface=True).run()
     assert art.binaries[0].params == ()
-    assert images.ptx_entry_params(art.binaries[0].data) == {"f": 5}
+    assert image_params.ptx_counts(art.binaries[0].data) == {"f": 5}
 
 
 def test_the_command_line_takes_keep_kernel_params():

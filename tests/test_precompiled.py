@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import pywave
-from pywave import api
+from pywave import api, image_params
 from pywave.kernels import images
 
 DATA = Path(__file__).parent / "data"
@@ -44,8 +44,8 @@ def own_ptx() -> bytes:
 def test_pywave_ptx_takes_only_the_parameters_read(ptx, own_ptx):
     """vector_add's kernel reads a, b, c through their aligned pointers, and n: 4 of the 16
     words MLIR's ABI passes."""
-    assert images.ptx_entry_params(ptx) == {"add": 16}
-    assert images.ptx_entry_params(own_ptx) == {"add": 4}
+    assert image_params.ptx_counts(ptx) == {"add": 16}
+    assert image_params.ptx_counts(own_ptx) == {"add": 4}
 
 
 def with_binary(ptx: bytes, key: str = "assembly") -> str:
@@ -70,8 +70,8 @@ def test_embedded_ptx_binary_builds(ptx):
 def test_embedded_pywave_ptx_is_refused_with_the_remedy(own_ptx):
     """A gpu.binary of the input takes MLIR's ABI: PTX whose kernel takes fewer parameters
     than the launch passes is a CompileError naming both counts and the option."""
-    with pytest.raises(pywave.CompileError, match=r"passes 16 kernel parameters, but the PTX "
-                       r"kernel .entry add takes 4.*keep_kernel_params"):
+    with pytest.raises(pywave.CompileError, match=r"passes 16 kernel parameters, but kernel add "
+                       r"in the ptx image takes 4.*keep_kernel_params"):
         api.build(with_binary(own_ptx), target="sm_90")
 
 
@@ -209,3 +209,166 @@ def test_replaced_binary_runs(torch_cuda, compile_gpu, ptx, own_ptx, tmp_path, w
     mod(a, b, c)
     torch.cuda.synchronize()
     assert torch.equal(c, a + b)
+
+
+# --------------------------------------------------------------------------------------------
+# Every format round-trips: the parameters a launch passes are read from the image itself
+# --------------------------------------------------------------------------------------------
+
+ROUND_TRIPS = [(fmt, keep) for fmt in ("ptx", "cubin", "fatbin") for keep in (False, True)]
+
+
+def own_image(fmt: str, keep: bool) -> bytes:
+    """vector_add's kernel image as `pywave compile --format fmt [--keep-kernel-params]`
+    writes it (pywave's own)."""
+    if fmt != "ptx" and not api_toolkit():
+        pytest.skip("no ptxas: cubin and fatbin images need a CUDA toolkit")
+    [binary] = api.build(VECTOR_ADD, target="sm_90", format=fmt,
+                         lowering={"keep_kernel_params": keep}).binaries
+    return binary.data
+
+
+def api_toolkit() -> bool:
+    from pywave.kernels import toolkit
+    return toolkit.find_toolkit() is not None
+
+
+def launch_words(art) -> int:
+    """How many kernel parameters the first launch helper passes (after grid and block)."""
+    helper = re.search(r"define internal i32 @__pywave_launch_0\(([^)]*)\)", art.host.llvm_ir)
+    assert helper
+    return helper.group(1).count(",") + 1 - 6
+
+
+@pytest.mark.parametrize("fmt,keep", ROUND_TRIPS)
+def test_each_image_declares_its_parameter_count(fmt, keep):
+    counts = image_params.param_counts(fmt, own_image(fmt, keep))
+    assert counts == {"add": 16 if keep else 4}
+
+
+@pytest.mark.parametrize("fmt,keep", ROUND_TRIPS)
+def test_own_image_given_back_passes_what_it_declares(tmp_path, fmt, keep):
+    """An image pywave made, given back with binaries= to a compile of the same module: each
+    launch passes exactly the parameters the image declares. Given to a compile with
+    keep_kernel_params (MLIR's ABI at every launch), an image of 4 parameters is refused."""
+    path = tmp_path / f"k.{fmt}"
+    path.write_bytes(own_image(fmt, keep))
+    art = api.build(VECTOR_ADD, target="sm_90", binaries={"kernels": str(path)})
+    assert art.binaries[0].format == fmt
+    assert launch_words(art) == (16 if keep else 4)
+    if keep:
+        art = api.build(VECTOR_ADD, target="sm_90", binaries={"kernels": str(path)},
+                        lowering={"keep_kernel_params": True})
+        assert launch_words(art) == 16
+    else:
+        with pytest.raises(pywave.CompileError, match=rf"passes 16 kernel parameters, but "
+                           rf"kernel add in the {fmt} image takes 4.*without that option"):
+            api.build(VECTOR_ADD, target="sm_90", binaries={"kernels": str(path)},
+                      lowering={"keep_kernel_params": True})
+
+
+def test_hsaco_round_trips():
+    try:
+        [own] = api.build(VECTOR_ADD, target="gfx942").binaries
+    except pywave.CompileError as exc:
+        pytest.skip(f"no AMD toolchain here: {exc}")
+    assert image_params.param_counts("hsaco", own.data) == {"add": 4}
+    [full] = api.build(VECTOR_ADD, target="gfx942",
+                       lowering={"keep_kernel_params": True}).binaries
+    assert image_params.param_counts("hsaco", full.data) == {"add": 16}
+    for data, words in ((own.data, 4), (full.data, 16)):
+        art = api.build(VECTOR_ADD, target="gfx942", binaries={"kernels": data})
+        assert launch_words(art) == words
+
+
+def test_cubin_with_another_count_is_refused():
+    """A cubin whose kernel takes neither pywave's count nor MLIR's: a CompileError naming
+    the kernel, the three counts and the fix (here: the kernel of a module with one more
+    parameter)."""
+    own_image("cubin", False)   # skips without ptxas
+    other = VECTOR_ADD.replace("%n: index) kernel", "%n: index, %m: index) kernel", 1) \
+        .replace("%n : index)", "%n : index, %n : index)", 1)
+    assert other.count("%m: index") == 1 and other.count("%n : index, %n : index") == 1
+    [binary] = api.build(other, target="sm_90", format="cubin",
+                         lowering={"keep_kernel_params": True}).binaries
+    with pytest.raises(pywave.CompileError, match=r"kernel add in the cubin takes 17 parameters"
+                       r", but a launch passes either the 4 pywave kept or MLIR's 16"):
+        api.build(VECTOR_ADD, target="sm_90", binaries={"kernels": binary.data})
+
+
+def test_embedded_cubin_is_checked():
+    """A gpu.binary of the input holding pywave's own cubin (4 parameters) is launched with
+    MLIR's ABI (16): refused at compile time, not an illegal address on the GPU."""
+    data = own_image("cubin", False)
+    with pytest.raises(pywave.CompileError, match=r"passes 16 kernel parameters, but kernel add "
+                       r"in the cubin image takes 4"):
+        api.build(with_binary(data, key="bin"), target="sm_90")
+
+
+def test_compressed_fatbin_is_refused_where_counts_differ():
+    data = bytearray(own_image("fatbin", False))
+    _, _, header, _ = struct.unpack_from("<IHHQ", data, 0)
+    flags, = struct.unpack_from("<Q", data, header + 40)
+    struct.pack_into("<Q", data, header + 40, flags | 0x2000)
+    assert image_params.param_counts("fatbin", bytes(data)) is None
+    with pytest.raises(pywave.CompileError, match=r"compressed.*4 parameters pywave kept or "
+                       r"MLIR's 16.*keep_kernel_params"):
+        api.build(VECTOR_ADD, target="sm_90", binaries={"kernels": bytes(data)})
+
+
+@pytest.mark.parametrize("fmt", ["cubin", "fatbin", "hsaco"])
+def test_damaged_images_are_compile_errors(fmt):
+    """Truncated or scrambled images: a CompileError (or counts), never a struct.error."""
+    if fmt == "hsaco":
+        try:
+            [binary] = api.build(VECTOR_ADD, target="gfx942").binaries
+        except pywave.CompileError as exc:
+            pytest.skip(f"no AMD toolchain here: {exc}")
+        data = binary.data
+    else:
+        data = own_image(fmt, False)
+    import random
+    rng = random.Random(7)
+    cuts = [len(data) // 2, 70, 17, len(data) - 1]
+    for case in [data[:n] for n in cuts] + [bytes(rng.randrange(256) if rng.random() < 0.05
+                                                  else c for c in data) for _ in range(50)]:
+        try:
+            image_params.param_counts(fmt, case)
+        except pywave.CompileError as exc:
+            assert "damaged" in str(exc) or "disagree" in str(exc)
+
+
+# Each round trip runs in its own process: a wrong launch faults the CUDA context.
+ROUND_TRIP_PROGRAM = """
+import sys, torch, pywave
+fmt, keep, path = sys.argv[1], sys.argv[2] == "1", sys.argv[3]
+text = open(sys.argv[4]).read()
+mod = pywave.compile(text, binaries={"kernels": path}, disk_cache=False)
+a, b = torch.rand(4097, device="cuda"), torch.rand(4097, device="cuda")
+c = torch.empty_like(a)
+mod(a, b, c)
+torch.cuda.synchronize()
+assert torch.equal(c, a + b), (c - (a + b)).abs().max()
+print("PASS")
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt,keep", ROUND_TRIPS)
+def test_own_image_round_trip_runs(torch_cuda, tmp_path, fmt, keep):
+    """`pywave compile --format fmt` then binaries= and a call on torch tensors, in a fresh
+    process, with and without keep_kernel_params: c == a + b exactly."""
+    [binary] = api.build(VECTOR_ADD, target=device_chip(torch_cuda), format=fmt,
+                         lowering={"keep_kernel_params": keep}).binaries
+    path = tmp_path / f"k.{fmt}"
+    path.write_bytes(binary.data)
+    proc = subprocess.run([sys.executable, "-c", ROUND_TRIP_PROGRAM, fmt, str(int(keep)),
+                           str(path), str(DATA / "vector_add.mlir")],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("PASS"), \
+        proc.stdout[-2000:] + proc.stderr[-3000:]
+
+
+def device_chip(torch) -> str:
+    major, minor = torch.cuda.get_device_capability()
+    return f"sm_{major}{minor}"

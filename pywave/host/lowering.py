@@ -49,10 +49,9 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import gpu, llvm
 
-from .. import sparse
+from .. import image_params, sparse
 from ..errors import CompileError
 from ..frontend import validate
-from ..kernels import images
 from ..mlirutil import diagnostic_error, file_location, find_ops, run_pipeline, sym_name
 from .async_inline import inline_async_execute
 from ..program import (ENGINE_FINI, ENGINE_INIT, PACKED_PREFIX, RELEASE_KERNELS, RUN_ENTRY,
@@ -343,7 +342,7 @@ class LaunchRewriter:
         self.module = module
         self.ctx = module.context
         self.binaries = {b.name: b for b in binaries}
-        self.ptx_params: dict[str, dict[str, int]] = {}   # PTX binary -> its .entry counts
+        self.image_params: dict[str, dict[str, int]] = {}   # binary -> its kernels' counts
         self.images: dict[str, str] = {}
         self.slots: dict[tuple[str, str], str] = {}
         self.names: dict[tuple[str, str], str] = {}
@@ -484,8 +483,9 @@ class LaunchRewriter:
     def _kernel_arguments(self, binary: str, kernel: str,
                           operands: list[ir.Value]) -> list[ir.Value]:
         """The launch's kernel operands the kernel reads: all of them, unless the kernels
-        stage dropped some of its parameters (:attr:`pywave.program.Binary.params`). For a
-        PTX image, CompileError unless its kernel takes that many parameters."""
+        stage dropped some of its parameters (:attr:`pywave.program.Binary.params`).
+        CompileError unless the image's kernel takes that many parameters, where the image
+        says (:func:`pywave.image_params.param_counts`)."""
         image = self.binaries[binary]
         found = next((entry for entry in image.params if entry[0] == kernel), None)
         if found is not None:
@@ -495,16 +495,18 @@ class LaunchRewriter:
                                    f"{len(operands)} kernel operands after lowering; the "
                                    f"kernel was lowered with {count} parameters")
             operands = [operands[i] for i in kept]
-        if image.format == "ptx":
-            if binary not in self.ptx_params:
-                self.ptx_params[binary] = images.ptx_entry_params(image.data)
-            declared = self.ptx_params[binary].get(kernel)
-            if declared is not None and declared != len(operands):
-                raise CompileError(
-                    f"gpu.launch_func of @{binary}::@{kernel} passes {len(operands)} kernel "
-                    f"parameters, but the PTX kernel .entry {kernel} takes {declared}; PTX "
-                    "made by pywave takes only the parameters its kernel reads: build images "
-                    "for MLIR's kernel ABI with lowering={'keep_kernel_params': True}")
+        if binary not in self.image_params:
+            self.image_params[binary] = image_params.param_counts(
+                image.format, image.data, f"gpu.binary @{binary}") or {}
+        declared = self.image_params[binary].get(kernel)
+        if declared is not None and declared != len(operands):
+            raise CompileError(
+                f"gpu.launch_func of @{binary}::@{kernel} passes {len(operands)} kernel "
+                f"parameters, but kernel {kernel} in the {image.format} image takes "
+                f"{declared}; images made by pywave take only the parameters their kernels "
+                "read: build the image for MLIR's kernel ABI with "
+                "lowering={'keep_kernel_params': True} (--keep-kernel-params), or give it to "
+                "a compile of the same module without that option")
         return operands
 
     def _launch_helper(self, name: str, image: str, size: int, slot: str, kname: str,

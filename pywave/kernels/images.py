@@ -11,20 +11,16 @@ import: the compile-cache key hashes the loaded bytes.
 from __future__ import annotations
 
 import os
-import re
 import struct
 from typing import Mapping, Union
 
+from .. import image_params
+from ..image_params import EM_AMDGPU, EM_CUDA, FATBIN_MAGIC
 from ..errors import CompileError
 from ..program import Binary, Target, format_of_extension
 
 #: What a replacement may be: a path (str or PathLike) or the image bytes themselves.
 Source = Union[str, "os.PathLike[str]", bytes, bytearray]
-
-EM_CUDA = 190
-EM_AMDGPU = 224
-FATBIN_MAGIC = 0xBA55ED50
-
 
 def detect(data: bytes, hint: str = "") -> str:
     """Format of a kernel image: ``"ptx"``, ``"cubin"``, ``"fatbin"`` or ``"hsaco"``.
@@ -88,27 +84,44 @@ def digest(loaded: Mapping[str, tuple[str, bytes]]) -> dict[str, str]:
     return {n: hashlib.sha256(d).hexdigest() for n, (_, d) in sorted(loaded.items())}
 
 
-#: A PTX kernel entry and its parameter list (PTX ISA, "Kernel Function Parameters").
-_PTX_ENTRY = re.compile(rb"\.entry\s+([\w$.]+)\s*\(([^)]*)\)")
-
-
-def ptx_entry_params(data: bytes) -> dict[str, int]:
-    """{kernel: its parameter count} of each ``.entry`` of a PTX image."""
-    return {m.group(1).decode(): m.group(2).count(b".param")
-            for m in _PTX_ENTRY.finditer(data)}
-
-
 def replacement_params(compiled: Binary, fmt: str, data: bytes
                        ) -> tuple[tuple[str, int, tuple[int, ...]], ...]:
-    """The kernel parameters a replacement of ``compiled`` takes, as ``Binary.params``: for
-    PTX, each kernel whose ``.entry`` has as many parameters as pywave kept for it takes
-    those (PTX that pywave made and the user edited); otherwise MLIR's whole ABI (no entry:
-    images from elsewhere, cubins, fatbins, hsacos). A PTX kernel with another count is
-    refused by the host stage, which checks every PTX launch."""
-    if fmt != "ptx" or not compiled.params:
+    """The kernel parameters a replacement of ``compiled`` takes, as ``Binary.params``, read
+    from the image (:func:`pywave.image_params.param_counts`): a kernel that pywave compiled
+    with fewer parameters than MLIR's ABI (``compiled.params``) takes the ones kept where the
+    image's kernel has that many (pywave's own image given back), MLIR's whole ABI where it has
+    that many (an image built with ``keep_kernel_params`` or by other tools). Kernels pywave
+    dropped nothing of take MLIR's ABI, which the host stage checks against the image.
+
+    Raises
+    ------
+    CompileError
+        A kernel of the image takes neither count, or its count cannot be read (a compressed
+        fatbin) while the two differ: the message names the kernel, the counts and the fix.
+    """
+    if not compiled.params:
         return ()
-    counts = ptx_entry_params(data)
-    return tuple(entry for entry in compiled.params if counts.get(entry[0]) == len(entry[2]))
+    label = f"binaries[{compiled.name!r}]"
+    counts = image_params.param_counts(fmt, data, label)
+    kept_entries = []
+    for entry in compiled.params:
+        kernel, before, kept = entry
+        declared = None if counts is None else counts.get(kernel)
+        if declared == len(kept):
+            kept_entries.append(entry)
+        elif counts is None:
+            raise CompileError(
+                f"{label}: the {fmt} holds kernel {kernel} compressed, so pywave cannot read "
+                f"whether it takes the {len(kept)} parameters pywave kept or MLIR's {before}; "
+                "give the cubin or PTX instead, or build the image and this module with "
+                "keep_kernel_params=True (--keep-kernel-params), which keeps MLIR's ABI")
+        elif declared is not None and declared != before:
+            raise CompileError(
+                f"{label}: kernel {kernel} in the {fmt} takes {declared} parameters, but a "
+                f"launch passes either the {len(kept)} pywave kept or MLIR's {before} "
+                "(keep_kernel_params=True); give an image built from this module, with the "
+                "same keep_kernel_params")
+    return tuple(kept_entries)
 
 
 def replace(binaries: list[Binary], replacements: Mapping[str, tuple[str, bytes]],
