@@ -186,21 +186,41 @@ def serialise_clone(module: ir.Module, pipeline: str) -> list[tuple[str, bytes]]
 
 
 def extern_dynamic_shared_memory(module: ir.Module) -> None:
-    """Make the ``__dynamic_shmem__*`` globals that ``gpu.dynamic_shared_memory`` lowers to
-    external. MLIR 22 emits them internal, and NVPTX then demotes them into a one-byte static
-    shared variable that overlaps the kernel's static workgroup memory instead of addressing
-    the dynamic region (``.extern .shared`` arrays start after all static shared memory)."""
+    """Make the globals that name the dynamic shared memory region external: the
+    ``__dynamic_shmem__*`` globals that ``gpu.dynamic_shared_memory`` lowers to, and every
+    zero-element workgroup global without an initializer (``memref.global "private" @smem :
+    memref<0xf16, 3>``, the ``extern __shared__ T smem[]`` of CUDA C++, as upstream's sm90
+    GEMM programs use it: a base that ``memref.reinterpret_cast`` views as the region).
+
+    MLIR 22 emits both internal, and NVPTX then demotes each into a one-byte static shared
+    variable of its own, which overlaps the kernel's static workgroup memory instead of
+    addressing the dynamic region (``.extern .shared`` arrays all start at the dynamic
+    region, after the static shared memory: CUDA C++ Programming Guide, "__shared__"). A
+    zero-element global has no element a program may access, so no defined program changes
+    meaning; one that views it as the dynamic region now reads the region."""
     external = ir.Attribute.parse("#llvm.linkage<external>", module.context)
     for gmod in gpu_modules(module):
         tma = _uses_tma(gmod)
         for op in gmod.regions[0].blocks[0].operations:
             op = op.operation
-            if op.name == "llvm.mlir.global" and \
-                    sym_name(op).startswith("__dynamic_shmem__"):
+            if op.name == "llvm.mlir.global" and _names_dynamic_region(op):
                 op.attributes["linkage"] = external
                 if tma:
                     op.attributes["alignment"] = ir.IntegerAttr.get(
                         ir.IntegerType.get_signless(64), TMA_SHARED_ALIGNMENT)
+
+
+def _names_dynamic_region(op: ir.Operation) -> bool:
+    """Whether an ``llvm.mlir.global`` stands for the dynamic shared memory region: a
+    ``__dynamic_shmem__*`` global, or a zero-element array in address space 3 without an
+    initializer."""
+    if sym_name(op).startswith("__dynamic_shmem__"):
+        return True
+    attrs = op.attributes
+    if "addr_space" not in attrs or ir.IntegerAttr(attrs["addr_space"]).value != 3 or \
+            "value" in attrs or len(op.regions[0].blocks) > 0:
+        return False
+    return str(ir.TypeAttr(attrs["global_type"]).value).startswith("!llvm.array<0 x ")
 
 
 #: Alignment (bytes) of the dynamic shared memory region in a module that copies with the
@@ -212,11 +232,15 @@ TMA_SHARED_ALIGNMENT = 1024
 
 
 def _uses_tma(gmod: ir.Operation) -> bool:
-    """Whether a lowered ``gpu.module`` issues a bulk tensor copy (TMA)."""
+    """Whether a lowered ``gpu.module`` issues a bulk tensor copy (TMA): an NVVM op, or the
+    inline PTX that predicated copies lower to (``nvgpu.tma.async.load ..., predicate = %p``
+    becomes ``llvm.inline_asm "@$p cp.async.bulk.tensor..."``)."""
     found = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name.startswith("nvvm.cp.async.bulk.tensor"):
+        if op.name.startswith("nvvm.cp.async.bulk.tensor") or (
+                op.name == "llvm.inline_asm" and
+                "cp.async.bulk.tensor" in ir.StringAttr(op.attributes["asm_string"]).value):
             found.append(op)
             return ir.WalkResult.INTERRUPT
         return ir.WalkResult.ADVANCE
