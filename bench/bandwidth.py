@@ -18,22 +18,10 @@ import sys
 
 import pywave
 
-#: Exit status when this machine cannot run the benchmark (automake's "skipped").
-SKIPPED = 77
-
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 
-
-def missing() -> str | None:
-    """Why this machine cannot run the benchmark (no torch, or no GPU torch sees); None when
-    it can."""
-    try:
-        import torch
-    except ImportError:
-        return "needs torch (not installed)"
-    if not torch.cuda.is_available():
-        return "needs an NVIDIA GPU (torch sees none)"
-    return None
+from needs import skip, torch_and_gpu  # noqa: E402  (bench/needs.py)
 
 
 def gbps(fn, n: int, reps: int) -> float:
@@ -79,10 +67,9 @@ def main() -> None:
     parser.add_argument("--log2n", type=int, default=28)
     parser.add_argument("--reps", type=int, default=20)
     args = parser.parse_args()
-    why = missing()
+    why = torch_and_gpu()
     if why:
-        print(f"bench/bandwidth.py: {why}; nothing measured", file=sys.stderr)
-        raise SystemExit(SKIPPED)
+        skip("bench/bandwidth.py", why)
     results = measure_bandwidth(args.log2n, args.reps)
     theirs = results.pop("torch.add(out=)")
     print(f"n = 2^{args.log2n} float32")

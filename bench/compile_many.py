@@ -29,7 +29,8 @@ VECTOR_ADD = os.path.join(HERE, "..", "tests", "data", "vector_add.mlir")
 
 _CHILD = """
 import json, pathlib, sys, time, pywave
-from pywave import cache, many
+from pywave import cache
+from pywave.entry import many
 names, jobs, target, fmt = json.loads(sys.argv[1])
 paths = [pathlib.Path(name) for name in names]   # a str would be MLIR text
 stored = []

@@ -9,8 +9,9 @@ the host-side enqueue time per call (a loop of N calls, synchronised before and 
 loop but timed without the final sync), min and median over R repetitions. Peers: the raw
 driver floor (bench/launch_floor.c: a C loop of cuLaunchKernel calls of an empty kernel with
 3 or 0 parameters, built as a shared library and called through ctypes), CuPy RawKernel,
-torch.add(out=), Triton. Needs an NVIDIA GPU; peers that are not installed are reported as
-missing.
+torch.add(out=), Triton. Needs torch and an NVIDIA GPU: without them it says in one line
+which is missing and exits with status 77 (skipped), measuring nothing; the peers CuPy and
+Triton are optional (a missing one is reported and left out).
 
 Robustness: every launcher runs in this process and thread, on torch's current stream in the
 primary context (the floor loads its own empty kernels there); the thread is pinned to one
@@ -48,6 +49,7 @@ import re
 import shutil
 import statistics
 import subprocess
+import sys
 import sysconfig
 import tempfile
 import time
@@ -56,6 +58,9 @@ from typing import Callable, Iterator
 import pywave
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from needs import skip, torch_and_gpu  # noqa: E402  (bench/needs.py)
 LOG = logging.getLogger("bench.launch")
 
 #: Tensor counts of the argument-count curve.
@@ -528,6 +533,9 @@ def main() -> None:
     if args.dry_run:
         dry_run(args.target, counts)
         return
+    why = torch_and_gpu()
+    if why:
+        skip("bench/launch.py", why)
     pin = not args.no_pin
     rows = peer_rows(args.calls, args.reps, pin, args.cpu)
     LOG.info("%-32s %8s %10s", "launcher", "min us", "median us")

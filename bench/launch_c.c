@@ -3,10 +3,14 @@
  * opened with dlopen) for an empty kernel of P 64-bit parameters: per-launch microseconds of
  * each and their ratio (target <= 1.05). Exits 77 without a GPU.
  *
- * Build and run (from the repository root, after `meson setup builddir && ninja -C builddir`):
- *   cc -std=c11 -O2 bench/launch_c.c -Ilibwavert/include -Lbuilddir/libwavert -lwavert \
- *      -Wl,-rpath,$PWD/builddir/libwavert -ldl -o /tmp/launch_c
+ * Build and run (from the repository root, after `python3 -m pip install .`; `pywave config`
+ * gives the installed wavert.h, libwavert and a run path to it, so the program starts without
+ * LD_LIBRARY_PATH):
+ *   cc -std=c11 -O2 bench/launch_c.c $(pywave config --cflags --libs) -ldl -o /tmp/launch_c
  *   /tmp/launch_c [launches] [P]      (defaults: 100000 launches, P = 3; 0 <= P <= 512)
+ * Against a Meson build instead: -Ilibwavert/include -Lbuilddir/libwavert -lwavert
+ * -Wl,-rpath,$PWD/builddir/libwavert. Without a GPU it prints one line naming what is missing
+ * to stderr and exits 77; --help prints the usage.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
@@ -45,6 +49,13 @@ static double now_us(void) {
 }
 
 int main(int argc, char **argv) {
+  if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    printf("usage: launch_c [launches > 0, default 100000] [parameters 0..%d, default 3]\n"
+           "Per-launch microseconds of wavert_function_launch and of raw cuLaunchKernel for "
+           "an empty kernel, and their ratio (target <= 1.05). Exits 77 without a GPU.\n",
+           MAX_PARAMS);
+    return 0;
+  }
   int launches = argc > 1 ? atoi(argv[1]) : 100000;
   int count = argc > 2 ? atoi(argv[2]) : 3;
   if (launches <= 0 || count < 0 || count > MAX_PARAMS) {
@@ -55,7 +66,8 @@ int main(int argc, char **argv) {
   empty_ptx(ptx, sizeof(ptx), count);
   wavert_device *device = NULL;
   if (wavert_device_get(kDLCUDA, 0, &device) != WAVERT_OK) {
-    printf("no GPU: %s\n", wavert_last_error());
+    fprintf(stderr, "bench/launch_c.c: needs an NVIDIA GPU (%s); nothing measured\n",
+            wavert_last_error());
     return 77;
   }
   wavert_module *module = NULL;

@@ -2,19 +2,31 @@
 compiles for sm_90 with the expected kernel parameters), its interleaved rounds, its floor
 library against the driver stand-in, its curve table and ratios,
 bench/report.py's Markdown and plots from given results, and report.py end to end with
---cpu-only (the compile benchmark only)."""
+--cpu-only (the compile benchmark only).
+
+And every script and command line the READMEs name under bench/, tools/ and examples/, read
+from the READMEs (a rename in either place fails here): each script answers --help; each
+command runs as written at its smallest size (:data:`SMALLEST`) and ends with status 0, or
+with 77 (skipped) and one line naming what this machine lacks, never a traceback; the C
+benchmark builds with the README's cc line and starts. No timing is asserted.
+"""
 
 from __future__ import annotations
 
 import importlib
 import os
+import re
+import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+READMES = (ROOT / "README.md", ROOT / "libwavert" / "examples" / "README.md")
 
 RESULTS = {
     "date": "2026-01-01", "pywave": "0.1.0", "python": "3.11", "cpus": 16, "gpu": "H200",
@@ -254,3 +266,131 @@ def test_peer_ratios_of_medians(bench):
     rows = {k: (v["min"], v["median"]) for k, v in RESULTS["launch"].items()}
     medians = {label: value for label, value, _ in launch.peer_ratios(rows, 1)}
     assert medians["pywave(torch) / C floor"] == pytest.approx(4.3 / 3.2)
+
+
+# ------------------------------------------------------------------------------------------
+# Every script and command the READMEs name
+# ------------------------------------------------------------------------------------------
+#: A script path under bench/, tools/ or examples/ anywhere in a README.
+_SCRIPT = re.compile(r"\b((?:bench|tools|examples)/[\w-]+\.py)\b")
+#: A command line of a README code block (4-space indent) that runs such a script.
+_COMMAND = re.compile(r"python3 ((?:bench|tools|examples)/[\w-]+\.py)([^#&`]*)")
+
+#: Per script the READMEs run: the arguments appended to the README's command for its
+#: smallest size (argparse keeps the last value of an option given twice), or, for
+#: positional placeholders, what replaces them ({tmp}: a fresh folder).
+SMALLEST = {
+    "bench/report.py": ["--quick"],
+    "bench/launch.py": ["--calls", "1", "--reps", "1", "--arg-counts", "1", "--no-pin"],
+    "bench/compile_many.py": ["--modules", "1", "--workers", "1"],
+    "bench/bandwidth.py": ["--log2n", "10", "--reps", "1"],
+    "bench/compile.py": ["--runs", "1", "--reps", "1", "--hits", "1"],
+    "bench/isolation.py": ["--runs", "1", "--modules", "0"],
+    "bench/launch_instructions.py": ["--cases", "empty"],
+    "examples/vector_add.py": [],
+}
+#: README placeholders and what a test run puts there.
+PLACEHOLDERS = {"OUT_DIR": "{tmp}/report"}
+
+
+def readme_lines() -> list[str]:
+    return [line for readme in READMES for line in readme.read_text().splitlines()]
+
+
+def named_scripts() -> list[str]:
+    return sorted({m.group(1) for line in readme_lines() for m in _SCRIPT.finditer(line)})
+
+
+def readme_commands() -> list[tuple[str, list[str]]]:
+    """(script, arguments) of every README code line that runs a script, in order."""
+    out = []
+    for line in readme_lines():
+        if not line.startswith("    "):
+            continue
+        for m in _COMMAND.finditer(line):
+            out.append((m.group(1), shlex.split(m.group(2))))
+    return out
+
+
+def c_commands() -> list[str]:
+    """README code lines that build a C program of bench/ with cc."""
+    return [line.strip().split("   #")[0] for line in readme_lines()
+            if line.startswith("    cc ") and " bench/" in line]
+
+
+def check_skip_or_pass(done: subprocess.CompletedProcess, what: str) -> None:
+    """Status 0, or 77 with one line on stderr that names the program and says nothing was
+    measured; never a Python traceback."""
+    assert "Traceback" not in done.stderr, f"{what}:\n{done.stderr}"
+    assert done.returncode in (0, 77), f"{what}: status {done.returncode}\n{done.stderr}"
+    if done.returncode == 77:
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1, f"{what}: expected one line, got\n{done.stderr}"
+        assert lines[0].startswith(what.split()[0]) and \
+            lines[0].endswith("nothing measured"), lines[0]
+
+
+def test_readmes_name_scripts_that_exist_and_each_command_has_a_smallest_size():
+    scripts = named_scripts()
+    assert "bench/launch.py" in scripts and "examples/vector_add.py" in scripts
+    missing = [s for s in scripts if not (ROOT / s).is_file()]
+    assert not missing, f"the README names scripts that do not exist: {missing}"
+    commands = {script for script, _ in readme_commands()}
+    assert commands == set(SMALLEST), \
+        f"README commands {sorted(commands)} against SMALLEST {sorted(SMALLEST)}"
+    assert len(c_commands()) == 1 and "bench/launch_c.c" in c_commands()[0]
+
+
+def _env() -> dict[str, str]:
+    """The environment of a README command: this interpreter's bin/ first on PATH (its
+    ``python3`` and ``pywave`` commands)."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    return env
+
+
+@pytest.mark.parametrize("script", named_scripts())
+def test_every_named_script_answers_help(script):
+    done = subprocess.run([sys.executable, script, "--help"], capture_output=True, text=True,
+                          cwd=ROOT, env=_env(), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: ") and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("script, args", readme_commands(),
+                         ids=[" ".join([s] + a) for s, a in readme_commands()])
+def test_every_readme_command_runs_at_its_smallest_size(script, args, tmp_path):
+    fill = {k: v.format(tmp=tmp_path) for k, v in PLACEHOLDERS.items()}
+    argv = [fill.get(a, a) for a in args] + SMALLEST[script]
+    assert not [a for a in argv if re.fullmatch(r"[A-Z_]+|\[.*\]|<.*>", a)], \
+        f"unfilled README placeholder in {argv}"
+    done = subprocess.run([sys.executable, script, *argv], capture_output=True, text=True,
+                          cwd=ROOT, env=_env(), timeout=600)
+    check_skip_or_pass(done, script)
+
+
+def test_c_benchmark_builds_as_the_readme_says_and_starts(tmp_path):
+    """The README's cc line, as written (``$(pywave config ...)`` from this environment),
+    builds bench/launch_c.c; the program starts without LD_LIBRARY_PATH and answers --help,
+    and a run of one launch ends with 0, or 77 and one line without a GPU."""
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler (cc)")
+    if shutil.which("pywave", path=_env()["PATH"]) is None:
+        pytest.skip("no pywave command next to this interpreter")
+    (line,) = c_commands()
+    build, run = line.split(" && ")
+    binary = str(tmp_path / "launch_c")
+    assert "/tmp/launch_c" in build and run.startswith("/tmp/launch_c ")
+    env = _env()
+    env.pop("LD_LIBRARY_PATH", None)
+    built = subprocess.run(["bash", "-c", build.replace("/tmp/launch_c", binary)],
+                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert built.returncode == 0, built.stderr
+    helped = subprocess.run([binary, "--help"], capture_output=True, text=True, env=env,
+                            timeout=60)
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: launch_c "), \
+        helped.stderr
+    assert run.split()[1:] == ["[launches]", "[params]"]
+    done = subprocess.run([binary, "1", "0"], capture_output=True, text=True, env=env,
+                          timeout=120)
+    check_skip_or_pass(done, "bench/launch_c.c")

@@ -566,9 +566,12 @@ static PyGetSetDef hf_getset[] = {
      "then any Python objects).",
      NULL},
     {"__signature__", (getter)hf_get_signature, NULL,
-     "inspect.Signature: the parameters (names, tensor dtypes and shapes), then stream=.", NULL},
-    {"__doc__", (getter)hf_get_doc, NULL, "What help() shows: this function's parameters.",
+     "inspect.Signature: the parameters (names, tensor dtypes and shapes), then stream=; the "
+     "return annotation is what a call returns (None, Memref[dtype, shape], int/float/bool, or "
+     "a tuple of them).",
      NULL},
+    {"__doc__", (getter)hf_get_doc, NULL,
+     "What help() shows: this function's parameters and results.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
