@@ -3,7 +3,8 @@
 A module *uses the GPU* when, after the prepare stage (kernels outlined), it holds an op of a
 GPU dialect (:data:`GPU_DIALECTS`: ``gpu.module``, ``gpu.binary``, ``gpu.launch_func``,
 ``gpu.alloc``, ``gpu.memcpy``, ``gpu.wait``, ...) anywhere, or calls or declares one of MLIR's
-GPU runtime functions (:data:`RUNTIME_PREFIX`: ``mgpuMemAlloc``, ``mgpuStreamCreate``, ...).
+GPU runtime functions (:data:`RUNTIME_PREFIX`: ``mgpuMemAlloc``, ``mgpuStreamCreate``, ...)
+or one of Wave's runtime helpers (:data:`pywave.host.signature.WAVE_RUNTIME`).
 Every other module is a host program: its target is :data:`pywave.program.HOST`, its calls
 open no driver and its host functions take CPU tensors (README "Host-only modules").
 
@@ -28,15 +29,26 @@ RUNTIME_PREFIX = "mgpu"
 #: The letters every GPU op name, GPU type, GPU attribute and runtime function contains;
 #: also every upstream pass that makes GPU ops (``convert-parallel-loops-to-gpu``).
 _MARK = "gpu"
+#: In the name of every helper of Wave's runtime (``wave_launch_kernel``,
+#: ``_mlir_ciface_wave_get_buffer``: :data:`pywave.host.signature.WAVE_RUNTIME`), which the
+#: pre-check on the text looks for.
+WAVE_MARK = "wave_"
+
+
+def _gpu_runtime(symbol: str) -> bool:
+    """``symbol`` is one of MLIR's GPU runtime functions or one of Wave's helpers (Wave's
+    host wrappers take GPU tensors and launch kernels)."""
+    from ..host.signature import wave_callee
+    return symbol.startswith(RUNTIME_PREFIX) or wave_callee(symbol)
 
 
 def may_use_gpu(text: str, passes: str | None = None) -> bool:
     """False when ``text`` and the pass pipeline ``passes`` cannot yield a GPU op (neither
-    contains ``gpu``, in any case, nor names ``nvvm``/``rocdl``): no driver need be asked
+    contains ``gpu`` or ``wave_``, in any case, nor names ``nvvm``/``rocdl``): no driver need be asked
     for a default target. True means only "maybe" (a comment or a name may say gpu)."""
     for s in (text, passes or ""):
         lowered = s.lower()
-        if _MARK in lowered or "nvvm" in lowered or "rocdl" in lowered:
+        if any(mark in lowered for mark in (_MARK, WAVE_MARK, "nvvm", "rocdl")):
             return True
     return False
 
@@ -60,11 +72,11 @@ def first_gpu_op(module: "ir.Module") -> str | None:
             found.append(f"{name} at {where(op)}")
         elif name in ("func.call", "llvm.call") and "callee" in op.attributes:
             callee = str(op.attributes["callee"]).lstrip("@")
-            if callee.startswith(RUNTIME_PREFIX):
+            if _gpu_runtime(callee):
                 found.append(f"a call of @{callee} at {where(op)}")
         elif name in ("func.func", "llvm.func") and "sym_name" in op.attributes:
             symbol = ir.StringAttr(op.attributes["sym_name"]).value
-            if symbol.startswith(RUNTIME_PREFIX):
+            if _gpu_runtime(symbol):
                 found.append(f"the declaration of @{symbol} at {where(op)}")
         return ir.WalkResult.INTERRUPT if found else ir.WalkResult.ADVANCE
 

@@ -36,6 +36,11 @@ WAVE_RUNTIME = ("wave_get_buffer", "wave_get_dim", "wave_get_int64", "wave_get_f
 #: The names a host function may call them by: lowered code calls the helpers' C interface.
 _WAVE_CALLEES = frozenset(WAVE_RUNTIME + tuple(f"_mlir_ciface_{n}" for n in WAVE_RUNTIME[:4]))
 
+def wave_callee(symbol: str) -> bool:
+    """``symbol`` names one of :data:`WAVE_RUNTIME` (or a helper's C interface)."""
+    return symbol in _WAVE_CALLEES
+
+
 #: Scalar MLIR types accepted as host arguments: the kinds the call path packs.
 SCALAR_KINDS = frozenset(_native.SCALAR_KINDS)
 
