@@ -317,6 +317,16 @@ PYWAVE_CONVENTION = "pywave"
 WAVE_CONVENTION = "wave"
 
 
+#: Wave's runtime functions: a host function calling one of them directly is in Wave's
+#: convention (:func:`pywave.host.signature.is_wave_function`), and a module calling one is
+#: a GPU program (:mod:`pywave.frontend.gpu_use`). The helpers read Python objects; the
+#: last two are what Wave's gpu-to-gpu-runtime pass lowers launches to.
+WAVE_RUNTIME = ("wave_get_buffer", "wave_get_dim", "wave_get_int64", "wave_get_float64",
+                "wave_load_kernel", "wave_launch_kernel")
+#: The names a host function may call them by: lowered code calls the helpers' C interface.
+WAVE_CALLEES = frozenset(WAVE_RUNTIME + tuple(f"_mlir_ciface_{n}" for n in WAVE_RUNTIME[:4]))
+
+
 @dataclasses.dataclass(frozen=True)
 class HostSignature:
     """A public host ``func.func``: its name, arguments and results (scalars and memrefs, in

@@ -4,7 +4,7 @@ A module *uses the GPU* when, after the prepare stage (kernels outlined), it hol
 GPU dialect (:data:`GPU_DIALECTS`: ``gpu.module``, ``gpu.binary``, ``gpu.launch_func``,
 ``gpu.alloc``, ``gpu.memcpy``, ``gpu.wait``, ...) anywhere, or calls or declares one of MLIR's
 GPU runtime functions (:data:`RUNTIME_PREFIX`: ``mgpuMemAlloc``, ``mgpuStreamCreate``, ...)
-or one of Wave's runtime helpers (:data:`pywave.host.signature.WAVE_RUNTIME`).
+or one of Wave's runtime helpers (:data:`pywave.program.WAVE_RUNTIME`).
 Every other module is a host program: its target is :data:`pywave.program.HOST`, its calls
 open no driver and its host functions take CPU tensors (README "Host-only modules").
 
@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..program import WAVE_CALLEES
+
 if TYPE_CHECKING:
     from mlir import ir
 
@@ -30,7 +32,7 @@ RUNTIME_PREFIX = "mgpu"
 #: also every upstream pass that makes GPU ops (``convert-parallel-loops-to-gpu``).
 _MARK = "gpu"
 #: In the name of every helper of Wave's runtime (``wave_launch_kernel``,
-#: ``_mlir_ciface_wave_get_buffer``: :data:`pywave.host.signature.WAVE_RUNTIME`), which the
+#: ``_mlir_ciface_wave_get_buffer``: :data:`pywave.program.WAVE_RUNTIME`), which the
 #: pre-check on the text looks for.
 WAVE_MARK = "wave_"
 
@@ -38,8 +40,7 @@ WAVE_MARK = "wave_"
 def _gpu_runtime(symbol: str) -> bool:
     """``symbol`` is one of MLIR's GPU runtime functions or one of Wave's helpers (Wave's
     host wrappers take GPU tensors and launch kernels)."""
-    from ..host.signature import wave_callee
-    return symbol.startswith(RUNTIME_PREFIX) or wave_callee(symbol)
+    return symbol.startswith(RUNTIME_PREFIX) or symbol in WAVE_CALLEES
 
 
 def may_use_gpu(text: str, passes: str | None = None) -> bool:
