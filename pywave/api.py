@@ -223,7 +223,11 @@ class CompiledModule:
     ``mod(*args, stream=None)`` calls the only host function; ``mod.NAME(...)`` and
     ``mod["NAME"](...)`` call one by name. A memref argument takes a GPU tensor
     (torch, cupy, jax, any ``__dlpack__`` producer) whose dtype, rank, static sizes and layout
-    match; a scalar takes a Python or NumPy number in range for its type. Launches go to the
+    match; a scalar takes a Python or NumPy number in range for its type. In a host program
+    (``target == "host"``: the module has no GPU op) a memref argument takes a CPU tensor
+    instead (NumPy, torch CPU, any DLPack producer on kDLCPU, or pinned host memory
+    kDLCUDAHost/kDLROCMHost; not managed memory), a GPU tensor is an ``ArgumentError``
+    naming the argument and its device, the call takes no ``stream=`` and opens no driver. Launches go to the
     tensors' device on the producer's current stream (or ``stream=``) without host
     synchronisation. A host function in Wave's host-wrapper convention (README: Running
     Wave's host wrappers) takes Python objects instead: tensors, ints and floats, read by
@@ -334,7 +338,10 @@ class CompiledModule:
 
     @property
     def target(self) -> str:
-        """Target chip of the kernels (``"sm_90"``; several: ``"sm_80,sm_90"``)."""
+        """Target chip of the kernels (``"sm_90"``; several: ``"sm_80,sm_90"``), or
+        ``"host"`` for a host program: a module with no GPU op (no ``gpu.module``, launch,
+        GPU memory op or ``mgpu*`` call), whose calls open no driver and take CPU tensors
+        (README "Host-only modules")."""
         return self._program.target.chip
 
     @property

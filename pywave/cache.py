@@ -56,7 +56,7 @@ import time
 from typing import Any
 
 from .errors import warn_config
-from .program import (BACKENDS, FORMATS, PYWAVE_CONVENTION, WAVE_CONVENTION, Binary,
+from .program import (BACKENDS, FORMATS, HOST, PYWAVE_CONVENTION, WAVE_CONVENTION, Binary,
                       HostSignature, KernelInfo, Param, Program, Target)
 
 try:   # BLAKE2b is built into CPython; hashlib's import loads OpenSSL (~5 ms per process)
@@ -337,7 +337,8 @@ def _decode(raw: bytes, cache_key: str) -> Program:
     if meta["key"] != cache_key:
         raise CorruptEntry(f"entry of key {meta['key'][:16]}... stored under this key")
     _fields(meta["target"], "target", {"backend": str, "chip": str})
-    if meta["target"]["backend"] not in BACKENDS:
+    if meta["target"]["backend"] not in BACKENDS and \
+            Target(**meta["target"]) != HOST:
         raise CorruptEntry(f"unknown backend {meta['target']['backend']!r}")
     pos, binaries = 8 + n, []
     for b in meta["binaries"]:

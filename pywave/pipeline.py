@@ -34,10 +34,10 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 from . import cache, dump, lowering, runtime
 from ._version import __version__
 from .errors import Error
-from .frontend import passes, validate
+from .frontend import gpu_use, passes, validate
 from .host import jit
 from .kernels import images, toolkit
-from .program import BACKENDS, HOST_ABI, Binary, HostModule, Program, Target
+from .program import BACKENDS, HOST, HOST_ABI, Binary, HostModule, Program, Target
 
 _lowering = lowering      # the module; Pipeline's parameter of the same name shadows it
 _passes = passes          # likewise
@@ -98,7 +98,10 @@ def default_target() -> Target | None:
 class TargetChoice:
     """The target a compile asked for, else the one GPU 0 offers: resolved once per compile
     (the driver is asked at most once; the cache key and target assignment both read it).
-    A plain class: it is made on every ``compile`` call, cache hits included."""
+    ``probe`` False asks no driver (``pywave opt``; text that cannot hold a GPU op,
+    :func:`pywave.frontend.gpu_use.may_use_gpu`). Which target the program gets is decided
+    later, from the module: :data:`pywave.program.HOST` when it has no GPU op. A plain
+    class: it is made on every ``compile`` call, cache hits included."""
 
     __slots__ = ("name", "found")
 
@@ -258,7 +261,7 @@ class Pipeline:
         self.packed_interface = packed_interface
         self.text = text
         self.target = TargetChoice(validate.targets(target) if target is not None else None,
-                                   probe=not passes_only)
+                                   probe=not passes_only and gpu_use.may_use_gpu(text, passes))
         self.opt_level = opt_level
         self.format = format
         self.filename = filename
@@ -327,7 +330,8 @@ class Pipeline:
                 _passes.run(module, self.passes, self.text, self.filename)
                 validate.module(module)
             rec.done("passes", module if self.passes is not None else None)
-            bool_args = prepare.prepare(module, self.text, device_arguments=not self._runner)
+            bool_args, gpu_op = prepare.prepare(module, self.text,
+                                                device_arguments=not self._runner)
             rec.done("prepare", module)
             functions = signature.read_signatures(module, self.text, bool_args,
                                                   strict=not self._runner)
@@ -335,7 +339,12 @@ class Pipeline:
                 from .host import launchers
                 functions += launchers.add_launchers(module, self.text, bool_args)
             rec.done("signatures")
-            target, binaries = self._kernels(module, requested, rec)
+            if gpu_op is None:      # a host program: no kernels, no device (HOST)
+                log.debug("no GPU op: a host program (target %s)", HOST.chip)
+                target, binaries = HOST, []
+            else:
+                log.debug("uses the GPU: %s", gpu_op)
+                target, binaries = self._kernels(module, requested, rec)
             rec.done("kernels", module)
             if rec.dump:
                 rec.dump.binaries(binaries)

@@ -107,13 +107,26 @@ BACKENDS = {
     "rocdl": Backend("rocdl", 10, "kDLROCM", "ROCm", "amdgcn-amd-amdhsa"),
 }
 
+#: No device: the "backend" of a module with no GPU op (:data:`HOST`). Its host functions
+#: run on the calling thread alone and take CPU tensors (DLPack kDLCPU = 1). Not in
+#: :data:`BACKENDS`, which lists the devices a default target is looked for on.
+HOST_BACKEND = Backend("host", 1, "kDLCPU", "host", "")
+
 
 @dataclasses.dataclass(frozen=True)
 class Target:
-    """A GPU target: ``backend`` is ``"nvvm"`` or ``"rocdl"``, ``chip`` e.g. ``"sm_90"``."""
+    """What a program runs on: a GPU target (``backend`` ``"nvvm"`` or ``"rocdl"``, ``chip``
+    e.g. ``"sm_90"``) or :data:`HOST` (``backend`` and ``chip`` ``"host"``): a module with no
+    GPU op (:func:`pywave.frontend.gpu_use.first_gpu_op` decides, once, at compile time),
+    whose calls open no driver and take CPU tensors."""
 
     backend: str
     chip: str
+
+    @property
+    def is_host(self) -> bool:
+        """The program needs no device (:data:`HOST`)."""
+        return self.backend == HOST_BACKEND.name
 
     @classmethod
     def parse(cls, name: str) -> "Target":
@@ -135,23 +148,32 @@ class Target:
 
     @property
     def device_type(self) -> int:
-        """DLPack device type the kernels run on (kDLCUDA = 2, kDLROCM = 10)."""
-        return BACKENDS[self.backend].device_type
+        """DLPack device type the program's tensors live on (kDLCUDA = 2, kDLROCM = 10;
+        kDLCPU = 1 for :data:`HOST`)."""
+        return self._backend.device_type
 
     @property
     def device_enum(self) -> str:
         """The DLPack device type's name in dlpack.h (``"kDLCUDA"``)."""
-        return BACKENDS[self.backend].device_enum
+        return self._backend.device_enum
 
     @property
     def platform(self) -> str:
-        """The driver platform, for messages (``"CUDA"``, ``"ROCm"``)."""
-        return BACKENDS[self.backend].platform
+        """The driver platform, for messages (``"CUDA"``, ``"ROCm"``; ``"host"``)."""
+        return self._backend.platform
+
+    @property
+    def _backend(self) -> Backend:
+        return HOST_BACKEND if self.is_host else BACKENDS[self.backend]
 
     @property
     def formats(self) -> tuple[str, ...]:
         """The image formats this target's driver loads."""
         return tuple(f.name for f in FORMATS.values() if f.backend == self.backend)
+
+
+#: The target of a module with no GPU op: no device, no driver, CPU tensors.
+HOST = Target(HOST_BACKEND.name, HOST_BACKEND.name)
 
 
 # --------------------------------------------------------------------------------------------
@@ -295,6 +317,16 @@ PYWAVE_CONVENTION = "pywave"
 WAVE_CONVENTION = "wave"
 
 
+#: Wave's runtime functions: a host function calling one of them directly is in Wave's
+#: convention (:func:`pywave.host.signature.is_wave_function`), and a module calling one is
+#: a GPU program (:mod:`pywave.frontend.gpu_use`). The helpers read Python objects; the
+#: last two are what Wave's gpu-to-gpu-runtime pass lowers launches to.
+WAVE_RUNTIME = ("wave_get_buffer", "wave_get_dim", "wave_get_int64", "wave_get_float64",
+                "wave_load_kernel", "wave_launch_kernel")
+#: The names a host function may call them by: lowered code calls the helpers' C interface.
+WAVE_CALLEES = frozenset(WAVE_RUNTIME + tuple(f"_mlir_ciface_{n}" for n in WAVE_RUNTIME[:4]))
+
+
 @dataclasses.dataclass(frozen=True)
 class HostSignature:
     """A public host ``func.func``: its name, arguments and results (scalars and memrefs, in
@@ -328,8 +360,9 @@ class HostSignature:
 #: host code cached for another ABI is compiled again, never linked against functions the
 #: runtime no longer has. 2: MLIR's ``mgpu*`` calls keep their upstream names (libwavert's
 #: ``wavert_jit_*`` mirrors of 13 of them are gone). 3: launches pass only the kernel
-#: parameters a kernel reads (:mod:`pywave.kernels.params`).
-HOST_ABI = 3
+#: parameters a kernel reads (:mod:`pywave.kernels.params`). 4: a module with no GPU op is a
+#: :data:`HOST` program, called in a host-only call (``wavert_call_begin`` with no device).
+HOST_ABI = 4
 
 #: Packed entry of host function ``f``: ``void _pywave_packed_f(uint64_t *slots)`` (the slot
 #: layout is documented in :mod:`pywave.host.lowering`).

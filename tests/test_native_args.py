@@ -282,7 +282,7 @@ def test_construction_and_attributes():
     [
         ((0, "f", K0, kDLCUDA), ValueError),  # null entry
         (("x", "f", K0, kDLCUDA), TypeError),
-        ((1, "f", K0, kDLCPU), ValueError),  # device type
+        ((1, "f", K0, 7), ValueError),  # device type (kDLVulkan; kDLCPU: a host program's)
         ((1, "f", 5, kDLCUDA), TypeError),  # params not a sequence
         ((1, "f", "ab", kDLCUDA), TypeError),
         ((1, "f", (("scalar", "a", "f32"),), kDLCUDA), TypeError),  # a tuple, not an object

@@ -354,6 +354,8 @@ def test_result_viewing_an_argument_keeps_it_alive_on_the_stand_in():
     FAKE.fake_cuda_live_allocations.restype = ctypes.c_int
     make = compile_({GPU_FILL!r}).main
     tail = compile_('''
+    module attributes {{gpu.container_module}} {{
+    gpu.module @unused {{ gpu.func @nop() kernel {{ gpu.return }} }}
     func.func @tail(%a: memref<?xi32>) -> memref<?xi32, strided<[1], offset: 2>> {{
       %c0 = arith.constant 0 : index
       %c2 = arith.constant 2 : index
@@ -361,9 +363,10 @@ def test_result_viewing_an_argument_keeps_it_alive_on_the_stand_in():
       %k = arith.subi %n, %c2 : index
       %v = memref.subview %a[2][%k][1] : memref<?xi32> to memref<?xi32, strided<[1], offset: 2>>
       return %v : memref<?xi32, strided<[1], offset: 2>>
+    }}
     }}''').tail
     src = make(8, 3)
-    view = tail(src)                    # a Memref is itself a DLPack argument
+    view = tail(src)     # a Memref is itself a DLPack argument (a GPU program: the gpu.module)
     assert not view.owns_memory and view.shape == (6,)
     assert view.data_ptr == src.data_ptr + 8 and view.__dlpack_device__() == (2, 0)
     held = weakref.ref(src)

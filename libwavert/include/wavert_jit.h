@@ -39,8 +39,11 @@ typedef struct wavert_call_state {
  * context is entered by the first operation that needs it (a driver failure to do so is that
  * operation's error). Calls nest: a begin inside a begun call saves the outer call in its own
  * `state`, and the matching end restores it. Begin and its end must run on the same thread,
- * innermost first. Errors: INVALID_ARGUMENT (NULL device or state). On failure nothing is
- * begun and wavert_call_end must not be called. */
+ * innermost first. `device` NULL begins a host-only call: no device is opened or entered,
+ * the runtime functions of host code (sparse tensors, the runner utilities) record their
+ * errors as in any call, and a launch fails with INVALID_ARGUMENT (mgpu* functions, which
+ * take no device, open GPU 0 as they do outside a call). Errors: INVALID_ARGUMENT (NULL
+ * state). On failure nothing is begun and wavert_call_end must not be called. */
 WAVERT_EXPORT wavert_status wavert_call_begin(wavert_device *device, void *stream,
                                               wavert_call_state *state);
 

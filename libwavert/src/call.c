@@ -49,8 +49,8 @@ _Static_assert(STATE_WORDS_USED <= WAVERT_CALL_STATE_WORDS, "wavert_call_state t
 static const char state_magic = 0; /* its address marks a state begun and not yet ended */
 
 wavert_status wavert_call_begin(wavert_device *device, void *stream, wavert_call_state *state) {
-  if (device == NULL || state == NULL)
-    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT, "wavert_call_begin: device or state is NULL");
+  if (state == NULL)
+    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT, "wavert_call_begin: state is NULL");
   state->words[STATE_MAGIC] = (void *)&state_magic;
   state->words[STATE_PREVIOUS_LEASE_DEVICE] = current.lease.device;
   state->words[STATE_PREVIOUS_LEASE_SAVED] = current.lease.saved;
@@ -129,6 +129,11 @@ static int32_t jit_launch(const char *caller, wavert_kernel **slot, const void *
     return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
                          "%s of kernel '%s': no host call in progress (wavert_call_begin)", caller,
                          name != NULL ? name : "?");
+  if (current.device == NULL)
+    return record(wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                                "%s of kernel '%s': the host call has no device (a host-only "
+                                "call, begun with device NULL, launches no kernel)",
+                                caller, name != NULL ? name : "?"));
   if (slot == NULL || image_size < 0)
     return record(wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
                                 "%s: slot is NULL or image_size is negative", caller));

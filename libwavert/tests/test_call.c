@@ -26,7 +26,25 @@ static void test_outside_call(void) {
   CHECK(wavert_jit_failed());
   wavert_call_state state = {{0}};
   CHECK_STATUS(wavert_call_end(&state), WAVERT_ERROR_INVALID_ARGUMENT);
-  CHECK_STATUS(wavert_call_begin(NULL, NULL, &state), WAVERT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(wavert_call_begin(device, NULL, NULL), WAVERT_ERROR_INVALID_ARGUMENT);
+}
+
+/* A host-only call (device NULL): begun and ended without the driver; a launch in it is an
+ * error recorded for the end, naming the kernel. */
+static void test_host_call(void) {
+  wavert_kernel *slot = NULL;
+  wavert_call_state state;
+  fake_cuda_reset();
+  CHECK_OK(wavert_call_begin(NULL, NULL, &state));
+  CHECK(!wavert_jit_failed());
+  CHECK(launch(&slot, "scale", 1, NULL) == WAVERT_ERROR_INVALID_ARGUMENT);
+  CHECK(wavert_jit_failed());
+  CHECK(slot == NULL);
+  CHECK_STATUS(wavert_call_end(&state), WAVERT_ERROR_INVALID_ARGUMENT);
+  CHECK_MESSAGE("the host call has no device");
+  CHECK(fake_cuda_launch_count() == 0);
+  CHECK_OK(wavert_call_begin(NULL, NULL, &state));
+  CHECK_OK(wavert_call_end(&state));
 }
 
 static void test_launches(void) {
@@ -221,6 +239,7 @@ static void test_slot_race(void) {
 int main(void) {
   CHECK_OK(wavert_device_get(kDLCUDA, 0, &device));
   test_outside_call();
+  test_host_call();
   test_launches();
   test_cluster_launches();
   test_nested_calls();

@@ -172,7 +172,17 @@ static int wrong_device(HostFunction *self, param_t *p, Py_ssize_t index, PyObje
                                            : type_name(Py_TYPE(obj));
   if (!tn)
     return -1;
-  if (type == kDLCPU) {
+  if (self->device_type == kDLCPU) { /* a host program */
+    PyObject *ds = device_str(type, id);
+    if (ds) {
+      PyErr_Format(ArgumentError,
+                   "argument '%U' (#%zd) is on %U (%U), but %U() belongs to a host program (no "
+                   "GPU op; target host): pass a CPU tensor (DLPack kDLCPU, or pinned host "
+                   "memory)",
+                   p->name, index, ds, tn, self->name);
+      Py_DECREF(ds);
+    }
+  } else if (type == kDLCPU) {
     PyErr_Format(ArgumentError,
                  "argument '%U' (#%zd) is on the CPU (%U); pass a GPU tensor on %s", p->name,
                  index, tn, device_kind(self->device_type));

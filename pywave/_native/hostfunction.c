@@ -20,8 +20,9 @@
  *   3. take_tensor: protocol producers are asked for a capsule with __dlpack__(stream=S) so
  *      their pending work is ordered before S; capsules are renamed "used_*" (never consumed
  *      twice) and their deleters run exactly once after the call; descriptors are filled;
- *   4. run_entry: the device (the tensors' device, or ordinal 0 without tensor arguments),
- *      wavert_call_begin, entry(slots) without the GIL, wavert_call_end. The device and stream
+ *   4. run_entry: the device (the tensors' device, or ordinal 0 without tensor arguments;
+ *      none for a host program, device_type kDLCPU: its call is host-only and opens no
+ *      driver), wavert_call_begin, entry(slots) without the GIL, wavert_call_end. The device and stream
  *      reach generated code through libwavert's thread-local call context (wavert_jit.h), the
  *      one hidden channel of the path;
  *   5. build_results (results.c): the result slots after the argument slots become the
@@ -127,9 +128,10 @@ static int run_entry(HostFunction *self, call_state *c) {
   if (self->code && self->code->closed)
     return closed_error(self);
   void (*const entry)(uint64_t *) = self->entry;
-  wavert_device *device;
-  wavert_status st = get_device(self->device_type, c->dev_id, &device);
-  if (st != WAVERT_OK) {
+  wavert_device *device = NULL; /* a host program's call is host-only: no device, no driver */
+  wavert_status st;
+  if (self->device_type != kDLCPU &&
+      (st = get_device(self->device_type, c->dev_id, &device)) != WAVERT_OK) {
     raise_status_fmt(st, "%U(): no %s device %d", self->name, device_kind(self->device_type),
                      (int)c->dev_id);
     return -1;
@@ -287,9 +289,10 @@ static int check_constructor(PyObject *entry_obj, int device_type, const char *c
       PyErr_SetString(PyExc_ValueError, "HostFunction: entry address is 0");
     return -1;
   }
-  if (device_type != kDLCUDA && device_type != kDLROCM) {
+  if (device_type != kDLCUDA && device_type != kDLROCM && device_type != kDLCPU) {
     PyErr_Format(PyExc_ValueError,
-                 "HostFunction: device_type must be 2 (kDLCUDA) or 10 (kDLROCM), got %d",
+                 "HostFunction: device_type must be 2 (kDLCUDA), 10 (kDLROCM) or 1 (kDLCPU: "
+                 "a host program), got %d",
                  device_type);
     return -1;
   }
@@ -557,8 +560,8 @@ static PyGetSetDef hf_getset[] = {
     {"results", (getter)hf_get_results, NULL,
      "The result objects given at construction (a tuple; empty: the call returns None).",
      NULL},
-    {"device_type", (getter)hf_get_device_type, NULL, "DLPack device type (2 CUDA, 10 ROCm).",
-     NULL},
+    {"device_type", (getter)hf_get_device_type, NULL,
+     "DLPack device type (2 CUDA, 10 ROCm; 1 CPU: a host program, no device).", NULL},
     {"code", (getter)hf_get_code, NULL, "The HostCode holding the entry (kept alive), or None.",
      NULL},
     {"convention", (getter)hf_get_convention, NULL,
@@ -583,7 +586,9 @@ PyDoc_STRVAR(hf_doc,
              "optionally stream=. `entry` is the address of `void entry(uint64_t *slots)`;\n"
              "`params` a sequence of parameter objects (pywave's Param: name, kind, scalar,\n"
              "dtype, flags, sizes, strides, offset, written), read once here;\n"
-             "`device_type` the DLPack device type (2 CUDA, 10 ROCm); `code` the HostCode\n"
+             "`device_type` the DLPack device type (2 CUDA, 10 ROCm; 1 CPU: a host program\n"
+             "whose calls open no device and take host tensors, kDLCPU or pinned host\n"
+             "memory kDLCUDAHost/kDLROCMHost, and no stream=); `code` the HostCode\n"
              "holding `entry`, kept alive as long as this object: its calls are counted in\n"
              "flight, and after code.close() a call raises before it runs `entry` (the\n"
              "release waits for the calls in flight; see HostCode). `results`: parameter\n"

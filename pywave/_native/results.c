@@ -115,6 +115,11 @@ static int classify_owned(HostFunction *self, call_state *c, const param_t *r, v
     m->owner = OWN_DEVICE;
     return 0;
   }
+  if (self->device_type == kDLCPU) { /* a host program allocates host memory only */
+    m->owner = OWN_HOST;
+    m->device.device_id = 0;
+    return 0;
+  }
   wavert_device *device;
   wavert_memory_type kind;
   int32_t ordinal;

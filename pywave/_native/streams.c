@@ -181,6 +181,16 @@ static int check_stream(HostFunction *self, call_state *c) {
 static int choose_stream(HostFunction *self, call_state *c) {
   const int32_t device_id = c->dev_id;
   c->cupy_stream = 0;
+  if (self->device_type == kDLCPU) { /* a host program: no device, no stream */
+    if (c->explicit_stream) {
+      PyErr_Format(ArgumentError,
+                   "%U(): stream= was given, but the function belongs to a host program (no "
+                   "GPU op; target host), whose calls run on no device: pass no stream",
+                   self->name);
+      return -1;
+    }
+    return 0;
+  }
   if (c->explicit_stream)
     return check_stream(self, c);
   if (c->stream_api && c->stream_api->current_work_stream) {

@@ -404,12 +404,27 @@ static inline int device_type_fits(int32_t want, int32_t type) {
   return type == want || (want == kDLCUDA && type == kDLCUDAManaged);
 }
 
+/* Host memory a host program (want == kDLCPU) reads and writes as its own: kDLCPU, and the
+ * drivers' page-locked host memory (kDLCUDAHost, kDLROCMHost), plain host pointers. Managed
+ * memory is refused: the host may not touch it while GPU work is pending (no stream orders
+ * a host program's call). Device ids are not compared: host memory is one device. */
+static inline int host_memory(int32_t type) {
+  return type == kDLCPU || type == kDLCUDAHost || type == kDLROCMHost;
+}
+
 /* check_device's cases other than "same device type and id as the first tensor"; out of
  * line, so that the common case inlined into the call's loop stays small. */
 __attribute__((noinline)) static int check_device_slow(HostFunction *self, call_state *c,
                                                        Py_ssize_t i, PyObject *v, int32_t type,
                                                        int32_t id, int claimed) {
   param_t *p = &self->p[i];
+  if (self->device_type == kDLCPU) {
+    if (!host_memory(type))
+      return wrong_device(self, p, i, v, type, id);
+    if (c->dev_arg < 0)
+      c->dev_arg = i;
+    return 0;
+  }
   if (!device_type_fits(self->device_type, type))
     return wrong_device(self, p, i, v, type, id);
   if (c->dev_arg < 0) {
@@ -568,7 +583,10 @@ static PyObject *tensor_capsule(HostFunction *self, call_state *c, Py_ssize_t i,
     return v;
   }
   if (!c->stream_value) {
-    if (c->stream)
+    if (self->device_type == kDLCPU) { /* DLPack: stream=None for host memory */
+      Py_INCREF(Py_None);
+      c->stream_value = Py_None;
+    } else if (c->stream)
       c->stream_value = PyLong_FromVoidPtr(c->stream);
     else /* the legacy default stream: 1 on CUDA, 0 on ROCm */
       c->stream_value = PyLong_FromLong(self->device_type == kDLROCM ? 0 : 1);

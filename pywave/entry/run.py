@@ -3,7 +3,8 @@
 Compiles the file (kernels for the chip given, else GPU 0's), loads the host code, calls the
 entry function (``-e NAME``, default ``main``; no arguments) inside a libwavert call on GPU 0,
 then synchronises the GPU, so that device ``printf`` output is flushed and a kernel fault is
-seen. Output order is the program's: Python's buffered stdout is flushed before the call, C
+seen. A program with no GPU op (:data:`pywave.program.HOST`) runs as mlir-runner runs it, on
+no device: its call is host-only, nothing is synchronised and no GPU driver is opened. Output order is the program's: Python's buffered stdout is flushed before the call, C
 stdio (the runner utilities, the driver's printf) after the synchronisation, and the entry's
 result (``--entry-point-result=i32|i64|f32``) is printed last, as mlir-runner prints it.
 
@@ -133,15 +134,18 @@ def _flush_c_stdio() -> None:
 
 
 class _Call:
-    """One libwavert call bracket (wavert_call_begin/end) on a device, through ctypes."""
+    """One libwavert call bracket (wavert_call_begin/end) on GPU 0 of ``target``, through
+    ctypes; for :data:`pywave.program.HOST` a host-only call (no device: the driver is not
+    opened)."""
 
-    def __init__(self, device_type: int) -> None:
+    def __init__(self, target: Target) -> None:
         self.lib = ctypes.CDLL(runtime.LIBRARY)
         self.lib.wavert_call_begin.argtypes = [ctypes.c_void_p, ctypes.c_void_p,
                                                ctypes.c_void_p]
         self.lib.wavert_call_end.argtypes = [ctypes.c_void_p]
         self.lib.wavert_last_error.restype = ctypes.c_char_p
-        self.device = int(runtime.ffi.cast("uintptr_t", runtime.device(device_type, 0)))
+        self.device = None if target.is_host else int(
+            runtime.ffi.cast("uintptr_t", runtime.device(target.device_type, 0)))
         self.state = (ctypes.c_void_p * 8)()
 
     def run(self, entry: "ctypes._CFuncPtr", result: ctypes.Array) -> None:
@@ -181,7 +185,7 @@ def run_file(text: str, args: argparse.Namespace, filename: str) -> int:
     slot = ctypes.create_string_buffer(8)
     status = 0
     try:
-        call = _Call(target.device_type)
+        call = _Call(target)
         entry = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(code.address(RUN_ENTRY))
         sys.stdout.flush()
         try:
@@ -189,7 +193,8 @@ def run_file(text: str, args: argparse.Namespace, filename: str) -> int:
         except Error as exc:
             status = _report(exc)
         try:
-            runtime.synchronize(target.device_type, 0)
+            if not target.is_host:      # a host program has no device to wait for
+                runtime.synchronize(target.device_type, 0)
         except Error as exc:
             status = status or _report(exc)
         ctypes.CFUNCTYPE(None)(code.address(RELEASE_KERNELS))()

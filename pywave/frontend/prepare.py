@@ -10,7 +10,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith
 
-from . import validate
+from . import gpu_use, validate
 from ..errors import CompileError
 from ..mlirutil import file_location, find_ops, gpu_modules, kernels_of, run_pipeline, sym_name
 
@@ -30,15 +30,20 @@ PREPARE_PIPELINE = ("builtin.module(canonicalize, convert-nvgpu-to-nvvm, gpu-ker
                     "convert-scf-to-cf)")
 
 
-def prepare(module: ir.Module, text: str, *, device_arguments: bool) -> set[tuple[str, int]]:
+def prepare(module: ir.Module, text: str, *,
+            device_arguments: bool) -> tuple[set[tuple[str, int]], str | None]:
     """Run the stage on ``module`` (in place). ``device_arguments``: the public host
-    functions' memref arguments hold GPU memory (False for runner programs). Returns
-    :func:`widen_bool_memrefs`'s pairs; CompileError for what the later stages cannot take."""
+    functions' memref arguments hold GPU memory when the module uses the GPU (False for
+    runner programs); in a host program (:func:`pywave.frontend.gpu_use.first_gpu_op` finds
+    no GPU op) they hold host memory. Returns :func:`widen_bool_memrefs`'s pairs and the
+    module's first GPU op (None: a host program); CompileError for what the later stages
+    cannot take."""
     bool_args = widen_bool_memrefs(module)
     run_pipeline(module, PREPARE_PIPELINE, "preparing the module", text)
     check_kernels(module)
-    validate.prepared(module, device_arguments=device_arguments)
-    return bool_args
+    gpu_op = gpu_use.first_gpu_op(module)
+    validate.prepared(module, device_arguments=device_arguments and gpu_op is not None)
+    return bool_args, gpu_op
 
 
 def widen_bool_memrefs(module: ir.Module) -> set[tuple[str, int]]:

@@ -24,17 +24,10 @@ from .. import _native
 from ..errors import CompileError
 from ..frontend.prepare import check_element_width
 from ..mlirutil import file_location, find_ops, sym_name
-from ..program import DTYPES, SIGNLESS, STRIDED, WAVE_CONVENTION, HostSignature, Param
+from ..program import (DTYPES, SIGNLESS, STRIDED, WAVE_CALLEES, WAVE_CONVENTION, WAVE_RUNTIME,
+                       HostSignature, Param)
 
 log = logging.getLogger("pywave.signature")
-
-#: Wave's runtime functions: a host function calling one of them directly is in Wave's
-#: convention (:func:`is_wave_function`). The helpers read Python objects; the last two are
-#: what Wave's gpu-to-gpu-runtime pass lowers launches to.
-WAVE_RUNTIME = ("wave_get_buffer", "wave_get_dim", "wave_get_int64", "wave_get_float64",
-                "wave_load_kernel", "wave_launch_kernel")
-#: The names a host function may call them by: lowered code calls the helpers' C interface.
-_WAVE_CALLEES = frozenset(WAVE_RUNTIME + tuple(f"_mlir_ciface_{n}" for n in WAVE_RUNTIME[:4]))
 
 #: Scalar MLIR types accepted as host arguments: the kinds the call path packs.
 SCALAR_KINDS = frozenset(_native.SCALAR_KINDS)
@@ -118,7 +111,7 @@ def is_wave_function(op: ir.Operation) -> bool:
     def visit(o: ir.Operation) -> ir.WalkResult:
         nonlocal found
         if o.name in ("func.call", "llvm.call") and "callee" in o.attributes and \
-                ir.FlatSymbolRefAttr(o.attributes["callee"]).value in _WAVE_CALLEES:
+                ir.FlatSymbolRefAttr(o.attributes["callee"]).value in WAVE_CALLEES:
             found = True
             return ir.WalkResult.INTERRUPT
         return ir.WalkResult.ADVANCE
