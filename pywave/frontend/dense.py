@@ -1,5 +1,4 @@
-"""Dense elements attributes: the element types each stage takes, checked without reading
-elements, and the two rewrites that make more of them compile.
+"""Dense elements attributes: element types checked without reading elements; two rewrites.
 
 A ``memref.global`` initializer or a constant is a ``dense<...>`` attribute
 (``DenseIntOrFPElementsAttr``: integer, index, float or ``complex`` elements, splat or not,
