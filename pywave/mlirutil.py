@@ -20,6 +20,42 @@ _UPSTREAM_DIALECTS_NOTE = ("pywave accepts upstream dialects only (gpu, func, ar
 _LOC_RE = re.compile(r'loc\("[^"]*":(\d+):(\d+)')
 
 
+_DENSE_CASTER_INSTALLED = False
+
+
+def _dense_elements(attr: ir.Attribute) -> ir.Attribute:
+    """The bindings' class for a ``DenseIntOrFPElementsAttr``: DenseFPElementsAttr or
+    DenseIntElementsAttr by element type, and the general DenseElementsAttr for every other
+    element type (``complex<...>``), whose elements neither subclass reads."""
+    for cls in (ir.DenseFPElementsAttr, ir.DenseIntElementsAttr):
+        try:
+            return cls(attr)
+        except ValueError:
+            pass
+    return ir.DenseElementsAttr(attr)
+
+
+def install_attribute_casters() -> None:
+    """Make every dense elements attribute readable from Python; call with a context
+    current. The bindings (MLIR 22) cast each ``DenseIntOrFPElementsAttr`` they hand out to
+    its integer or float subclass and raise ``TypeError: Can't cast unknown element type``
+    for any other element type, so ``op.attributes[name]`` of a ``memref.global`` or
+    ``arith.constant`` of ``complex<f32>`` raises (and reading it through a
+    ``NamedAttribute`` inside a walk callback aborts the process); upstream keeps this open
+    (llvm-project issue 105701). This replaces that caster, once per process, with
+    :func:`_dense_elements`, which returns the same classes for integer and float elements
+    and a plain ``DenseElementsAttr`` where the bindings raised. In a compile worker this
+    is the worker's own process; with ``isolate=False`` it is the caller's, where it only
+    changes what used to raise."""
+    global _DENSE_CASTER_INSTALLED
+    if _DENSE_CASTER_INSTALLED:
+        return
+    from mlir._mlir_libs import _mlir
+    typeid = ir.Attribute.parse("dense<0> : tensor<1xi8>").typeid
+    _mlir.register_type_caster(typeid, replace=True)(_dense_elements)
+    _DENSE_CASTER_INSTALLED = True
+
+
 def sym_name(op: ir.Operation) -> str:
     """The ``sym_name`` of a symbol op (``gpu.module``, ``func.func``, ``llvm.func``, ...)."""
     return ir.StringAttr(op.attributes["sym_name"]).value

@@ -311,6 +311,7 @@ class Pipeline:
         :mod:`pywave.isolation` runs it in a compile worker."""
         from mlir import ir
 
+        from . import mlirutil
         from .frontend import parse, prepare
         from .host import lowering as host_lowering
         from .host import signature
@@ -318,6 +319,7 @@ class Pipeline:
         requested = self.target.requested     # an unknown chip fails before any work
         rec = Recorder(self.keep_stages, self._start_dump())
         with ir.Context() as ctx:
+            mlirutil.install_attribute_casters()
             validate.single_threaded(ctx)
             module = parse.parse(self.text, ctx, filename=self.filename)
             if self.passes_only:

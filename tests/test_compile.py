@@ -302,12 +302,23 @@ BOOL_KERNEL = """module attributes {{gpu.container_module}} {{
 
 @pytest.mark.parametrize("global_, body, match", [
     ("", "%v = vector.load %a[%c0] : memref<?xi1>, vector<4xi1>\n"
-         "vector.store %v, %b[%c0] : memref<?xi1>, vector<4xi1>", r"vector.load at line 5.*i1"),
-    ('\n    memref.global "private" constant @g : memref<2xi1> = dense<[true, false]>',
-     "%m = memref.get_global @g : memref<2xi1>\n%v = memref.load %m[%c0] : memref<2xi1>\n"
-     "memref.store %v, %b[%c0] : memref<?xi1>", r"memref.global at line 3.*holds i1 elements")])
+         "vector.store %v, %b[%c0] : memref<?xi1>, vector<4xi1>", r"vector.load at line 5.*i1")])
 def test_bool_memref_accesses_prepare_cannot_narrow_are_named(global_, body, match):
-    """Vector accesses and globals of i1 elements failed MLIR's verifier on IR the user never
-    wrote (``memref<?xi8>`` after the widening); now a CompileError names the op and the fix."""
+    """Vector accesses of i1 elements failed MLIR's verifier on IR the user never wrote
+    (``memref<?xi8>`` after the widening); now a CompileError names the op and the fix."""
     with pytest.raises(pywave.CompileError, match=match):
         api.build(BOOL_KERNEL.format(global_=global_, body=body), target="sm_90", format="ptx")
+
+
+def test_bool_globals_are_widened_with_their_values():
+    """A memref.global of i1 in a kernel (before: refused) becomes a global of bytes holding
+    the same bools; its loads are narrowed like those of any bool memref."""
+    text = BOOL_KERNEL.format(
+        global_='\n    memref.global "private" constant @g : memref<3xi1> = '
+                'dense<[true, false, true]>',
+        body="%m = memref.get_global @g : memref<3xi1>\n%v = memref.load %m[%c0] : "
+             "memref<3xi1>\nmemref.store %v, %b[%c0] : memref<?xi1>")
+    art = api.build(text, target="sm_90", format="ptx", keep_stages=True)
+    prepared = art.stages["prepare"]
+    assert "memref<3xi8> = dense<[1, 0, 1]>" in prepared, prepared
+    assert "memref<3xi1>" not in prepared

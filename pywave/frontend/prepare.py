@@ -10,7 +10,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith
 
-from . import gpu_use, validate
+from . import dense, gpu_use, validate
 from ..errors import CompileError
 from ..mlirutil import file_location, find_ops, gpu_modules, kernels_of, run_pipeline, sym_name
 
@@ -38,6 +38,7 @@ def prepare(module: ir.Module, text: str, *,
     no GPU op) they hold host memory. Returns :func:`widen_bool_memrefs`'s pairs and the
     module's first GPU op (None: a host program); CompileError for what the later stages
     cannot take."""
+    dense.empty_resources(module)
     bool_args = widen_bool_memrefs(module)
     run_pipeline(module, PREPARE_PIPELINE, "preparing the module", text)
     check_kernels(module)
@@ -49,8 +50,9 @@ def prepare(module: ir.Module, text: str, *,
 def widen_bool_memrefs(module: ir.Module) -> set[tuple[str, int]]:
     """Give ``memref<...xi1>`` values i8 elements (DLPack bools are 8-bit, and MLIR 22's memref
     lowering cannot address sub-byte elements): loads (``memref.load``, ``affine.load``) gain
-    an ``arith.trunci`` to i1, stores an ``arith.extui`` from i1; a ``memref.global`` of i1 or
-    a vector access of i1 elements is a CompileError. Applies to kernels and host code alike.
+    an ``arith.trunci`` to i1, stores an ``arith.extui`` from i1; a ``memref.global`` of i1
+    gets i8 elements and its initializer as bytes
+    (:func:`pywave.frontend.dense.widen_bool_global`); a vector access of i1 elements is a CompileError. Applies to kernels and host code alike.
     Returns the (host function or ``"module::kernel"``, argument index) pairs that were
     ``memref<...xi1>``, which still take bool tensors, and (host function, -1 - result index)
     for such results (returned as bools)."""
@@ -58,6 +60,9 @@ def widen_bool_memrefs(module: ir.Module) -> set[tuple[str, int]]:
     i8 = ir.IntegerType.get_signless(8, module.context)
     _refuse_unwidenable(module, i1)
     with module.context, ir.Location.unknown(module.context):
+        for op in find_ops(module.operation, lambda op: op.name == "memref.global" and
+                           _bools(ir.TypeAttr(op.attributes["type"]).value, i1)):
+            dense.widen_bool_global(op, i8)
         bool_args = _retype_bool_memrefs(module, i1, i8)
         _narrow_accesses(module, i1, i8)
     return bool_args
@@ -122,24 +127,22 @@ def _narrow_accesses(module: ir.Module, i1: ir.Type, i8: ir.Type) -> None:
             op.operands[0] = wide.result
 
 
-def _refuse_unwidenable(module: ir.Module, i1: ir.Type) -> None:
-    """CompileError for a ``memref.global`` of i1 or a vector access of i1 elements of a
-    ``memref<...xi1>``: bool memrefs are narrowed at scalar loads and stores only."""
-    def bools(t: ir.Type) -> bool:
-        return isinstance(t, ir.MemRefType) and t.element_type == i1
+def _bools(t: ir.Type, i1: ir.Type) -> bool:
+    return isinstance(t, ir.MemRefType) and t.element_type == i1
 
+
+def _refuse_unwidenable(module: ir.Module, i1: ir.Type) -> None:
+    """CompileError for a vector access of i1 elements of a ``memref<...xi1>``: bool memrefs
+    are narrowed at scalar loads and stores only."""
     def unwidenable(op: ir.Operation) -> bool:
-        if op.name == "memref.global":
-            return bools(ir.TypeAttr(op.attributes["type"]).value)
-        return any(bools(v.type) for v in op.operands) and any(
+        return any(_bools(v.type, i1) for v in op.operands) and any(
             isinstance(v.type, ir.VectorType) and v.type.element_type == i1
             for v in [*op.operands, *op.results])
 
     for op in find_ops(module.operation, unwidenable)[:1]:
         loc = file_location(op.location)
         where = f"line {loc[0]}, column {loc[1]}" if loc else "an unknown location"
-        what = "holds i1 elements" if op.name == "memref.global" else \
-            "reads or writes i1 elements of a memref<...xi1>"
+        what = "reads or writes i1 elements of a memref<...xi1>"
         raise CompileError(
             f"{op.name} at {where} {what}: pywave keeps bool memrefs as bytes (DLPack bools are "
             "8-bit) and narrows their elements at memref.load/affine.load and "

@@ -321,9 +321,13 @@ def single_threaded(ctx: "ir.Context") -> None:
 
 
 def module(mod: "ir.Module") -> None:
-    """Checks on the parsed module: memory spaces, allocas, kernel launch bounds."""
+    """Checks on the parsed module: memory spaces, allocas, kernel launch bounds, the element
+    types of dense elements attributes (:func:`pywave.frontend.dense.check`)."""
     from mlir import ir
+
+    from . import dense
     _walk_checking(mod.operation, lambda op: _check_op(op, ir), ir)
+    dense.check(mod)
 
 
 def _walk_checking(root: "ir.Operation", check, ir) -> None:
