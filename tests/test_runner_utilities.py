@@ -46,3 +46,22 @@ def test_utilities_at_every_opt_level():
         proc = _run(level, str(RUNNER / "utilities.mlir"))
         assert proc.returncode == 0, proc.stderr[-4000:]
         assert _masked(proc.stdout) == expected, level
+
+
+ASYNC_PIPELINE = ("--pass-pipeline=builtin.module(async-to-async-runtime, "
+                  "async-runtime-ref-counting, async-runtime-ref-counting-opt, "
+                  "convert-async-to-llvm)")
+
+
+def test_async_groups_run_on_the_async_runtime_at_every_level():
+    """async.create_group / add_to_group / await_all and an !async.value: pywave lowers them to
+    coroutines and mlirAsyncRuntime* calls; -O0 runs LLVM's coroutine passes too (before, its
+    instruction selection aborted on llvm.coro.* intrinsics). The same with the user's own
+    async lowering in --pass-pipeline."""
+    program = str(Path(__file__).parent / "data" / "async_group.mlir")
+    for argv in (["-O0"], ["-O2"], ["-O0", ASYNC_PIPELINE], ["-O3", ASYNC_PIPELINE]):
+        proc = _run(*argv, program)
+        assert proc.returncode == 0, (argv, proc.stderr[-4000:])
+        assert _masked(proc.stdout) == (
+            "Unranked Memref base@ = <ptr> rank = 1 offset = 0 sizes = [4] strides = [1] "
+            "data = \n[2,  1,  4,  9]\n"), argv
