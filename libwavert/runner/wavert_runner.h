@@ -36,6 +36,15 @@ extern "C" {
 #define WAVERT_RUNNER_EXPORT __attribute__((visibility("default")))
 #endif
 
+/* MLIR's rank-1 memref descriptor (the C-interface argument of stdSort* and shuffle). */
+typedef struct wavert_memref_1d {
+  void *allocated;
+  void *aligned;
+  int64_t offset;
+  int64_t sizes[1];
+  int64_t strides[1];
+} wavert_memref_1d;
+
 /* MLIR's unranked memref descriptor. */
 typedef struct wavert_unranked_memref {
   int64_t rank;
@@ -85,11 +94,17 @@ WAVERT_RUNNER_EXPORT void _mlir_ciface_printMemref1dF64(void *descriptor);
 WAVERT_RUNNER_EXPORT void _mlir_ciface_printMemref1dInd(void *descriptor);
 WAVERT_RUNNER_EXPORT void _mlir_ciface_printMemref1dC32(void *descriptor);
 WAVERT_RUNNER_EXPORT void _mlir_ciface_printMemref1dC64(void *descriptor);
+/* A rank-2 memref of vector<4x4xf32> elements; each element prints as MLIR's Vector printer
+ * does: "((1, 2, 3, 4),   (5, 6, 7, 8),   (9, 10, 11, 12),  (13, 14, 15, 16))". */
+WAVERT_RUNNER_EXPORT void _mlir_ciface_printMemrefVector4x4xf32(void *descriptor);
 
 /* The header line only ("Unranked Memref base@ = ... strides = [...]" and a newline). */
 WAVERT_RUNNER_EXPORT void _mlir_ciface_printMemrefShapeI8(wavert_unranked_memref *memref);
+WAVERT_RUNNER_EXPORT void _mlir_ciface_printMemrefShapeI16(wavert_unranked_memref *memref);
 WAVERT_RUNNER_EXPORT void _mlir_ciface_printMemrefShapeI32(wavert_unranked_memref *memref);
 WAVERT_RUNNER_EXPORT void _mlir_ciface_printMemrefShapeI64(wavert_unranked_memref *memref);
+WAVERT_RUNNER_EXPORT void _mlir_ciface_printMemrefShapeF16(wavert_unranked_memref *memref);
+WAVERT_RUNNER_EXPORT void _mlir_ciface_printMemrefShapeBF16(wavert_unranked_memref *memref);
 WAVERT_RUNNER_EXPORT void _mlir_ciface_printMemrefShapeF32(wavert_unranked_memref *memref);
 WAVERT_RUNNER_EXPORT void _mlir_ciface_printMemrefShapeF64(wavert_unranked_memref *memref);
 WAVERT_RUNNER_EXPORT void _mlir_ciface_printMemrefShapeInd(wavert_unranked_memref *memref);
@@ -98,28 +113,30 @@ WAVERT_RUNNER_EXPORT void _mlir_ciface_printMemrefShapeC64(wavert_unranked_memre
 
 /* ---- verifyMemRef*: compare `actual` with `expected` element by element and return the
  * number of mismatches, or -1 when rank, offset, sizes or strides differ (both headers are
- * then written to stderr). f32 / f64 elements match within a relative error of 1e-6 / 1e-12
- * of the expected value (a NaN or infinity never matches, as upstream); the others must be
- * equal. The first 10 mismatches are written to stderr as "A != E offset = O". Elements are
- * read from the aligned pointers (upstream reads from the allocated ones). */
-WAVERT_RUNNER_EXPORT int64_t verifyMemRefI32(int64_t rank, void *actual, void *expected);
-WAVERT_RUNNER_EXPORT int64_t verifyMemRefF32(int64_t rank, void *actual, void *expected);
-WAVERT_RUNNER_EXPORT int64_t verifyMemRefF64(int64_t rank, void *actual, void *expected);
-WAVERT_RUNNER_EXPORT int64_t verifyMemRefInd(int64_t rank, void *actual, void *expected);
-WAVERT_RUNNER_EXPORT int64_t verifyMemRefC32(int64_t rank, void *actual, void *expected);
-WAVERT_RUNNER_EXPORT int64_t verifyMemRefC64(int64_t rank, void *actual, void *expected);
-WAVERT_RUNNER_EXPORT int64_t _mlir_ciface_verifyMemRefI32(wavert_unranked_memref *actual,
-                                                          wavert_unranked_memref *expected);
-WAVERT_RUNNER_EXPORT int64_t _mlir_ciface_verifyMemRefF32(wavert_unranked_memref *actual,
-                                                          wavert_unranked_memref *expected);
-WAVERT_RUNNER_EXPORT int64_t _mlir_ciface_verifyMemRefF64(wavert_unranked_memref *actual,
-                                                          wavert_unranked_memref *expected);
-WAVERT_RUNNER_EXPORT int64_t _mlir_ciface_verifyMemRefInd(wavert_unranked_memref *actual,
-                                                          wavert_unranked_memref *expected);
-WAVERT_RUNNER_EXPORT int64_t _mlir_ciface_verifyMemRefC32(wavert_unranked_memref *actual,
-                                                          wavert_unranked_memref *expected);
-WAVERT_RUNNER_EXPORT int64_t _mlir_ciface_verifyMemRefC64(wavert_unranked_memref *actual,
-                                                          wavert_unranked_memref *expected);
+ * then written to stderr, with no separator or newline, as upstream). As upstream, headers
+ * are compared only for rank > 0. f32 / f64 elements match within a relative error of 1e-6 /
+ * 1e-12 of the expected value (a NaN or infinity never matches, as upstream); f16 / bf16
+ * (beyond upstream's set, as I8, I16 and I64) when their values are equal; the others must
+ * be equal. The first 10 mismatches are written to stderr as "A != E offset = O" (elements
+ * in printMemref's formats). Elements are read from the aligned pointers (upstream reads
+ * from the allocated ones, which differ when the allocation was aligned). */
+#define WAVERT_RUNNER_VERIFY(NAME)                                                        \
+  WAVERT_RUNNER_EXPORT int64_t verifyMemRef##NAME(int64_t rank, void *actual,             \
+                                                  void *expected);                        \
+  WAVERT_RUNNER_EXPORT int64_t _mlir_ciface_verifyMemRef##NAME(                           \
+      wavert_unranked_memref *actual, wavert_unranked_memref *expected);
+WAVERT_RUNNER_VERIFY(I8)
+WAVERT_RUNNER_VERIFY(I16)
+WAVERT_RUNNER_VERIFY(I32)
+WAVERT_RUNNER_VERIFY(I64)
+WAVERT_RUNNER_VERIFY(Ind)
+WAVERT_RUNNER_VERIFY(F16)
+WAVERT_RUNNER_VERIFY(BF16)
+WAVERT_RUNNER_VERIFY(F32)
+WAVERT_RUNNER_VERIFY(F64)
+WAVERT_RUNNER_VERIFY(C32)
+WAVERT_RUNNER_VERIFY(C64)
+#undef WAVERT_RUNNER_VERIFY
 
 /* ---- vector.print and friends (stdout, no newline unless stated) ---------------------- */
 WAVERT_RUNNER_EXPORT void printI64(int64_t value);   /* decimal */
@@ -140,6 +157,38 @@ WAVERT_RUNNER_EXPORT void printFlops(double flops);
 WAVERT_RUNNER_EXPORT double rtclock(void);
 /* Nanoseconds since the Unix epoch. */
 WAVERT_RUNNER_EXPORT int64_t _mlir_ciface_nanoTime(void);
+
+/* What vector.print calls for floating-point types without a print* of their own (f8*, f6*,
+ * f4*, tf32): `bits` (zero-extended) in LLVM's APFloat semantics number `semantics`
+ * (llvm::APFloatBase::Semantics: 0 half, 1 bfloat, 2 single, 3 double, 7-18 the 8-, 6- and
+ * 4-bit types and tf32), printed as a double with "%lg", no newline (MLIR's
+ * mlir_apfloat_wrappers). An unknown number writes a line to stderr and prints nothing. */
+WAVERT_RUNNER_EXPORT void printApFloat(int32_t semantics, uint64_t bits);
+
+/* malloc, aligned_alloc and free (what MLIR's LLVM lowering calls with
+ * use-generic-functions). */
+WAVERT_RUNNER_EXPORT void *mlirAlloc(uint64_t size);
+WAVERT_RUNNER_EXPORT void *mlirAlignedAlloc(uint64_t alignment, uint64_t size);
+WAVERT_RUNNER_EXPORT void mlirFree(void *pointer);
+WAVERT_RUNNER_EXPORT void mlirAlignedFree(void *pointer);
+
+/* A std::mt19937 engine seeded with `seed` (mod 2^32), owned by the caller and released by
+ * rtdrand; NULL when out of memory. rtrand: a uniform integer in [0, bound], the same
+ * sequence as libstdc++'s std::uniform_int_distribution<uint64_t> over that engine (as
+ * upstream built with GCC 11+ libstdc++ draws it). Thread-compatible per engine. */
+WAVERT_RUNNER_EXPORT void *rtsrand(uint64_t seed);
+WAVERT_RUNNER_EXPORT uint64_t rtrand(void *generator, uint64_t bound);
+WAVERT_RUNNER_EXPORT void rtdrand(void *generator);
+/* A random permutation of 0..n-1 (n = sizes[0]) drawn with `generator` as libstdc++'s
+ * std::shuffle draws it, written at the aligned pointer (the offset is ignored, as upstream). */
+WAVERT_RUNNER_EXPORT void _mlir_ciface_shuffle(wavert_memref_1d *memref, void *generator);
+
+/* Sort the first `n` elements (from the offset; unit stride expected) in ascending order.
+ * Equal elements (0 and -0) may come out in another order than upstream's std::sort, and
+ * NaNs, for which std::sort's result is undefined, anywhere. */
+WAVERT_RUNNER_EXPORT void _mlir_ciface_stdSortI64(uint64_t n, wavert_memref_1d *memref);
+WAVERT_RUNNER_EXPORT void _mlir_ciface_stdSortF64(uint64_t n, wavert_memref_1d *memref);
+WAVERT_RUNNER_EXPORT void _mlir_ciface_stdSortF32(uint64_t n, wavert_memref_1d *memref);
 
 /* memref.copy between non-contiguous memrefs (what the LLVM lowering calls): copy every
  * element of `source` (`element_size` bytes each) to the same position of `target`; both

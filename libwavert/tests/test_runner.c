@@ -1,8 +1,11 @@
 /* test_runner.c — the runner utilities' exact output (libwavert_runner): printMemref* for every
  * element type and ranks 0-3 (unranked, C-interface and ranked forms), the shape printers, the
- * vector.print helpers, verifyMemRef* (stderr) and memrefCopy. Expected strings are written
+ * vector.print helpers (printApFloat too), verifyMemRef* (stderr) for every element type,
+ * memrefCopy, the allocation functions, the random numbers (the sequences libstdc++'s
+ * std::mt19937 / uniform_int_distribution / shuffle give, noted from g++ 12) and stdSort*. Expected strings are written
  * from MLIR's formats (runner_formats.md); "base@ = 0x..." is masked as "base@ = BASE". */
 #define _POSIX_C_SOURCE 200809L
+#include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -277,6 +280,176 @@ static void test_memref_copy(void) {
   CHECK(target[0] == 6);
 }
 
+static void test_more_printers(void) {
+  float v[32];
+  for (int i = 0; i < 32; ++i) v[i] = (float)(i + 1);
+  memref2 mv = {v, v, 0, {1, 2}, {2, 1}};
+  EXPECT_STDOUT(_mlir_ciface_printMemrefVector4x4xf32(&mv),
+                "Memref base@ = BASE rank = 2 offset = 0 sizes = [1, 2] strides = [2, 1] data = \n"
+                "[[((1, 2, 3, 4),   (5, 6, 7, 8),   (9, 10, 11, 12),  (13, 14, 15, 16)),   "
+                "((17, 18, 19, 20),   (21, 22, 23, 24),   (25, 26, 27, 28),  (29, 30, 31, 32))]]\n");
+  uint16_t h[2] = {0x3c00, 0};
+  memref1 mh = {h, h, 1, {1}, {1}};
+  wavert_unranked_memref uh = {1, &mh};
+  EXPECT_STDOUT(_mlir_ciface_printMemrefShapeF16(&uh),
+                "Unranked Memref base@ = BASE rank = 1 offset = 1 sizes = [1] strides = [1]\n");
+  EXPECT_STDOUT(_mlir_ciface_printMemrefShapeBF16(&uh),
+                "Unranked Memref base@ = BASE rank = 1 offset = 1 sizes = [1] strides = [1]\n");
+  EXPECT_STDOUT(_mlir_ciface_printMemrefShapeI16(&uh),
+                "Unranked Memref base@ = BASE rank = 1 offset = 1 sizes = [1] strides = [1]\n");
+  memref0 m0 = {h, h, 0};
+  wavert_unranked_memref u0 = {0, &m0};
+  EXPECT_STDOUT(_mlir_ciface_printMemrefShapeF64(&u0),
+                "Unranked Memref base@ = BASE rank = 0 offset = 0 sizes = [] strides = []\n");
+}
+
+static void test_apfloat(void) {
+  /* (semantics, bits) as vector.print passes them; each printed with %lg. */
+  EXPECT_STDOUT((printApFloat(10, 0x3c), printComma(), printApFloat(10, 0x7e), printComma(),
+                 printApFloat(10, 0x7f), printComma(), printApFloat(10, 0xff), printComma(),
+                 printApFloat(10, 0x01), printComma(), printApFloat(10, 0xff3c)),
+                "1.5, 448, nan, -nan, 0.00195312, 1.5"); /* f8E4M3FN; high bits ignored */
+  EXPECT_STDOUT((printApFloat(7, 0x3c), printComma(), printApFloat(7, 0x7c), printComma(),
+                 printApFloat(7, 0xfc), printComma(), printApFloat(7, 0x7e), printComma(),
+                 printApFloat(7, 0x80)),
+                "1, inf, -inf, nan, -0"); /* f8E5M2 */
+  EXPECT_STDOUT((printApFloat(8, 0x40), printComma(), printApFloat(8, 0x80), printComma(),
+                 printApFloat(11, 0x40), printComma(), printApFloat(11, 0x80), printComma(),
+                 printApFloat(12, 0x58), printComma(), printApFloat(9, 0x38), printComma(),
+                 printApFloat(9, 0x78), printComma(), printApFloat(13, 0x30)),
+                "1, nan, 1, nan, 1, 1, inf, 1"); /* FNUZ types, f8E4M3, f8E3M4 */
+  EXPECT_STDOUT((printApFloat(15, 0x7f), printComma(), printApFloat(15, 0x80), printComma(),
+                 printApFloat(15, 0x00), printComma(), printApFloat(15, 0xff)),
+                "1, 2, 5.87747e-39, inf"); /* f8E8M0FNU: its NaN converts to +inf upstream */
+  EXPECT_STDOUT((printApFloat(18, 0x7), printComma(), printApFloat(18, 0xf), printComma(),
+                 printApFloat(18, 0x1), printComma(), printApFloat(17, 0x1f), printComma(),
+                 printApFloat(16, 0x1f), printComma(), printApFloat(16, 0x20)),
+                "6, -6, 0.5, 7.5, 28, -0"); /* f4E2M1FN, f6E2M3FN, f6E3M2FN */
+  EXPECT_STDOUT((printApFloat(0, 0x3c00), printComma(), printApFloat(1, 0x3f80), printComma(),
+                 printApFloat(2, 0x40490fdb), printComma(),
+                 printApFloat(3, UINT64_C(0x4000000000000000)), printComma(),
+                 printApFloat(14, 0x1fc00)),
+                "1, 1, 3.14159, 2, 1"); /* half, bfloat, single, double, tf32 */
+  EXPECT_STDERR(printApFloat(5, 0), "printApFloat: floating-point semantics 5 is not supported\n");
+}
+
+static void test_verify_types(void) {
+  int64_t errors = -2;
+  int8_t a8[3] = {'a', 'b', 'c'}, e8[3] = {'a', 'x', 'c'};
+  memref1 ma8 = {a8, a8, 0, {3}, {1}}, me8 = {e8, e8, 0, {3}, {1}};
+  EXPECT_STDERR(errors = verifyMemRefI8(1, &ma8, &me8), "b != x offset = 1\n");
+  CHECK(errors == 1);
+  int16_t a16[2] = {-3, 7}, e16[2] = {-3, 7};
+  memref1 ma16 = {a16, a16, 0, {2}, {1}}, me16 = {e16, e16, 0, {2}, {1}};
+  EXPECT_STDERR(errors = verifyMemRefI16(1, &ma16, &me16), "");
+  CHECK(errors == 0);
+  e16[0] = 3;
+  EXPECT_STDERR(errors = verifyMemRefI16(1, &ma16, &me16), "-3 != 3 offset = 0\n");
+  CHECK(errors == 1);
+  int64_t a64[4] = {1, 2, 3, 4}, e64[4] = {1, 2, 30, 40};
+  memref2 ma64 = {a64, a64, 0, {2, 2}, {2, 1}}, me64 = {e64, e64, 0, {2, 2}, {2, 1}};
+  wavert_unranked_memref ua64 = {2, &ma64}, ue64 = {2, &me64};
+  EXPECT_STDERR(errors = _mlir_ciface_verifyMemRefI64(&ua64, &ue64),
+                "3 != 30 offset = 2\n4 != 40 offset = 3\n");
+  CHECK(errors == 2);
+  uint16_t ah[3] = {0x3c00, 0x8000, 0x7e00}, eh[3] = {0x3c00, 0x0000, 0x7e00};
+  memref1 mah = {ah, ah, 0, {3}, {1}}, meh = {eh, eh, 0, {3}, {1}};
+  EXPECT_STDERR(errors = verifyMemRefF16(1, &mah, &meh), "nan != nan offset = 2\n");
+  CHECK(errors == 1); /* -0 == 0; a NaN never matches */
+  uint16_t ab[2] = {0x3f80, 0x4000}, eb[2] = {0x3f80, 0x4040};
+  memref1 mab = {ab, ab, 0, {2}, {1}}, meb = {eb, eb, 0, {2}, {1}};
+  wavert_unranked_memref uab = {1, &mab}, ueb = {1, &meb};
+  EXPECT_STDERR(errors = _mlir_ciface_verifyMemRefBF16(&uab, &ueb), "2 != 3 offset = 1\n");
+  CHECK(errors == 1);
+  uint64_t ai[2] = {5, UINT64_MAX}, ei[2] = {5, 0};
+  memref1 mai = {ai, ai, 0, {2}, {1}}, mei = {ei, ei, 0, {2}, {1}};
+  EXPECT_STDERR(errors = verifyMemRefInd(1, &mai, &mei),
+                "18446744073709551615 != 0 offset = 1\n");
+  CHECK(errors == 1);
+  double ac[2] = {1, 2}, ec[2] = {1, -2};
+  memref0 mac = {ac, ac, 0}, mec = {ec, ec, 0};
+  EXPECT_STDERR(errors = verifyMemRefC64(0, &mac, &mec), "(1,2) != (1,-2) offset = 0\n");
+  CHECK(errors == 1);
+  /* Rank 0: upstream compares no header, so differing offsets still compare elements (at
+   * the actual offset in both). */
+  float af[2] = {1, 2}, ef[2] = {1, 5};
+  memref0 maf = {af, af, 1}, mef = {ef, ef, 0};
+  EXPECT_STDERR(errors = verifyMemRefF32(0, &maf, &mef), "2 != 5 offset = 1\n");
+  CHECK(errors == 1);
+  /* A differing offset at rank 1 is a shape mismatch. */
+  memref1 off_a = {af, af, 1, {1}, {1}}, off_e = {ef, ef, 0, {1}, {1}};
+  EXPECT_STDERR(errors = verifyMemRefF32(1, &off_a, &off_e),
+                "base@ = BASE rank = 1 offset = 1 sizes = [1] strides = [1]"
+                "base@ = BASE rank = 1 offset = 0 sizes = [1] strides = [1]");
+  CHECK(errors == -1);
+}
+
+static void test_alloc_random_sort(void) {
+  void *p = mlirAlloc(24);
+  CHECK(p != NULL);
+  mlirFree(p);
+  void *q = mlirAlignedAlloc(64, 128);
+  CHECK(q != NULL && ((uintptr_t)q % 64) == 0);
+  mlirAlignedFree(q);
+
+  /* std::mt19937(42) through std::uniform_int_distribution<uint64_t>(0, m) for each m:
+   * every branch of libstdc++'s algorithm (below 2^32 - 1, equal, above). */
+  const uint64_t bounds[9] = {0, 1, 6, 100, UINT64_C(0xfffffffe), UINT64_C(0xffffffff),
+                              UINT64_C(0x100000000), UINT64_MAX, 1000000};
+  const uint64_t drawn[9] = {0, 1, 6, 18, 3143890025u, 3348747335u, 1914837113u,
+                             UINT64_C(2877591057541362902), 58083};
+  void *g = rtsrand(42);
+  CHECK(g != NULL);
+  for (int i = 0; i < 9; ++i) {
+    uint64_t value = rtrand(g, bounds[i]);
+    if (value != drawn[i]) {
+      fprintf(stderr, "test_runner.c: rtrand(g, %" PRIu64 ") = %" PRIu64 ", expected %" PRIu64
+              "\n", bounds[i], value, drawn[i]);
+      failures += 1;
+    }
+  }
+  rtdrand(g);
+
+  /* std::shuffle of 0..n-1 with std::mt19937(7): the paired draws (n * n < 2^32) with an odd
+   * and an even n, and the single draws (n = 70000), checked through a hash. */
+  const uint64_t lengths[5] = {1, 2, 7, 10, 70000};
+  const uint64_t hashes[5] = {0, 31, 2663500041u, UINT64_C(59021690633805),
+                              UINT64_C(12260056449843562224)};
+  uint64_t *values = malloc(70000 * sizeof(*values));
+  for (int k = 0; k < 5; ++k) {
+    void *h = rtsrand(7);
+    wavert_memref_1d m = {values, values, 0, {(int64_t)lengths[k]}, {1}};
+    _mlir_ciface_shuffle(&m, h);
+    rtdrand(h);
+    uint64_t hash = 0;
+    for (uint64_t i = 0; i < lengths[k]; ++i) hash = hash * 31 + values[i];
+    if (hash != hashes[k]) {
+      fprintf(stderr, "test_runner.c: shuffle of %" PRIu64 ": hash %" PRIu64 ", expected %" PRIu64
+              "\n", lengths[k], hash, hashes[k]);
+      failures += 1;
+    }
+    if (lengths[k] == 7) {
+      const uint64_t expected[7] = {3, 0, 1, 2, 6, 4, 5};
+      CHECK(memcmp(values, expected, sizeof(expected)) == 0);
+    }
+  }
+  free(values);
+
+  int64_t i64[6] = {99, 5, -3, 7, 0, -100};
+  wavert_memref_1d mi = {i64, i64, 1, {5}, {1}};
+  _mlir_ciface_stdSortI64(4, &mi); /* elements 1..4 only */
+  const int64_t sorted_i64[6] = {99, -3, 0, 5, 7, -100};
+  CHECK(memcmp(i64, sorted_i64, sizeof(i64)) == 0);
+  double f64[4] = {2.5, -1, 1e300, 0.5};
+  wavert_memref_1d md = {f64, f64, 0, {4}, {1}};
+  _mlir_ciface_stdSortF64(4, &md);
+  CHECK(f64[0] == -1 && f64[1] == 0.5 && f64[2] == 2.5 && f64[3] == 1e300);
+  float f32[3] = {3, -INFINITY, 1};
+  wavert_memref_1d mf = {f32, f32, 0, {3}, {1}};
+  _mlir_ciface_stdSortF32(3, &mf);
+  CHECK(f32[0] == -INFINITY && f32[1] == 1 && f32[2] == 3);
+}
+
 int main(void) {
   test_ranks();
   test_element_types();
@@ -284,6 +457,10 @@ int main(void) {
   test_vector_print();
   test_verify();
   test_memref_copy();
+  test_more_printers();
+  test_apfloat();
+  test_verify_types();
+  test_alloc_random_sort();
   if (failures != 0) {
     fprintf(stderr, "test_runner: %d failure(s)\n", failures);
     return 1;

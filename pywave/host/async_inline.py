@@ -20,6 +20,31 @@ from ..errors import CompileError
 
 _ASYNC_USERS = ("async.execute", "async.await")
 
+#: MLIR's async lowering to coroutines and mlirAsyncRuntime* calls (libwavert_runner), for
+#: programs that run in place cannot express (groups, async.await_all).
+ASYNC_RUNTIME_PIPELINE = ("builtin.module(async-to-async-runtime, async-runtime-ref-counting, "
+                          "async-runtime-ref-counting-opt, convert-async-to-llvm)")
+
+#: Async ops that only the async runtime implements.
+_GROUP_OPS = ("async.create_group", "async.add_to_group", "async.await_all")
+
+
+def uses_async_groups(module: ir.Module) -> bool:
+    """Whether host code uses async groups (``async.create_group``, ``add_to_group``,
+    ``await_all``), which need :data:`ASYNC_RUNTIME_PIPELINE` instead of the inlining."""
+    found = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "gpu.module":
+            return ir.WalkResult.SKIP
+        if op.name in _GROUP_OPS:
+            found.append(op.name)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return bool(found)
+
 
 def inline_async_execute(module: ir.Module) -> int:
     """Inline every ``async.execute`` of host code; returns how many were inlined."""

@@ -153,11 +153,21 @@ def compile_object(llvm_ir: str, *, opt_level: int = 2, library: bool = False,
         module.verify()
     except RuntimeError as exc:
         raise CompileError(f"LLVM rejected the host IR: {exc}") from None
-    if opt_level:
+    if opt_level or _has_coroutines(llvm_ir):
+        # LLVM's default pipeline at every level, -O0 included, runs the coroutine passes
+        # (coro-early, coro-split, coro-cleanup) that the async dialect's lowering needs:
+        # instruction selection cannot lower llvm.coro.* intrinsics. At -O0 it is run only
+        # for such modules, so other programs' compile time does not change.
         pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
         pb = llvm.create_pass_builder(tm, pto)
         pb.getModulePassManager().run(module, pb)
     return tm.emit_object(module), tm.emit_assembly(module) if assembly else ""
+
+
+def _has_coroutines(llvm_ir: str) -> bool:
+    """Whether LLVM IR text calls coroutine intrinsics (``llvm.coro.*``: async.execute bodies
+    lowered by convert-async-to-llvm)."""
+    return "@llvm.coro." in llvm_ir
 
 
 def _hide_symbols(module: llvm.ModuleRef) -> None:

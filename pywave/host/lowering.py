@@ -53,7 +53,7 @@ from .. import image_params, sparse
 from ..errors import CompileError
 from ..frontend import validate
 from ..mlirutil import diagnostic_error, file_location, find_ops, run_pipeline, sym_name
-from .async_inline import inline_async_execute
+from .async_inline import ASYNC_RUNTIME_PIPELINE, inline_async_execute, uses_async_groups
 from ..program import (ENGINE_FINI, ENGINE_INIT, PACKED_PREFIX, RELEASE_KERNELS, RUN_ENTRY,
                        Binary, HostModule, HostSignature)
 
@@ -139,7 +139,12 @@ def lower(module: ir.Module, binaries: list[Binary], functions: list[HostSignatu
     ``_mlir_<f>`` (:func:`add_packed_interface`), and the global constructors and destructors
     are called by :data:`pywave.program.ENGINE_INIT` and :data:`ENGINE_FINI`
     (:func:`add_engine_entries`: an object file loaded into MCJIT runs none)."""
-    inline_async_execute(module)
+    if uses_async_groups(module):
+        # Groups need a real runtime: MLIR's async lowering (coroutines over libwavert_runner's
+        # mlirAsyncRuntime* functions) instead of running the bodies in place.
+        run_pipeline(module, ASYNC_RUNTIME_PIPELINE, "lowering async to the async runtime", text)
+    else:
+        inline_async_execute(module)
     _join_async_dependencies(module)
     _synchronous_ops_on_streams(module)
     validate.host_spaces(module)
