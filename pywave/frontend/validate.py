@@ -97,7 +97,8 @@ def chip(name: Any, parameter: str = "target") -> str:
     raise CompileError(f"{parameter} {shown!r} is not a chip the compiler knows; valid "
                        f"names: {', '.join(AMDGPU_CHIPS if amd else SUPPORTED_NVPTX_CHIPS)}"
                        + ("" if amd else "; AMD chips: gfx942, gfx90a, ... (see "
-                          "pywave.frontend.validate.AMDGPU_CHIPS)"))
+                          "pywave.frontend.validate.AMDGPU_CHIPS)") +
+                       f"; the host CPU as a device: {CPU_CHIP!r}")
 
 
 def targets(value: Any, parameter: str = "target") -> str:

@@ -10,9 +10,9 @@ CPU backend (``libwavert/src/backend_cpu.c``) dlopens and runs through the same
    naming the op and its line.
 2. Rewrite the GPU queries into calls of the image's ABI functions (defined in step 4):
    ``gpu.thread_id``/``block_id``/``block_dim``/``grid_dim`` (x, y, z) read the current
-   thread's record (:data:`THREAD_FIELDS`); ``gpu.global_id`` is lowered by MLIR from those;
-   a subgroup is one thread (``gpu.subgroup_size`` 1, ``gpu.lane_id`` 0, the device reports
-   warp size 1, so ``subgroup_id`` is the linear thread id); ``gpu.barrier`` calls
+   thread's record (:data:`THREAD_FIELDS`); a subgroup is one thread (``gpu.subgroup_size`` 1, ``gpu.lane_id`` 0, the device reports
+   warp size 1, so ``subgroup_id`` is the linear thread id); ``gpu.global_id`` is
+   ``block_id * block_dim + thread_id``; ``gpu.barrier`` calls
    ``__wavert_cpu_barrier``.
 3. Lower with MLIR's own passes (:data:`CPU_PIPELINE`: ``convert-gpu-to-nvvm`` turns
    ``gpu.func`` into ``llvm.func``, workgroup attributions, address-space-3
@@ -173,8 +173,13 @@ def _rewrite_queries(gmod: ir.Operation) -> None:
                 f = func.FuncOp(symbol, ir.FunctionType.get([], results))
                 f.sym_visibility = ir.StringAttr.get("private")
 
+        def query(name: str, dim: str) -> ir.Value:
+            symbol = f"{PREFIX}{name[4:]}_{dim}"
+            declare(symbol, [index])
+            return func.CallOp([index], symbol, []).result
+
         for op in find_ops(gmod, lambda o: o.name in THREAD_FIELDS or o.name in (
-                "gpu.barrier", "gpu.lane_id", "gpu.subgroup_size")):
+                "gpu.barrier", "gpu.lane_id", "gpu.subgroup_size", "gpu.global_id")):
             with ir.InsertionPoint(op), op.location:
                 if op.name == "gpu.barrier":
                     declare(PREFIX + "barrier", [])
@@ -187,9 +192,13 @@ def _rewrite_queries(gmod: ir.Operation) -> None:
                     value = arith.ConstantOp(index, 1).result
                 else:
                     dim = re.search(r"([xyz])>*$", str(op.attributes["dimension"])).group(1)
-                    symbol = f"{PREFIX}{op.name[4:]}_{dim}"
-                    declare(symbol, [index])
-                    value = func.CallOp([index], symbol, []).result
+                    if op.name == "gpu.global_id":   # block_id * block_dim + thread_id
+                        value = arith.AddIOp(
+                            arith.MulIOp(query("gpu.block_id", dim),
+                                         query("gpu.block_dim", dim)).result,
+                            query("gpu.thread_id", dim)).result
+                    else:
+                        value = query(op.name, dim)
             op.results[0].replace_all_uses_with(value)
             op.erase()
 
