@@ -314,8 +314,8 @@ def test_gpu_tensor_is_refused_naming_the_argument():
         def __dlpack__(self, **kw): return self.a.__dlpack__()
 
     a = np.zeros(4, dtype=np.float32)
-    with pytest.raises(pywave.ArgumentError, match=r"argument 'b'.*cuda:0.*CPU device"):
-        mod(a, OnGpu(a), a.copy())
+    with pytest.raises(pywave.ArgumentError, match=r"argument 'a' \(#0\) is on cuda:0.*CPU device"):
+        mod(OnGpu(a), a, a.copy())
 
 
 def test_unknown_target_names_cpu():
