@@ -272,7 +272,8 @@ class CompiledModule:
             fn = _native.HostFunction(engine.address(PACKED_PREFIX + sig.name),
                                       kernel or sig.name, sig.params, device_type,
                                       code=self._code, results=sig.results,
-                                      convention=sig.convention)
+                                      convention=sig.convention,
+                                      cpu_device=program.target.is_cpu)
             if kernel is None:
                 self._functions[sig.name] = fn
             else:

@@ -282,7 +282,9 @@ class Pipeline:
                "host_cpu": "generic"}    # jit.target_machine; entries from before it differ
         if self.replacements:
             out["binaries"] = images.digest(self.replacements)
-        if not self.target.chip.startswith("gfx"):     # NVIDIA or not yet known: ptxas counts
+        if self.target.chip == "cpu":   # kernels for this machine's CPU and its features
+            out["kernel_cpu"] = list(jit.host_cpu())
+        elif not self.target.chip.startswith("gfx"):  # NVIDIA or not yet known: ptxas counts
             found = toolkit.find_toolkit()
             out["cuda_toolkit"] = found.version if found else None
         if self.lowering != _lowering.LoweringOptions():

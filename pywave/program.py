@@ -111,6 +111,10 @@ BACKENDS = {
 #: run on the calling thread alone and take CPU tensors (DLPack kDLCPU = 1). Not in
 #: :data:`BACKENDS`, which lists the devices a default target is looked for on.
 HOST_BACKEND = Backend("host", 1, "kDLCPU", "host", "")
+#: The host CPU as a device (``target="cpu"``, :mod:`pywave.kernels.cpu`): kernels compiled for
+#: this machine, run by libwavert's CPU backend on CPU tensors (kDLCPU, device 0). Not in
+#: :data:`BACKENDS`: it is used when asked for, never picked as a default target.
+CPU_BACKEND = Backend("cpu", 1, "kDLCPU", "CPU", "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,17 +132,24 @@ class Target:
         """The program needs no device (:data:`HOST`)."""
         return self.backend == HOST_BACKEND.name
 
+    @property
+    def is_cpu(self) -> bool:
+        """The program's kernels run on the CPU device (``target="cpu"``, :data:`CPU`)."""
+        return self.backend == CPU_BACKEND.name
+
     @classmethod
     def parse(cls, name: str) -> "Target":
         """The target of a chip name: ``"sm_90"`` (NVIDIA) or ``"gfx942"`` (AMD); several
         chips of one backend separated by commas (``"sm_80,sm_90"``)."""
         chips = [c.strip() for c in name.split(",")]
+        if chips == [CPU_BACKEND.name]:
+            return CPU
         backends = {"nvvm" if c.startswith("sm_") else "rocdl" if c.startswith("gfx") else ""
                     for c in chips}
         if "" in backends or len(backends) != 1:
             raise CompileError(f"unknown target {name!r}: expected an NVIDIA chip such as "
-                               "'sm_90' or an AMD chip such as 'gfx942' (several of one kind "
-                               "separated by commas)")
+                               "'sm_90', an AMD chip such as 'gfx942' (several of one kind "
+                               "separated by commas) or 'cpu'")
         return cls(backends.pop(), ",".join(chips))
 
     @property
@@ -164,7 +175,9 @@ class Target:
 
     @property
     def _backend(self) -> Backend:
-        return HOST_BACKEND if self.is_host else BACKENDS[self.backend]
+        if self.is_host:
+            return HOST_BACKEND
+        return CPU_BACKEND if self.is_cpu else BACKENDS[self.backend]
 
     @property
     def formats(self) -> tuple[str, ...]:
@@ -174,6 +187,8 @@ class Target:
 
 #: The target of a module with no GPU op: no device, no driver, CPU tensors.
 HOST = Target(HOST_BACKEND.name, HOST_BACKEND.name)
+#: The CPU device's target (``target="cpu"``).
+CPU = Target(CPU_BACKEND.name, CPU_BACKEND.name)
 
 
 # --------------------------------------------------------------------------------------------
@@ -197,6 +212,7 @@ FORMATS = {f.name: f for f in (
     ImageFormat("cubin", ".cubin", "nvvm", "bin"),
     ImageFormat("fatbin", ".fatbin", "nvvm", "fatbin"),
     ImageFormat("hsaco", ".hsaco", "rocdl", None),
+    ImageFormat("cpu-so", ".so", "cpu", None),     # an ELF shared object for the host
 )}
 
 

@@ -1,6 +1,7 @@
 /*
  * backend.h — the driver vtable behind each wavert_device: one implementation for the CUDA
- * driver API (backend_cuda.c) and one for HIP (backend_hip.c), both opened with dlopen.
+ * driver API (backend_cuda.c) and one for HIP (backend_hip.c), both opened with dlopen, and
+ * the host CPU as a device (backend_cpu.c: kernels pywave compiled for the host).
  *
  * Every entry reports failures through wavert__error and returns the status. Entries that
  * touch a context or device (all but init and device_open) expect the device's context to be
@@ -93,6 +94,7 @@ struct wavert__backend {
 
 extern const wavert__backend wavert__cuda_backend;
 extern const wavert__backend wavert__hip_backend;
+extern const wavert__backend wavert__cpu_backend; /* backend_cpu.c: the host CPU, kDLCPU 0 */
 
 /* dlopen `env`'s path if set, else the first of `names` that opens; the message of a failure
  * names every library tried. */

@@ -23,6 +23,7 @@ typedef struct {
 static registry_entry registry[WAVERT__BACKEND_COUNT] = {
     {.backend = &wavert__cuda_backend, .mutex = PTHREAD_MUTEX_INITIALIZER},
     {.backend = &wavert__hip_backend, .mutex = PTHREAD_MUTEX_INITIALIZER},
+    {.backend = &wavert__cpu_backend, .mutex = PTHREAD_MUTEX_INITIALIZER},
 };
 
 wavert_status wavert__open_library(const char *what, const char *env, const char *const *names,
@@ -60,9 +61,13 @@ static wavert_status backend_index(int32_t device_type, int32_t *out_index) {
     case kDLROCM:
       *out_index = WAVERT__BACKEND_HIP;
       return WAVERT_OK;
+    case kDLCPU:
+      *out_index = WAVERT__BACKEND_CPU;
+      return WAVERT_OK;
     default:
       return wavert__error(WAVERT_ERROR_UNSUPPORTED,
-                           "device type %d is not supported (kDLCUDA = 2 or kDLROCM = 10)",
+                           "device type %d is not supported (kDLCUDA = 2, kDLROCM = 10 or "
+                           "kDLCPU = 1)",
                            (int)device_type);
   }
 }

@@ -22,7 +22,8 @@
 /* Backends, indexed by wavert_device.backend_index. */
 #define WAVERT__BACKEND_CUDA 0
 #define WAVERT__BACKEND_HIP 1
-#define WAVERT__BACKEND_COUNT 2
+#define WAVERT__BACKEND_CPU 2
+#define WAVERT__BACKEND_COUNT 3
 /* Attribute slots (wavert_device_attribute values are 1..13). */
 #define WAVERT__DEVICE_ATTRIBUTE_COUNT 14
 /* Idle streams / events kept per device for the wavert_jit_* functions. */

@@ -130,8 +130,9 @@ static int run_entry(HostFunction *self, call_state *c) {
   void (*const entry)(uint64_t *) = self->entry;
   wavert_device *device = NULL; /* a host program's call is host-only: no device, no driver */
   wavert_status st;
-  if (self->device_type != kDLCPU &&
-      (st = get_device(self->device_type, c->dev_id, &device)) != WAVERT_OK) {
+  if ((self->device_type != kDLCPU || self->cpu_device) &&
+      (st = get_device(self->device_type, self->cpu_device ? 0 : c->dev_id, &device)) !=
+          WAVERT_OK) {
     raise_status_fmt(st, "%U(): no %s device %d", self->name, device_kind(self->device_type),
                      (int)c->dev_id);
     return -1;
@@ -409,15 +410,21 @@ static int make_signature(hf_parts *o) {
 }
 
 static PyObject *hf_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-  static char *kwlist[] = {"entry", "name",    "params",     "device_type",
-                           "code",  "results", "convention", NULL};
+  static char *kwlist[] = {"entry",   "name",       "params",     "device_type", "code",
+                           "results", "convention", "cpu_device", NULL};
   PyObject *entry_obj, *name, *params_arg, *code = NULL, *results_arg = NULL;
   const char *convention = "pywave";
-  int device_type;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OUOi|$OOs:HostFunction", kwlist, &entry_obj,
+  int device_type, cpu_device = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OUOi|$OOsp:HostFunction", kwlist, &entry_obj,
                                    &name, &params_arg, &device_type, &code, &results_arg,
-                                   &convention))
+                                   &convention, &cpu_device))
     return NULL;
+  if (cpu_device && device_type != kDLCPU) {
+    PyErr_Format(PyExc_ValueError,
+                 "HostFunction: cpu_device=True needs device_type 1 (kDLCPU), got %d",
+                 device_type);
+    return NULL;
+  }
   hf_parts o = {0};
   if (check_constructor(entry_obj, device_type, convention, code, &o) < 0 ||
       read_params(params_arg, &o) < 0)
@@ -435,6 +442,7 @@ static PyObject *hf_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   Py_XINCREF(o.code);
   self->code = (HostCode *)o.code;
   self->device_type = o.device_type;
+  self->cpu_device = cpu_device;
   self->wave = o.wave;
   /* The rest moves over: its references and allocations are the function's now. */
   self->params = o.params;

@@ -202,6 +202,7 @@ typedef struct {
   HostCode *code;      /* strong: the code holding `entry`, or NULL (never closed) */
   PyObject *signature; /* "(a, s)" for messages */
   int32_t device_type;
+  int cpu_device; /* device_type kDLCPU: 1 for the CPU device (target cpu), 0 for a host program */
   Py_ssize_t nparams, ntensors, nslots;
   int wave;            /* Wave's convention: slot 0 is the stream, every param an object */
   param_t *p;

@@ -69,6 +69,10 @@ MIN_NVPTX_CHIP = "sm_30"
 SUPPORTED_NVPTX_CHIPS = NVPTX_CHIPS[NVPTX_CHIPS.index(MIN_NVPTX_CHIP):]
 
 
+#: The CPU device's one "chip" (:mod:`pywave.kernels.cpu`): ``target="cpu"``.
+CPU_CHIP = "cpu"
+
+
 def chip(name: Any, parameter: str = "target") -> str:
     """``name`` if it is a chip LLVM's NVPTX or AMDGPU backend knows (NVIDIA: from
     :data:`MIN_NVPTX_CHIP` on), else CompileError with the closest valid name, or the valid
@@ -77,7 +81,7 @@ def chip(name: Any, parameter: str = "target") -> str:
     if not isinstance(name, str):
         raise TypeError(f"{parameter} must be a chip name (str) such as 'sm_90' or 'gfx942', "
                         f"got {type(name).__name__} {name!r}")
-    if name in SUPPORTED_NVPTX_CHIPS or name in AMDGPU_CHIPS:
+    if name in SUPPORTED_NVPTX_CHIPS or name in AMDGPU_CHIPS or name == CPU_CHIP:
         return name
     if name in NVPTX_CHIPS:
         raise CompileError(f"{parameter} {name!r} is older than {MIN_NVPTX_CHIP}, the oldest "
@@ -93,7 +97,8 @@ def chip(name: Any, parameter: str = "target") -> str:
     raise CompileError(f"{parameter} {shown!r} is not a chip the compiler knows; valid "
                        f"names: {', '.join(AMDGPU_CHIPS if amd else SUPPORTED_NVPTX_CHIPS)}"
                        + ("" if amd else "; AMD chips: gfx942, gfx90a, ... (see "
-                          "pywave.frontend.validate.AMDGPU_CHIPS)"))
+                          "pywave.frontend.validate.AMDGPU_CHIPS)") +
+                       f"; the host CPU as a device: {CPU_CHIP!r}")
 
 
 def targets(value: Any, parameter: str = "target") -> str:
@@ -118,6 +123,9 @@ def targets(value: Any, parameter: str = "target") -> str:
         chip(name, parameter)
     if len(set(names)) != len(names):
         raise CompileError(f"{parameter}={value!r} names a chip twice")
+    if CPU_CHIP in names and len(names) > 1:
+        raise CompileError(f"{parameter}={value!r} mixes the CPU with GPU chips; one compile "
+                           "builds for one backend")
     if len({n[:3] for n in names}) > 1:
         raise CompileError(f"{parameter}={value!r} mixes NVIDIA and AMD chips; one compile "
                            "builds for one backend")

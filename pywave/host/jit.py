@@ -118,6 +118,15 @@ def initialise(runtime_library: str | None = None) -> None:
 
 
 @functools.cache
+def host_cpu() -> tuple[str, str]:
+    """(CPU name, feature string) of this machine, as LLVM names them: what the CPU target's
+    kernels are compiled for (:mod:`pywave.kernels.cpu`), and part of their compile-cache key
+    (an image for this CPU's extensions would die of SIGILL on another one)."""
+    initialise()
+    return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+
+
+@functools.cache
 def target_machine(opt_level: int) -> llvm.TargetMachine:
     """The target machine of host code at ``opt_level`` (one per level, reused): the generic
     CPU of the host's triple. Host code is launch glue (descriptor words, driver calls), and

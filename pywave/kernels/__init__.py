@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import typing
 
+from ..errors import CompileError
+
 if typing.TYPE_CHECKING:   # the annotations' names only: help(pywave.kernels) shows lower()
     from collections.abc import Callable, Mapping
 
@@ -40,6 +42,16 @@ def lower(module: "ir.Module", *, requested: "Target | None", found: "Target | N
     from . import images, nvvm, targets, toolkit
     from . import options as kernel_options
     from .. import lowering
+    if requested is not None and requested.is_cpu:
+        from . import cpu
+        if fmt not in ("auto", "cpu-so"):
+            raise CompileError(f"format={fmt!r} is a GPU format; target='cpu' produces "
+                               "format='cpu-so' (or 'auto')")
+        binaries, dropped = cpu.lower_cpu(module, text=text,
+                                          opt_level=min(options.kernel_opt_level, 3),
+                                          keep_params=options.keep_kernel_params)
+        binaries = [b._replace(params=dropped.get(b.name, ())) for b in binaries]
+        return requested, images.replace(binaries, replacements, requested)
     targets.add_ptxas_arguments(module, options)
     targets.add_features(module, options)
     targets.attach_nvvm_targets(module, requested or found, options)
