@@ -321,3 +321,5 @@ def test_gpu_tensor_is_refused_naming_the_argument():
 def test_unknown_target_names_cpu():
     with pytest.raises(pywave.CompileError, match="'cpu'"):
         pywave.compile(VECTOR_ADD, target="tpu", disk_cache=False)
+
+

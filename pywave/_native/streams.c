@@ -12,7 +12,7 @@
 
 static PyObject *cupy_get_current_stream; /* NULL: not looked up yet; Py_None: no CuPy */
 static int cupy_stream_takes_device = -1; /* -1 unknown, 0 no, 1 yes */
-static wavert_device *device_cache[2][DEVICE_CACHE_SIZE]; /* [0] CUDA, [1] ROCm */
+static wavert_device *device_cache[3][DEVICE_CACHE_SIZE]; /* [0] CUDA, [1] ROCm, [2] CPU */
 
 static int handle_from_int(PyObject *h, void **out) {
   if (!PyLong_Check(h) || PyBool_Check(h))
@@ -150,7 +150,7 @@ static int cupy_current_stream(int32_t device_id, void **out) {
 }
 
 static wavert_status get_device(int32_t type, int32_t id, wavert_device **out) {
-  const int t = type == kDLROCM ? 1 : 0;
+  const int t = type == kDLROCM ? 1 : type == kDLCPU ? 2 : 0; /* one row per backend */
   if (id >= 0 && id < DEVICE_CACHE_SIZE && device_cache[t][id]) {
     *out = device_cache[t][id];
     return WAVERT_OK;
