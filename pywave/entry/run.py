@@ -28,7 +28,7 @@ import os
 import struct
 import sys
 
-from .. import front, lowering, pipeline, runtime
+from .. import front, llvm, lowering, pipeline, runtime
 from ..errors import Error
 from ..frontend.source import read_input
 from ..host import jit
@@ -126,7 +126,7 @@ def load_shared_libs(specs: list[str]) -> None:
                 continue
             if not os.path.exists(path):
                 raise Error(f"--shared-libs: {path!r} does not exist")
-            jit.llvm.load_library_permanently(path)
+            llvm.binding.load_library_permanently(path)
 
 
 def _flush_c_stdio() -> None:

@@ -32,7 +32,7 @@ from mlir.dialects import func, gpu
 from mlir.dialects import llvm as mlir_llvm
 
 from ..errors import CompileError
-from ..host import jit
+from ..llvm import all_targets
 from ..mlirutil import diagnostic_error, find_ops, sym_name
 from ..program import BACKENDS, Binary
 from . import params
@@ -331,7 +331,7 @@ def control_ir(chip: str, version: int, variables: bool = True) -> str:
 
 
 def target_machine(chip: str, opt_level: int = 3):
-    llvm = jit.all_targets()
+    llvm = all_targets()
     try:
         target = llvm.Target.from_triple(TRIPLE)
     except RuntimeError as exc:
@@ -364,7 +364,7 @@ def kernel_assembly(llvm_ir: str, chip: str, kernels: list[str], *, opt_level: i
 
 def _codegen(llvm_ir: str, chip: str, kernels: list[str], *, opt_level: int, what: str,
              assembly: bool) -> bytes | str:
-    llvm = jit.all_targets()
+    llvm = all_targets()
     tm = target_machine(chip, opt_level)
     try:
         module = llvm.parse_assembly(llvm_ir)
