@@ -568,20 +568,20 @@ static void *device_pointer(const char *name, void *ptr) {
   return device_ptr;
 }
 
-wavert_mgpu_memref_1d_f32 mgpuMemGetDeviceMemRef1dFloat(float *allocated, float *aligned,
+wavert_memref_1d mgpuMemGetDeviceMemRef1dFloat(float *allocated, float *aligned,
                                                         int64_t offset, int64_t size,
                                                         int64_t stride) {
   (void)allocated;
   float *device_ptr = device_pointer("mgpuMemGetDeviceMemRef1dFloat", aligned);
-  return (wavert_mgpu_memref_1d_f32){device_ptr, device_ptr, offset, {size}, {stride}};
+  return (wavert_memref_1d){device_ptr, device_ptr, offset, {size}, {stride}};
 }
 
-wavert_mgpu_memref_1d_i32 mgpuMemGetDeviceMemRef1dInt32(int32_t *allocated, int32_t *aligned,
+wavert_memref_1d mgpuMemGetDeviceMemRef1dInt32(int32_t *allocated, int32_t *aligned,
                                                         int64_t offset, int64_t size,
                                                         int64_t stride) {
   (void)allocated;
   int32_t *device_ptr = device_pointer("mgpuMemGetDeviceMemRef1dInt32", aligned);
-  return (wavert_mgpu_memref_1d_i32){device_ptr, device_ptr, offset, {size}, {stride}};
+  return (wavert_memref_1d){device_ptr, device_ptr, offset, {size}, {stride}};
 }
 
 void mgpuSetDefaultDevice(int32_t ordinal) { default_ordinal = ordinal; }
