@@ -7,19 +7,16 @@ An on-disk entry holds everything a call needs (kernel binaries, host object cod
 functions' signatures, stored by field name), so a warm start in a new process loads it
 without importing MLIR.
 
-Location: ``$PYWAVE_CACHE_DIR``, else ``$XDG_CACHE_HOME/pywave`` (when absolute), else
-``~/.cache/pywave`` (an empty ``$HOME`` counts as unset: the password database's home);
-created 0700, refused (cache disabled, a :class:`~pywave.errors.ConfigWarning`) when group-
-or world-writable or not owned by the user; a folder that cannot be written is a
-ConfigWarning at the first failed write, saying what fixes it. ``PYWAVE_CACHE=0`` disables
-it. ``PYWAVE_CACHE_MAX_BYTES`` bounds its size (default 1 GiB; a byte count such as
-``1000000``, ``1e9``, ``512MiB``, ``2GB``: see :func:`max_bytes`); the least recently used
-entries are evicted. A value that cannot be read
+The folder (``$PYWAVE_CACHE_DIR``, ...), its checks, and the safe reading and atomic writing
+of its files are :mod:`pywave.files`'s. ``PYWAVE_CACHE_MAX_BYTES`` bounds the cache's size
+(default 1 GiB; a byte count such as ``1000000``, ``1e9``, ``512MiB``, ``2GB``: see
+:func:`max_bytes`); the least recently used entries are evicted. A value that cannot be read
 is a logged warning naming the variable and the default used, never an error.
 
 An entry is one file, ``<key>.pwc``, holding everything of its program: kernel images, host
-object code and, when a C compiler linked it, the host code pre-linked into a shared object
-(:mod:`pywave.host.sharedobj`), all under one checksum. An entry is bound to its key: the key is
+object code and, when the program carries it, the host code pre-linked into a shared object
+(``Program.shared_object``: :func:`pywave.front.keep` links it before storing; the cache
+only stores), all under one checksum. An entry is bound to its key: the key is
 inside the checksummed payload, so a file copied or linked under another key is corrupt, not
 another module; and what is ``dlopen``-ed is the checksummed bytes themselves (copied into a
 sealed memfd), so no file can be swapped in between the check and the load. Any entry that
@@ -27,42 +24,33 @@ does not decode to exactly the fields a :class:`~pywave.program.Program` needs (
 checksum, a truncated payload, a missing, extra or mistyped field) is logged, removed and
 rebuilt.
 
-Every file read from the cache folder (entries here, the ptxas release memo of
-:mod:`pywave.kernels.toolkit`) goes through :func:`read_file`: opened without following symbolic
-links and without blocking, then checked on the open descriptor to be a regular file owned
-by this user and at most :data:`MAX_FILE_BYTES` long. Anything else (a symbolic link, FIFO,
-device, folder, another user's file, an oversized file) is corrupt: logged, removed and
-rebuilt, never followed, waited on or read into memory.
+Every entry is read with :func:`pywave.files.read_file` (a symbolic link, FIFO, another
+user's file or an oversized file is corrupt: logged, removed and rebuilt).
 
-Writes are atomic (temporary ``.tmp-*`` file + rename); a failed write removes its
-temporary, and eviction removes temporaries older than :data:`STALE_TEMP_SECONDS` left by
-writers that died.
+Writes are atomic (:func:`pywave.files.write_atomic`); eviction removes temporaries older
+than :data:`STALE_TEMP_SECONDS`, left by writers that died.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import errno
 import functools
 import json
 import logging
 import os
 import re
-import stat
 import struct
 import sys
 import threading
 import time
 from typing import Any
 
-from .errors import warn_config
+# The cache folder and the safe reading and writing of its files: pywave.files, also read as
+# pywave.cache.directory, read_file, write_atomic, sealed... by the cache's users.
+from .files import (MAX_FILE_BYTES, TEMP_PREFIX, CorruptFile, digest, directory, discard_file,
+                    read_file, remove, sealed, unsealed, unwritable, warn_once, write_atomic)
 from .program import (BACKENDS, FORMATS, HOST, PYWAVE_CONVENTION, WAVE_CONVENTION, Binary,
                       HostSignature, KernelInfo, Param, Program, Target)
-
-try:   # BLAKE2b is built into CPython; hashlib's import loads OpenSSL (~5 ms per process)
-    from _blake2 import blake2b
-except ImportError:
-    from hashlib import blake2b
 
 log = logging.getLogger("pywave.cache")
 
@@ -75,23 +63,14 @@ DEFAULT_MAX_BYTES = 1 << 30
 #: A temporary file older than this (seconds) belongs to a writer that died: eviction
 #: removes it. A write takes milliseconds; the margin covers slow disks and clock skew.
 STALE_TEMP_SECONDS = 600
-TEMP_PREFIX = ".tmp-"
 #: Files of the cache: entries (.pwc), and pre-linked host code (.pwso) that pywave versions
 #: before entry format 6 kept beside them: never read, removed by eviction and clear.
 SUFFIXES = (".pwc", ".pwso")
-#: Largest file read from the cache folder (bytes): a larger one is corrupt, not read.
-#: An entry is kernel images plus host code, megabytes at most; one that would encode
-#: larger is not stored.
-MAX_FILE_BYTES = 1 << 30
 
 
-class CorruptEntry(ValueError):
-    """A cache file that is not what pywave wrote there (the message says why): an entry that
-    does not decode to a Program for its key, or a file :func:`read_file` refuses."""
-
-
-def _digest(data: bytes = b""):
-    return blake2b(data, digest_size=32)
+#: A cache file that is not what pywave wrote there: an entry that does not decode to a
+#: Program for its key, or a file :func:`read_file` refuses (one class, its name here).
+CorruptEntry = CorruptFile
 
 
 def dist_version(dist: str) -> str:
@@ -133,117 +112,11 @@ def described(options: dict[str, Any], versions: dict[str, str]) -> str:
 def key(text: str, options: str) -> str:
     """Hex digest naming a compile (its disk-cache entry): ``text`` and ``options``, the
     :func:`described` options and tool versions."""
-    h = _digest()
+    h = digest()
     h.update(options.encode())
     h.update(b"\0")
     h.update(text.encode())
     return h.hexdigest()
-
-
-def directory() -> str | None:
-    """The cache directory (created), or None when disabled or unsafe (a
-    :class:`~pywave.errors.ConfigWarning` says why, once per folder and reason). A folder
-    this process cannot write into is still returned (its entries can be read); writes then
-    fail with a warning (:func:`write_atomic`) and :func:`unwritable` says why beforehand."""
-    if not _cache_enabled():
-        return None
-    path = os.environ.get("PYWAVE_CACHE_DIR") or _default_root()
-    if path is None:
-        _warn_config("no-home", "compile cache disabled: no home folder ($HOME is empty or "
-                     "unset and the password database has none); set PYWAVE_CACHE_DIR")
-        return None
-    try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
-        st = os.stat(path)
-    except OSError as exc:
-        _warn_config(path, f"compile cache disabled: cannot create {path}: "
-                     f"{exc.strerror or exc}")
-        return None
-    if st.st_uid != os.geteuid():
-        _warn_config(path, f"compile cache disabled: {path} belongs to {_user(st.st_uid)}, "
-                     f"not to {_user(os.geteuid())} who runs pywave (its owner could plant "
-                     "entries to run); set PYWAVE_CACHE_DIR to a folder of your own")
-        return None
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        _warn_config(path, f"compile cache disabled: {path} is writable by its group or "
-                     f"others (mode {stat.S_IMODE(st.st_mode):o}), who could plant entries "
-                     f"to run; fix with chmod go-w {path}")
-        return None
-    return path
-
-
-def _default_root() -> str | None:
-    """``$XDG_CACHE_HOME/pywave`` (an absolute path, as the XDG specification wants), else
-    ``<home>/.cache/pywave``: ``$HOME`` when set and not empty, else the password database's
-    home of this user; None without either."""
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    if os.path.isabs(xdg):
-        return os.path.join(xdg, "pywave")
-    home = os.environ.get("HOME", "")
-    if not home:
-        import pwd
-        try:
-            home = pwd.getpwuid(os.geteuid()).pw_dir
-        except KeyError:
-            home = ""
-    return os.path.join(home, ".cache", "pywave") if home else None
-
-
-def _user(uid: int) -> str:
-    """``name (uid N)``, or ``uid N`` when the password database does not know it."""
-    import pwd
-    try:
-        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
-    except KeyError:
-        return f"uid {uid}"
-
-
-def unwritable(path: str) -> str | None:
-    """Why this process cannot create files in the cache folder ``path``, with what fixes it
-    (the owner's mode bits, or another folder when it is not the user's); None when it can."""
-    if os.access(path, os.W_OK | os.X_OK):
-        return None
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        return f"{path}: {exc.strerror or exc}"
-    if st.st_uid != os.geteuid():
-        return (f"{path} belongs to {_user(st.st_uid)}, not to {_user(os.geteuid())} who "
-                "runs pywave; set PYWAVE_CACHE_DIR to a folder of your own")
-    if st.st_mode & (stat.S_IWUSR | stat.S_IXUSR) != (stat.S_IWUSR | stat.S_IXUSR):
-        return (f"{path} has mode {stat.S_IMODE(st.st_mode):o}, which does not let its owner "
-                f"create files; fix with chmod u+rwx {path}")
-    return f"{path} is not writable (a read-only file system?)"
-
-
-def _warn_config(what: str, message: str) -> None:
-    """Issue ``message`` as a ConfigWarning once per process and ``what``."""
-    if ("config", what) in _warned:
-        return
-    _warned.add(("config", what))
-    warn_config(log, message, stacklevel=4)
-
-
-_OFF = ("0", "false", "no", "off")
-_ON = ("", "1", "true", "yes", "on")
-_warned: set[tuple[str, str]] = set()
-
-
-def _warn_once(variable: str, value: str, message: str) -> None:
-    """Log ``message`` about ``variable=value`` once per process and value."""
-    if (variable, value) not in _warned:
-        _warned.add((variable, value))
-        log.warning("%s=%r %s", variable, value, message)
-
-
-def _cache_enabled() -> bool:
-    value = os.environ.get("PYWAVE_CACHE", "1")
-    if value.strip().lower() in _OFF:
-        return False
-    if value.strip().lower() not in _ON:
-        _warn_once("PYWAVE_CACHE", value, "is not one of 1/true/yes/on or 0/false/no/off; "
-                   "using the default: the disk cache is on")
-    return True
 
 
 _UNITS = {"": 1, "b": 1, "k": 1024, "kib": 1024, "m": 1024**2, "mib": 1024**2, "g": 1024**3,
@@ -280,7 +153,7 @@ def max_bytes() -> int:
         return DEFAULT_MAX_BYTES
     parsed = parse_bytes(value)
     if parsed is None:
-        _warn_once("PYWAVE_CACHE_MAX_BYTES", value,
+        warn_once("PYWAVE_CACHE_MAX_BYTES", value,
                    "is not a byte count (e.g. 1000000000, 1e9, 512MiB, 2GB); using the "
                    f"default {DEFAULT_MAX_BYTES} bytes (1 GiB)")
         return DEFAULT_MAX_BYTES
@@ -303,23 +176,6 @@ def _encode(program: Program, cache_key: str) -> bytes:
     }
     head = json.dumps(meta).encode()
     return sealed(MAGIC, struct.pack("<Q", len(head)) + head + b"".join(blobs))
-
-
-def sealed(magic: bytes, payload: bytes) -> bytes:
-    """``payload`` as a cache file: ``magic`` (the format and its version), the BLAKE2b-256
-    of ``payload``, then ``payload``; :func:`unsealed` checks and strips them."""
-    return magic + _digest(payload).digest() + payload
-
-
-def unsealed(magic: bytes, raw: bytes) -> bytes:
-    """The payload of :func:`sealed` file bytes ``raw``; CorruptEntry on another magic (another
-    format or version) or a checksum mismatch (truncated or corrupt)."""
-    if not raw.startswith(magic):
-        raise CorruptEntry("bad magic (another version or not a pywave cache file)")
-    payload = raw[len(magic) + 32:]
-    if _digest(payload).digest() != raw[len(magic):len(magic) + 32]:
-        raise CorruptEntry("checksum mismatch (truncated or corrupt)")
-    return payload
 
 
 def _decode(raw: bytes, cache_key: str) -> Program:
@@ -431,71 +287,6 @@ def _params(records: list, what: str) -> tuple[Param, ...]:
     return tuple(params)
 
 
-_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-
-
-def read_file(path: str, limit: int = MAX_FILE_BYTES, *, touch: bool = False) -> bytes:
-    """The bytes of cache file ``path``, read safely: opened without following a symbolic
-    link and without blocking (a FIFO), then checked on the open descriptor (no window
-    between check and read) to be a regular file owned by this user of at most ``limit``
-    bytes. ``touch``: set its modification time, the recency of LRU eviction.
-
-    Raises
-    ------
-    CorruptEntry
-        A symbolic link, a FIFO, device, socket or folder, another user's file, or a file
-        over ``limit`` bytes (the message says which): not what pywave writes there.
-    FileNotFoundError
-        There is no such file.
-    OSError
-        It cannot be opened or read (e.g. no permission).
-    """
-    try:
-        fd = os.open(path, _OPEN_FLAGS)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise CorruptEntry("a symbolic link (not followed)") from None
-        if exc.errno == errno.ENXIO:
-            raise CorruptEntry("not a regular file (a socket)") from None
-        raise
-    try:
-        st = os.fstat(fd)
-        _check_kept(st, limit)
-        data = _read_at_most(fd, st.st_size, limit)
-        if touch:
-            try:
-                os.utime(fd)
-            except OSError:   # a read-only file system: recency is not kept, the data is good
-                pass
-        return data
-    finally:
-        os.close(fd)
-
-
-def _check_kept(st: os.stat_result, limit: int) -> None:
-    """CorruptEntry unless ``st`` is a regular file of this user of at most ``limit`` bytes."""
-    if not stat.S_ISREG(st.st_mode):
-        raise CorruptEntry(f"not a regular file (mode {st.st_mode:o})")
-    if st.st_uid != os.geteuid():
-        raise CorruptEntry(f"owned by uid {st.st_uid}, not by this user (uid {os.geteuid()})")
-    if st.st_size > limit:
-        raise CorruptEntry(f"{st.st_size} bytes, over the limit of {limit} bytes")
-
-
-def _read_at_most(fd: int, size: int, limit: int) -> bytes:
-    """The rest of ``fd`` (``size`` bytes expected); CorruptEntry past ``limit`` bytes (it
-    grew after the check)."""
-    parts, total = [], 0
-    while True:
-        part = os.read(fd, min(max(size - total, 1 << 16), limit + 1 - total))
-        if not part:
-            return b"".join(parts)
-        parts.append(part)
-        total += len(part)
-        if total > limit:
-            raise CorruptEntry(f"grew past the limit of {limit} bytes while read")
-
-
 def read_entry(root: str, cache_key: str, *, touch: bool = False) -> Program:
     """The Program of entry ``cache_key`` in cache folder ``root``, read with
     :func:`read_file` (``touch``: mark it used) and decoded; removes nothing.
@@ -538,13 +329,6 @@ def discard(cache_key: str, why: str) -> None:
     discard_file(os.path.join(root, cache_key + ".pwc"), why)
 
 
-def discard_file(path: str, why: str) -> None:
-    """Log (a warning) and remove cache file ``path``, corrupt because ``why``: a symbolic
-    link is removed itself, never its target. The caller rebuilds what it held."""
-    log.warning("compile cache: ignoring corrupt %s (%s); it will be rebuilt", path, why)
-    _remove(path)
-
-
 #: Eviction scans the whole directory, so it runs on the first write of a process and then
 #: every EVICT_EVERY writes: the bound can be overshot by at most that many entries.
 EVICT_EVERY = 32
@@ -553,24 +337,17 @@ _writes_lock = threading.Lock()
 
 
 def store(cache_key: str, program: Program) -> Program | None:
-    """Write the entry of ``program`` atomically, its host code pre-linked into its
-    ``shared_object`` first when it has none and a C compiler is present
-    (:func:`pywave.host.sharedobj.link`); evict least recently used entries over the bound (on
-    the first write of the process and every EVICT_EVERY writes after).
+    """Write the entry of ``program`` atomically, as it is (its ``shared_object`` included
+    when it has one: :func:`pywave.front.keep` links it); evict least recently used entries
+    over the bound (on the first write of the process and every EVICT_EVERY writes after).
 
-    Returns the program as stored (with its ``shared_object`` when one was linked: the
-    caller loads that one), or None when no entry was written: the cache is off, the entry
+    Returns ``program``, or None when no entry was written: the cache is off, the entry
     is over MAX_FILE_BYTES, or the write failed (disk full, a folder that cannot be written:
     a ConfigWarning, see :func:`write_atomic`); a failed write leaves no temporary file.
     """
     root = directory()
     if root is None:
         return None
-    if program.shared_object is None:
-        from .host import sharedobj
-        shared = sharedobj.link(program.object_code)   # for warm starts without llvmlite
-        if shared:
-            program = dataclasses.replace(program, shared_object=shared)
     data = _encode(program, cache_key)
     if len(data) > MAX_FILE_BYTES:
         log.warning("compile cache: not storing %s: %d bytes, over the limit of %d bytes",
@@ -587,30 +364,6 @@ def store(cache_key: str, program: Program) -> Program | None:
     return program
 
 
-def write_atomic(root: str, name: str, data: bytes) -> bool:
-    """Write ``root/name`` atomically (a temporary file in ``root``, then a rename); False
-    when it fails (disk full, a directory where the file goes, a folder this process cannot
-    write into: a ConfigWarning once per folder, with :func:`unwritable`'s hint where it
-    applies), leaving no temporary file."""
-    import tempfile
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(dir=root, prefix=TEMP_PREFIX, suffix=os.path.splitext(name)[1])
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, os.path.join(root, name))
-        tmp = None
-        return True
-    except OSError as exc:
-        hint = unwritable(root) or exc.strerror or str(exc)
-        _warn_config(f"write {root}: {hint}", f"compile cache: cannot write {name} into {root}: "
-                     f"{hint}; compiled modules are not cached")
-        return False
-    finally:
-        if tmp is not None:
-            _remove(tmp)
-
-
 def evict(root: str, max_bytes: int) -> None:
     """Remove the least recently used entries until the rest fit in ``max_bytes``, and
     temporaries older than STALE_TEMP_SECONDS (their writer died)."""
@@ -625,19 +378,12 @@ def evict(root: str, max_bytes: int) -> None:
             continue
         if name.startswith(TEMP_PREFIX):
             if st.st_mtime < stale:
-                _remove(os.path.join(root, name))
+                remove(os.path.join(root, name))
             continue
         entries.append((st.st_mtime, st.st_size, name))
     total = sum(e[1] for e in entries)
     for _, size, name in sorted(entries):
         if total <= max_bytes:
             break
-        _remove(os.path.join(root, name))
+        remove(os.path.join(root, name))
         total -= size
-
-
-def _remove(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass

@@ -34,7 +34,7 @@ import re
 import time
 from typing import Any
 
-from .program import FORMATS
+from .program import FORMATS, ptx_text
 
 log = logging.getLogger("pywave.dump")
 
@@ -120,7 +120,7 @@ class Dump:
         """Called between kernel lowering and serialisation (``pipeline``): the NVVM-level IR,
         then each gpu.module's LLVM IR and PTX, from serialising copies of the module with
         ``pipeline_for(mlir_format)``."""
-        from .kernels.nvvm import serialise_clone
+        from .mlirutil import serialise_clone
 
         t0, before = time.perf_counter(), self._elapsed
         self.manifest["pipelines"]["binary"] = pipeline
@@ -130,8 +130,8 @@ class Dump:
                 for name, data in serialise_clone(module, pipeline_for(mlir_format)):
                     if kind == "ll":
                         data = _bitcode_to_text(data)
-                    elif data.endswith(b"\0"):
-                        data = data[:-1]
+                    else:
+                        data = ptx_text(data)
                     self.write(f"{name}.{kind}", data)
         except Exception as exc:  # noqa: BLE001 - a dump must never fail the compile
             log.debug("dump: kernel LLVM IR/PTX unavailable: %s", exc)
@@ -142,8 +142,7 @@ class Dump:
     def binaries(self, binaries) -> None:
         """Each embedded kernel binary, as loaded at run time."""
         for b in binaries:
-            data = b.data[:-1] if b.format == "ptx" and b.data.endswith(b"\0") else b.data
-            self.write(b.name + FORMATS[b.format].extension, data)
+            self.write(b.name + FORMATS[b.format].extension, b.file_data)
             self.manifest["binaries"].append(
                 {"name": b.name, "format": b.format, "chip": b.chip, "bytes": len(b.data)})
 

@@ -84,9 +84,24 @@ def stored(req: Request) -> "Program | None":
 
 
 def keep(req: Request, program: "Program") -> "Program | None":
-    """Store ``program`` under ``req``'s key; the program as stored (with its pre-linked host
-    code), or None when the entry could not be written (logged by :mod:`pywave.cache`)."""
-    return cache.store(req.key, program)
+    """Store ``program`` under ``req``'s key, its host code pre-linked first
+    (:func:`prelinked`); the program as stored (with its pre-linked host code, which the
+    caller loads), or None when the cache is off or the entry could not be written (logged
+    by :mod:`pywave.cache`)."""
+    if cache.directory() is None:
+        return None
+    return cache.store(req.key, prelinked(program))
+
+
+def prelinked(program: "Program") -> "Program":
+    """``program`` with its host object code pre-linked into its ``shared_object`` (for warm
+    starts without llvmlite) when it has none and a C compiler is present
+    (:func:`pywave.host.sharedobj.link`); else ``program`` itself."""
+    if program.shared_object is not None:
+        return program
+    from .host import sharedobj    # a warm start neither links nor imports it
+    shared = sharedobj.link(program.object_code)
+    return dataclasses.replace(program, shared_object=shared) if shared else program
 
 
 def build_program(compiler: pipeline.Pipeline, *, isolate: bool | None = None,

@@ -135,3 +135,19 @@ def find_ops(root: ir.Operation, keep: "Callable[[ir.Operation], bool]") -> list
 
     root.walk(visit)
     return found
+
+
+def serialise_clone(module: ir.Module, pipeline: str) -> list[tuple[str, bytes]]:
+    """(gpu.binary name, first object's bytes) after running ``pipeline`` (a
+    ``gpu-module-to-binary`` pipeline) on a copy of ``module``, which stays as it is: the
+    kernels' LLVM IR or PTX for a dump or a kept stage."""
+    from mlir.dialects import gpu
+    clone = ir.Module.parse(str(module), module.context)
+    run_pipeline(clone, pipeline, "serialising a copy of the kernels")
+    out = []
+    for op in clone.body.operations:
+        op = op.operation
+        if op.name == "gpu.binary":
+            objects = ir.ArrayAttr(op.attributes["objects"])
+            out.append((sym_name(op), bytes(gpu.ObjectAttr(objects[0]).object)))
+    return out

@@ -37,7 +37,7 @@ from .errors import Error
 from .frontend import gpu_use, passes, validate
 from .host import jit
 from .kernels import images, toolkit
-from .program import BACKENDS, HOST, HOST_ABI, Binary, HostModule, Program, Target
+from .program import BACKENDS, HOST, HOST_ABI, Binary, HostModule, Program, Target, ptx_text
 
 _lowering = lowering      # the module; Pipeline's parameter of the same name shadows it
 _passes = passes          # likewise
@@ -167,10 +167,10 @@ class Recorder:
         if self.dump:
             self.dump.kernels_lowered(module, pipeline, pipeline_for)
         if self.keep_stages:
-            from .kernels.nvvm import serialise_clone
+            from .mlirutil import serialise_clone
             started = time.perf_counter()
             for name, data in serialise_clone(module, pipeline_for("isa")):
-                self.stages[f"ptx @{name}"] = data.rstrip(b"\0").decode(errors="replace")
+                self.stages[f"ptx @{name}"] = ptx_text(data).decode(errors="replace")
             self._uncounted += time.perf_counter() - started
 
     def keep(self, stage: str, ir_text) -> None:
@@ -249,9 +249,10 @@ class Pipeline:
                  run_entry: str | None = None, launchers: bool = False,
                  passes: str | None = None, passes_only: bool = False,
                  packed_interface: bool = False) -> None:
-        validate.options(text, target=target, opt_level=opt_level, format=format,
-                         filename=filename, dump_dir=dump_dir, replacements=replacements,
-                         keep_stages=keep_stages, library=library, run_entry=run_entry)
+        chips = validate.options(text, target=target, opt_level=opt_level, format=format,
+                                 filename=filename, dump_dir=dump_dir,
+                                 replacements=replacements, keep_stages=keep_stages,
+                                 library=library, run_entry=run_entry)
         self.passes = _passes.check(passes)
         if not isinstance(passes_only, bool):
             raise TypeError(f"passes_only must be a bool, got {passes_only!r}")
@@ -260,8 +261,7 @@ class Pipeline:
             raise TypeError(f"packed_interface must be a bool, got {packed_interface!r}")
         self.packed_interface = packed_interface
         self.text = text
-        self.target = TargetChoice(validate.targets(target) if target is not None else None,
-                                   probe=not passes_only and gpu_use.may_use_gpu(text, passes))
+        self.target = TargetChoice(chips, probe=not passes_only and gpu_use.may_use_gpu(text, passes))
         self.opt_level = opt_level
         self.format = format
         self.filename = filename

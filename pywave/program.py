@@ -216,6 +216,22 @@ FORMATS = {f.name: f for f in (
 )}
 
 
+#: The ``format=`` values a compile accepts: ``"auto"`` (the target's best) and each format.
+FORMAT_CHOICES = ("auto",) + tuple(FORMATS)
+
+
+def ptx_image(ptx: bytes) -> bytes:
+    """PTX text as a kernel image: NUL-terminated (the driver reads a PTX image as a C string:
+    CUDA Driver API, ``cuModuleLoadData``). :func:`ptx_text` undoes it."""
+    return ptx if ptx.endswith(b"\0") else ptx + b"\0"
+
+
+def ptx_text(ptx: bytes) -> bytes:
+    """PTX without a kernel image's trailing NUL (:func:`ptx_image`): what ptxas, fatbinary
+    and a ``.ptx`` file take."""
+    return ptx.rstrip(b"\0")
+
+
 def format_of_extension(path: str) -> str | None:
     """The format a file name's extension names (``"k.ptx"`` -> ``"ptx"``), or None."""
     lowered = path.lower()
@@ -266,6 +282,12 @@ class Binary(NamedTuple):
     def chips(self) -> tuple[str, ...]:
         """The chips the image holds code for, in the order they were asked for."""
         return tuple(self.chip.split(","))
+
+    @property
+    def file_data(self) -> bytes:
+        """The image as its file (``<name>`` + the format's extension) holds it: PTX without
+        its trailing NUL (:func:`ptx_text`), any other format as it is."""
+        return ptx_text(self.data) if self.format == "ptx" else self.data
 
     def __repr__(self) -> str:   # the image's size, never its bytes
         return f"Binary(name={self.name!r}, format={self.format!r}, size={len(self.data)}, " \

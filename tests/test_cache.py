@@ -17,7 +17,7 @@ import pytest
 import pywave
 import dataclasses
 
-from pywave import api, cache, front, pipeline
+from pywave import api, cache, files, front, pipeline
 from pywave.kernels import toolkit
 from pywave.program import HOST_ABI, Binary, HostSignature, Param, Program, Target
 
@@ -371,7 +371,7 @@ def _rewrite(entry: Path, mutate) -> None:
     mutate(meta)
     head = json.dumps(meta).encode()
     payload = len(head).to_bytes(8, "little") + head + payload[8 + n:]
-    entry.write_bytes(cache.MAGIC + cache._digest(payload).digest() + payload)
+    entry.write_bytes(cache.MAGIC + files.digest(payload).digest() + payload)
 
 
 @pytest.mark.parametrize("how", ["copy", "symlink"])
@@ -522,7 +522,7 @@ def test_parse_bytes(text, value):
 
 @pytest.mark.parametrize("value", ["abc", "", "-1", "1.5", "12 parsecs"])
 def test_bad_max_bytes_warns_and_uses_the_default(value, monkeypatch, caplog):
-    monkeypatch.setattr(cache, "_warned", set())
+    monkeypatch.setattr(files, "_warned", set())
     monkeypatch.setenv("PYWAVE_CACHE_MAX_BYTES", value)
     with caplog.at_level(logging.WARNING, logger="pywave.cache"):
         mod = pywave.compile(unique(), target="sm_90")      # the compile is not lost
@@ -543,7 +543,7 @@ def test_max_bytes_with_a_unit_bounds_the_cache(monkeypatch):
 
 
 def test_bad_pywave_cache_value_warns_and_keeps_the_cache_on(monkeypatch, caplog):
-    monkeypatch.setattr(cache, "_warned", set())
+    monkeypatch.setattr(files, "_warned", set())
     monkeypatch.setenv("PYWAVE_CACHE", "maybe")
     with caplog.at_level(logging.WARNING, logger="pywave.cache"):
         assert cache.directory() is not None

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import pywave
-from pywave import api, cache
+from pywave import api, cache, files
 from pywave.entry.cli import main
 from pywave.frontend import validate
 from pywave.kernels import toolkit
@@ -38,7 +38,7 @@ def pywave_cli(*args: str, env: dict | None = None, cwd: str | Path = "/",
 @pytest.fixture
 def private_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("PYWAVE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(cache, "_warned", set())
+    monkeypatch.setattr(files, "_warned", set())
     return tmp_path / "cache"
 
 
@@ -263,13 +263,13 @@ def test_empty_or_missing_home_uses_the_users_home(monkeypatch, home):
     else:
         monkeypatch.setenv("HOME", home)
     expected = os.path.join(pwd.getpwuid(os.geteuid()).pw_dir, ".cache", "pywave")
-    assert cache._default_root() == expected
+    assert files.default_root() == expected
 
 
 def test_relative_xdg_cache_home_is_ignored(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert cache._default_root() == str(tmp_path / ".cache" / "pywave")
+    assert files.default_root() == str(tmp_path / ".cache" / "pywave")
 
 
 # -------------------------------------------------------------- 6: an unwritable cache
@@ -289,7 +289,7 @@ def test_unwritable_cache_warns_in_python(tmp_path, monkeypatch):
     """Nothing was reported from Python (the log has only a NullHandler)."""
     folder = _unwritable_folder(tmp_path)
     monkeypatch.setenv("PYWAVE_CACHE_DIR", str(folder))
-    monkeypatch.setattr(cache, "_warned", set())
+    monkeypatch.setattr(files, "_warned", set())
     with pytest.warns(pywave.ConfigWarning, match=f"compile cache: cannot write .* into "
                       f"{folder}: {folder} has mode 5[05][05], which does not let its owner "
                       f"create files; fix with chmod u\\+rwx {folder}"):
@@ -335,7 +335,7 @@ def test_cache_folder_of_another_user_hints_at_pywave_cache_dir(tmp_path, monkey
     monkeypatch.setattr(os, "stat", lambda path, *a, **k: Foreign(real_stat(path, *a, **k))
                         if os.fspath(path) == str(folder) else real_stat(path, *a, **k))
     monkeypatch.setenv("PYWAVE_CACHE_DIR", str(folder))
-    monkeypatch.setattr(cache, "_warned", set())
+    monkeypatch.setattr(files, "_warned", set())
     with pytest.warns(pywave.ConfigWarning) as caught:
         assert cache.directory() is None
     message = str(caught[0].message)

@@ -134,6 +134,125 @@ def test_no_import_circle_in_pywave():
     assert cycles(graph) == []
 
 
+# --------------------------------------------------------------------------------------------
+# The layer order (README "Architecture"): each import goes down a layer or stays in its group
+# --------------------------------------------------------------------------------------------
+#: pywave's layers, top to bottom. A module may import from its own group and from any layer
+#: below; the groups of one layer (what the driver runs: the host and kernels stages, the disk
+#: cache, the dump) do not import each other: what two of them share is a ground module. A
+#: module is in the group of the longest name that is it or a package holding it.
+LAYERS: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
+    ("face", (("pywave", "pywave.__main__"),)),
+    ("entry points", (("pywave.entry",),)),
+    ("api", (("pywave.api",),)),
+    ("front", (("pywave.front",),)),
+    ("isolation", (("pywave.isolation",),)),
+    ("driver", (("pywave.pipeline",),)),
+    ("driver's parts", (("pywave.host",), ("pywave.kernels",), ("pywave.cache",),
+                        ("pywave.dump",))),
+    ("first stages", (("pywave.frontend",),)),
+    ("runtime binding", (("pywave.runtime",),)),
+    ("ground", (("pywave.program", "pywave.lowering", "pywave.mlirutil", "pywave.llvm",
+                 "pywave.files", "pywave.image_params", "pywave.errors", "pywave.layout",
+                 "pywave.sparse", "pywave._version", "pywave._native"),)),
+)
+
+
+def place(module: str) -> tuple[int, int]:
+    """(layer, group) of ``module``: the group of the longest name in :data:`LAYERS` that is
+    ``module`` or a package holding it; KeyError when none is."""
+    found = [(len(name), layer, group) for layer, (_, groups) in enumerate(LAYERS)
+             for group, names in enumerate(groups) for name in names
+             if module == name or module.startswith(name + ".")]
+    if not found:
+        raise KeyError(f"{module} is in no layer of LAYERS")
+    return max(found)[1:]
+
+
+def against_the_layers(graph: dict[str, set[str]]) -> list[str]:
+    """The imports of ``graph`` ({module: modules it imports}) that go up a layer or across
+    to another group of the same layer."""
+    found = []
+    for module in sorted(graph):
+        here = place(module)
+        for target in sorted(graph[module]):
+            there = place(target)
+            if there[0] < here[0] or (there[0] == here[0] and there[1] != here[1]):
+                found.append(f"{module} -> {target} ({LAYERS[here[0]][0]} -> "
+                             f"{LAYERS[there[0]][0]})")
+    return found
+
+
+def test_the_layer_check_refuses_an_import_up_and_one_across():
+    graph = {"pywave.cache": {"pywave.host.sharedobj", "pywave.files"},
+             "pywave.kernels.rocdl": {"pywave.host.jit", "pywave.llvm"},
+             "pywave.host.jit": {"pywave.llvm", "pywave.errors"},
+             "pywave.runtime": {"pywave.frontend.validate"},
+             "pywave.entry.cli": {"pywave.front"}}
+    assert against_the_layers(graph) == [
+        "pywave.cache -> pywave.host.sharedobj (driver's parts -> driver's parts)",
+        "pywave.kernels.rocdl -> pywave.host.jit (driver's parts -> driver's parts)",
+        "pywave.runtime -> pywave.frontend.validate (runtime binding -> first stages)"]
+    assert place("pywave.kernels.rewrites.semantics") == place("pywave.kernels")
+
+
+def test_every_module_has_a_layer():
+    assert [m for m in SOURCES if not _placed(m)] == []
+
+
+def _placed(module: str) -> bool:
+    try:
+        place(module)
+    except KeyError:
+        return False
+    return True
+
+
+def test_imports_go_down_the_layers():
+    """Module-level and function-level imports alike (a lazy import is still a dependency)."""
+    graph = {m: set(imported_modules(m).values()) - {m} for m in SOURCES}
+    assert against_the_layers(graph) == []
+
+
+# --------------------------------------------------------------------------------------------
+# libwavert's units: no circle of calls between its C files
+# --------------------------------------------------------------------------------------------
+LIBWAVERT_SRC = Path(__file__).resolve().parent.parent / "libwavert" / "src"
+
+
+def _without_comments(text: str) -> str:
+    import re
+    return re.sub(r"/\*.*?\*/|//[^\n]*", "", text, flags=re.S)
+
+
+def unit_calls(sources: dict[str, str]) -> dict[str, set[str]]:
+    """{unit: units whose ``wavert*`` functions it calls} of C ``sources`` ({unit: text}),
+    each function belonging to the unit that defines it."""
+    import re
+    texts = {u: _without_comments(t) for u, t in sources.items()}
+    defined = {}
+    for unit, text in texts.items():
+        for m in re.finditer(r"^[A-Za-z_][\w \*]*?\b(wavert\w*)\s*\([^;{]*\)\s*\{", text, re.M):
+            defined.setdefault(m.group(1), unit)
+    return {unit: {defined[name] for name in re.findall(r"\b(wavert\w*)\s*\(", text)
+                   if defined.get(name, unit) != unit} for unit, text in texts.items()}
+
+
+def test_the_unit_scan_sees_a_circle():
+    graph = unit_calls({"a": "int wavert__a(void) { return wavert__b(); }",
+                        "b": "/* wavert__a() */\nint wavert__b(void) { return wavert__a(); }",
+                        "c": "int wavert_c(void) { return wavert__a(); }"})
+    assert graph == {"a": {"b"}, "b": {"a"}, "c": {"a"}}
+    assert cycles(graph) == [["a", "b"]]
+
+
+@pytest.mark.skipif(not LIBWAVERT_SRC.is_dir(), reason="no libwavert sources beside the tests")
+def test_no_call_circle_between_libwavert_units():
+    sources = {p.stem: p.read_text() for p in sorted(LIBWAVERT_SRC.glob("*.c"))}
+    assert len(sources) > 10
+    assert cycles(unit_calls(sources)) == []
+
+
 def private_reach(module: str) -> list[str]:
     """Uses of another pywave module's private names (``_x``, not dunders): ``from .m import
     _x`` and ``m._x`` where ``m`` names an imported pywave module."""

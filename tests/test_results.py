@@ -21,7 +21,7 @@ import pytest
 
 import pywave
 import pywave.api as api
-from pywave import cache
+from pywave import cache, files
 from pywave.program import DYNAMIC, Program, Target
 from conftest import fake_driver_env, need_fake_driver
 
@@ -126,7 +126,7 @@ def test_cache_round_trip_keeps_results_and_old_entries_are_corrupt():
     del meta["functions"][0]["results"]
     head = json.dumps(meta).encode()
     payload = struct.pack("<Q", len(head)) + head + payload[8 + n:]
-    old = cache.MAGIC + cache._digest(payload).digest() + payload
+    old = cache.MAGIC + files.digest(payload).digest() + payload
     with pytest.raises(cache.CorruptEntry, match="fields"):
         cache._decode(old, "k" * 64)
     bad = dataclasses.replace(fn, results=(dataclasses.replace(fn.results[0],

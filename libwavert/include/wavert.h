@@ -385,6 +385,18 @@ typedef struct wavert_memref_type {
  * ({allocated, aligned, offset, sizes[rank], strides[rank]}, MLIR's LLVM lowering). */
 #define WAVERT_MEMREF_WORDS(rank) (3 + 2 * (rank))
 
+/* MLIR's descriptor of a rank-1 memref, as its C interface passes and returns one
+ * (StridedMemRefType<T, 1>: mlir/ExecutionEngine/CRunnerUtils.h), for any element type T:
+ * the elements are at aligned + offset + i * strides[0], i < sizes[0], counted in T. The one
+ * rank-1 descriptor of libwavert's headers (wavert_jit.h, wavert_mgpu.h, wavert_sparse_*.h). */
+typedef struct wavert_memref_1d {
+  void *allocated;
+  void *aligned;
+  int64_t offset;
+  int64_t sizes[1];
+  int64_t strides[1];
+} wavert_memref_1d;
+
 /* Fill the memref descriptor `out_words` (WAVERT_MEMREF_WORDS(type->rank) words) for
  * `tensor`: allocated = data, aligned = data + byte_offset (minus the static offset), offset
  * = the static offset or 0, sizes = shape, strides = tensor strides (NULL strides mean

@@ -113,28 +113,19 @@ typedef struct wavert_object {
  * count > 0. */
 WAVERT_EXPORT wavert_status wavert_call_set_objects(const wavert_object *objects, int32_t count);
 
-/* The memref<?xi8> descriptor wave_get_buffer returns (MLIR's C interface). */
-typedef struct wavert_byte_memref {
-  void *allocated;
-  void *aligned;
-  int64_t offset;
-  int64_t size;
-  int64_t stride;
-} wavert_byte_memref;
-
 /* Wave's helpers (`_mlir_ciface_wave_get_*`; pywave's host stage renames the calls). Each
  * takes one of the call's registered objects; on an error it records it for wavert_call_end
  * (INVALID_ARGUMENT, naming the helper, the argument, its position and value) and returns a
  * harmless value (a NULL buffer of size 0, 0, 0.0); generated code checks wavert_jit_failed
  * after each call.
- * - get_buffer: a tensor's first element (data + byte_offset) as base and aligned pointer,
- *   offset 0, size = the tensor's bytes, stride 1. The tensor must be compact row-major (the
+ * - get_buffer: into `*out`, a memref<?xi8> of a tensor: its first element (data +
+ *   byte_offset) as base and aligned pointer, offset 0, size = the tensor's bytes, stride 1. The tensor must be compact row-major (the
  *   host views it as a flat array; strides of size-1 dimensions are ignored), of whole-byte
  *   elements, its first element aligned to the element size, on the call's device.
  * - get_dim: size `index` (0 <= index < rank) of a tensor.
  * - get_int64: an int in int64's range.
  * - get_float64: a float, or an int of magnitude <= 2^53 (exactly representable). */
-WAVERT_EXPORT void wavert_jit_wave_get_buffer(wavert_byte_memref *out, const void *object);
+WAVERT_EXPORT void wavert_jit_wave_get_buffer(wavert_memref_1d *out, const void *object);
 WAVERT_EXPORT int64_t wavert_jit_wave_get_dim(const void *object, int32_t index);
 WAVERT_EXPORT int64_t wavert_jit_wave_get_int64(const void *object);
 WAVERT_EXPORT double wavert_jit_wave_get_float64(const void *object);

@@ -39,6 +39,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "wavert.h" /* wavert_memref_1d, the descriptor mgpuMemGetDeviceMemRef1d* return */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -140,29 +142,14 @@ WAVERT_MGPU_EXPORT void mgpuMemHostUnregister(void *ptr);
 WAVERT_MGPU_EXPORT void mgpuMemHostUnregisterMemRef(int64_t rank, void *descriptor,
                                                     int64_t element_size);
 
-/* The 1-D memref descriptors returned by mgpuMemGetDeviceMemRef1d*. */
-typedef struct wavert_mgpu_memref_1d_f32 {
-  float *allocated;
-  float *aligned;
-  int64_t offset;
-  int64_t sizes[1];
-  int64_t strides[1];
-} wavert_mgpu_memref_1d_f32;
-typedef struct wavert_mgpu_memref_1d_i32 {
-  int32_t *allocated;
-  int32_t *aligned;
-  int64_t offset;
-  int64_t sizes[1];
-  int64_t strides[1];
-} wavert_mgpu_memref_1d_i32;
 
 /* The device view of a registered (page-locked) host memref passed as its expanded
  * descriptor: both pointers become the device address of `aligned` (cuMemHostGetDevicePointer
  * / hipHostGetDevicePointer); offset, size and stride are kept. On failure the pointers are
  * NULL. */
-WAVERT_MGPU_EXPORT wavert_mgpu_memref_1d_f32 mgpuMemGetDeviceMemRef1dFloat(
+WAVERT_MGPU_EXPORT wavert_memref_1d mgpuMemGetDeviceMemRef1dFloat(
     float *allocated, float *aligned, int64_t offset, int64_t size, int64_t stride);
-WAVERT_MGPU_EXPORT wavert_mgpu_memref_1d_i32 mgpuMemGetDeviceMemRef1dInt32(
+WAVERT_MGPU_EXPORT wavert_memref_1d mgpuMemGetDeviceMemRef1dInt32(
     int32_t *allocated, int32_t *aligned, int64_t offset, int64_t size, int64_t stride);
 
 /* Make device `ordinal` the calling thread's default device (used outside host calls).

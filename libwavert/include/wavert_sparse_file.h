@@ -6,7 +6,7 @@
  * Names, argument types and meaning follow MLIR release 22's runtime, so host code from the
  * unmodified sparsifier (enable-runtime-library=false, and the reader part of =true) links
  * against libwavert instead of libmlir_c_runner_utils. `index` is uint64_t; memrefs are
- * MLIR's 1-D descriptors (wavert_sparse_memref_1d), passed by address as
+ * MLIR's 1-D descriptors (wavert_memref_1d), passed by address as
  * `llvm.emit_c_interface` passes them.
  *
  * Formats. The file name chooses it, as upstream: a name containing ".mtx" is Matrix Market
@@ -44,6 +44,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "wavert.h" /* wavert_memref_1d */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -54,15 +56,9 @@ extern "C" {
 #define WAVERT_SPARSE_FILE_EXPORT __attribute__((visibility("default")))
 #endif
 
-/* MLIR's 1-D memref descriptor; the element type is the function's (index = uint64_t, or as
- * named by the ReadToBuffers suffix). Buffers are the caller's and are not kept. */
-typedef struct wavert_sparse_memref_1d {
-  void *allocated;
-  void *aligned;
-  int64_t offset;
-  int64_t sizes[1];
-  int64_t strides[1];
-} wavert_sparse_memref_1d;
+/* The 1-D memrefs here are wavert_memref_1d (wavert.h); the element type is the function's
+ * (index = uint64_t, or as named by the ReadToBuffers suffix). Buffers are the caller's and
+ * are not kept. */
 
 /* MLIR's PrimaryType: the element type a reader is asked for (createCheckedSparseTensorReader's
  * `value_type`). */
@@ -83,14 +79,14 @@ WAVERT_SPARSE_FILE_EXPORT char *getTensorFilename(uint64_t id);
  * f64/f32/f16/bf16; complex to c64/c32; FROSTT (no field) to any real type. Returns an owned
  * reader released by delSparseTensorReader, or NULL. */
 WAVERT_SPARSE_FILE_EXPORT void *_mlir_ciface_createCheckedSparseTensorReader(
-    char *filename, wavert_sparse_memref_1d *dim_shape, uint32_t value_type);
+    char *filename, wavert_memref_1d *dim_shape, uint32_t value_type);
 
 /* The file's dimension sizes as an index memref of the file's rank, written to `out`; its
  * buffer is the reader's (valid until delSparseTensorReader). For a reader that is not alive
  * (a failed createCheckedSparseTensorReader's NULL), an error, and `out` an empty memref
  * whose buffer holds 64 zeros, which code that reads on without checking may read. */
 WAVERT_SPARSE_FILE_EXPORT void _mlir_ciface_getSparseTensorReaderDimSizes(
-    wavert_sparse_memref_1d *out, void *reader);
+    wavert_memref_1d *out, void *reader);
 
 /* The file's rank, number of stored entries and symmetry (Matrix Market `symmetric`). */
 WAVERT_SPARSE_FILE_EXPORT uint64_t getSparseTensorReaderDimRank(void *reader);
@@ -112,8 +108,8 @@ WAVERT_SPARSE_FILE_EXPORT bool getSparseTensorReaderIsSymmetric(void *reader);
  * 16-bit patterns, rounded to nearest even), I64, I32, I16, I8, C64, C32 (re, im pairs). */
 #define WAVERT_SPARSE_READ_TO_BUFFERS(C, V)                                                   \
   WAVERT_SPARSE_FILE_EXPORT bool _mlir_ciface_getSparseTensorReaderReadToBuffers##C##V(       \
-      void *reader, wavert_sparse_memref_1d *dim2lvl, wavert_sparse_memref_1d *lvl2dim,      \
-      wavert_sparse_memref_1d *coordinates, wavert_sparse_memref_1d *values);
+      void *reader, wavert_memref_1d *dim2lvl, wavert_memref_1d *lvl2dim,      \
+      wavert_memref_1d *coordinates, wavert_memref_1d *values);
 #define WAVERT_SPARSE_READ_TO_BUFFERS_V(C)                                                    \
   WAVERT_SPARSE_READ_TO_BUFFERS(C, F64) WAVERT_SPARSE_READ_TO_BUFFERS(C, F32)                 \
   WAVERT_SPARSE_READ_TO_BUFFERS(C, F16) WAVERT_SPARSE_READ_TO_BUFFERS(C, BF16)                \

@@ -5,7 +5,7 @@
  * dense, compressed and singleton levels: CSR, CSC, DCSR, COO, BSR, dense.
  *
  * Names, argument types and meaning follow MLIR release 22's runtime; `index` is uint64_t,
- * memrefs are MLIR's descriptors passed by address (wavert_sparse_memref_1d from
+ * memrefs are MLIR's descriptors passed by address (wavert_memref_1d from
  * wavert_sparse_file.h; wavert_sparse_memref_0d for one value). Tensors are opaque handles,
  * registered while alive (a NULL, released or foreign tensor is an error, never
  * dereferenced); one thread at a time per tensor.
@@ -48,9 +48,9 @@ typedef struct wavert_sparse_memref_0d {
  * coordinates are an error under unique levels. `lvl2dim` is not used. Owned (kEmpty,
  * kFromReader); released by delSparseTensor. */
 WAVERT_SPARSE_FILE_EXPORT void *_mlir_ciface_newSparseTensor(
-    wavert_sparse_memref_1d *dim_sizes, wavert_sparse_memref_1d *lvl_sizes,
-    wavert_sparse_memref_1d *lvl_types, wavert_sparse_memref_1d *dim2lvl,
-    wavert_sparse_memref_1d *lvl2dim, uint32_t pos_type, uint32_t crd_type,
+    wavert_memref_1d *dim_sizes, wavert_memref_1d *lvl_sizes,
+    wavert_memref_1d *lvl_types, wavert_memref_1d *dim2lvl,
+    wavert_memref_1d *lvl2dim, uint32_t pos_type, uint32_t crd_type,
     uint32_t value_type, uint32_t action, void *ptr);
 
 /* Level l's size; dimension d's size (0 with an error for a bad tensor or index). */
@@ -63,9 +63,9 @@ WAVERT_SPARSE_FILE_EXPORT uint64_t sparseDimSize(void *tensor, uint64_t d);
  * A tensor still taking insertions is finished first. On failure `out` is an empty memref. */
 #define WAVERT_SPARSE_OVERHEAD_ACCESSORS(P)                                                   \
   WAVERT_SPARSE_FILE_EXPORT void _mlir_ciface_sparsePositions##P(                             \
-      wavert_sparse_memref_1d *out, void *tensor, uint64_t l);                               \
+      wavert_memref_1d *out, void *tensor, uint64_t l);                               \
   WAVERT_SPARSE_FILE_EXPORT void _mlir_ciface_sparseCoordinates##P(                           \
-      wavert_sparse_memref_1d *out, void *tensor, uint64_t l);
+      wavert_memref_1d *out, void *tensor, uint64_t l);
 WAVERT_SPARSE_OVERHEAD_ACCESSORS(0)
 WAVERT_SPARSE_OVERHEAD_ACCESSORS(64)
 WAVERT_SPARSE_OVERHEAD_ACCESSORS(32)
@@ -77,10 +77,10 @@ WAVERT_SPARSE_OVERHEAD_ACCESSORS(8)
  * one per level, each below its level's size) with the value `value` to a tensor made empty
  * (in any order: they are sorted when the tensor is finished). */
 #define WAVERT_SPARSE_VALUE_ACCESSORS(V)                                                      \
-  WAVERT_SPARSE_FILE_EXPORT void _mlir_ciface_sparseValues##V(wavert_sparse_memref_1d *out,   \
+  WAVERT_SPARSE_FILE_EXPORT void _mlir_ciface_sparseValues##V(wavert_memref_1d *out,   \
                                                               void *tensor);                 \
   WAVERT_SPARSE_FILE_EXPORT void _mlir_ciface_lexInsert##V(                                   \
-      void *tensor, wavert_sparse_memref_1d *lvl_coords, wavert_sparse_memref_0d *value);
+      void *tensor, wavert_memref_1d *lvl_coords, wavert_sparse_memref_0d *value);
 WAVERT_SPARSE_VALUE_ACCESSORS(F64)
 WAVERT_SPARSE_VALUE_ACCESSORS(F32)
 WAVERT_SPARSE_VALUE_ACCESSORS(F16)

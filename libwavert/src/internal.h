@@ -108,15 +108,23 @@ void wavert__context_lease_end(wavert__context_lease *lease);
  * through `lease`: a lease holding `function`'s device launches at once; otherwise the launch
  * is tried first when wavert__context_hint_current says so, and on a miss or a failure the
  * context is entered into the lease (the launch retried only if entering switched the
- * context). The caller ends the lease. `cluster` as in wavert__function_launch_cluster. */
+ * context). The caller ends the lease. `cluster`: NULL, or the thread-block cluster extents
+ * (cluster[0..2] blocks) of a cluster launch (backend launch_cluster). */
 wavert_status wavert__function_launch_leased(wavert_function *function, const uint32_t *cluster,
                                              int64_t gx, int64_t gy, int64_t gz, int64_t bx,
                                              int64_t by, int64_t bz,
                                              int64_t dynamic_shared_bytes, void *stream,
                                              void **params, wavert__context_lease *lease);
 
-/* The calling thread's current host call's lease, or NULL outside a host call (call.c). */
-wavert__context_lease *wavert__call_lease(void);
+/* Check the thread-block cluster extents `cluster[0..2]` of a launch of kernel `kernel` with
+ * grid `grid[0..2]` (`caller` names the entry point in messages) and narrow them into
+ * out[0..2]. Errors (not recorded in the call; the caller does that): UNSUPPORTED when
+ * `backend` has no launch_cluster (HIP), INVALID_ARGUMENT when an extent is not in
+ * [1, UINT32_MAX] or a positive grid extent is not a multiple of it (CUDA's rule for
+ * cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION). */
+wavert_status wavert__cluster_extents(const wavert__backend *backend, const char *caller,
+                                      const char *kernel, const int64_t cluster[3],
+                                      const int64_t grid[3], uint32_t out[3]);
 
 /* Streams and events from the device's pool (created when empty) and back into it (destroyed
  * when full). The device's context must be current. */

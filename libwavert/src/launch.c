@@ -7,7 +7,7 @@
  * if entering switched it), kept in a lease until the caller ends it.
  */
 #include "backend.h"
-#include "mgpu_internal.h"
+#include "internal.h"
 
 static const char *const extent_names[6] = {"grid x",  "grid y",  "grid z",
                                             "block x", "block y", "block z"};
@@ -81,21 +81,6 @@ wavert_status wavert__cluster_extents(const wavert__backend *backend, const char
     out[i] = (uint32_t)cluster[i];
   }
   return WAVERT_OK;
-}
-
-wavert_status wavert__function_launch_cluster(wavert_function *function, const uint32_t *cluster,
-                                              int64_t gx, int64_t gy, int64_t gz, int64_t bx,
-                                              int64_t by, int64_t bz,
-                                              int64_t dynamic_shared_bytes, void *stream,
-                                              void **params) {
-  /* Inside a host call, the call's lease (ended by wavert_call_end); else one for this launch. */
-  wavert__context_lease *call_lease = wavert__call_lease();
-  wavert__context_lease lease = {NULL, NULL};
-  wavert_status status = wavert__function_launch_leased(
-      function, cluster, gx, gy, gz, bx, by, bz, dynamic_shared_bytes, stream, params,
-      call_lease != NULL ? call_lease : &lease);
-  wavert__context_lease_end(&lease);
-  return status;
 }
 
 wavert_status wavert__function_launch_leased(wavert_function *function, const uint32_t *cluster,

@@ -282,6 +282,22 @@ void *mgpuModuleGetFunction(void *handle, const char *name) {
   return status == WAVERT_OK ? function : NULL;
 }
 
+/* wavert_function_launch (same validation and shared-memory opt-in), with thread-block
+ * clusters of cluster[0..2] blocks when `cluster` is not NULL (checked by the caller:
+ * wavert__cluster_extents). Inside a host call the launch uses the call's context lease (ended
+ * by wavert_call_end); else one of its own. */
+static wavert_status launch_leased(wavert_function *function, const uint32_t *cluster, int64_t gx,
+                                   int64_t gy, int64_t gz, int64_t bx, int64_t by, int64_t bz,
+                                   int64_t dynamic_shared_bytes, void *stream, void **params) {
+  wavert__context_lease *call_lease = wavert__call_lease();
+  wavert__context_lease lease = {NULL, NULL};
+  wavert_status status = wavert__function_launch_leased(
+      function, cluster, gx, gy, gz, bx, by, bz, dynamic_shared_bytes, stream, params,
+      call_lease != NULL ? call_lease : &lease);
+  wavert__context_lease_end(&lease);
+  return status;
+}
+
 static void launch(const char *name, void *handle, const intptr_t *cluster, intptr_t gx,
                    intptr_t gy, intptr_t gz, intptr_t bx, intptr_t by, intptr_t bz, int32_t smem,
                    void *stream, void **params, void **extra) {
@@ -307,9 +323,8 @@ static void launch(const char *name, void *handle, const intptr_t *cluster, intp
   wavert_function *resolved = NULL;
   if (status == WAVERT_OK) status = record(function_on(function, s.device, &resolved));
   if (status == WAVERT_OK)
-    record(wavert__function_launch_cluster(resolved, cluster != NULL ? cluster32 : NULL, gx, gy,
-                                           gz, bx, by, bz, smem,
-                                           stream != NULL ? stream : s.stream, params));
+    record(launch_leased(resolved, cluster != NULL ? cluster32 : NULL, gx, gy, gz, bx, by, bz,
+                         smem, stream != NULL ? stream : s.stream, params));
   scope_end(&s);
 }
 
@@ -568,20 +583,20 @@ static void *device_pointer(const char *name, void *ptr) {
   return device_ptr;
 }
 
-wavert_mgpu_memref_1d_f32 mgpuMemGetDeviceMemRef1dFloat(float *allocated, float *aligned,
+wavert_memref_1d mgpuMemGetDeviceMemRef1dFloat(float *allocated, float *aligned,
                                                         int64_t offset, int64_t size,
                                                         int64_t stride) {
   (void)allocated;
   float *device_ptr = device_pointer("mgpuMemGetDeviceMemRef1dFloat", aligned);
-  return (wavert_mgpu_memref_1d_f32){device_ptr, device_ptr, offset, {size}, {stride}};
+  return (wavert_memref_1d){device_ptr, device_ptr, offset, {size}, {stride}};
 }
 
-wavert_mgpu_memref_1d_i32 mgpuMemGetDeviceMemRef1dInt32(int32_t *allocated, int32_t *aligned,
+wavert_memref_1d mgpuMemGetDeviceMemRef1dInt32(int32_t *allocated, int32_t *aligned,
                                                         int64_t offset, int64_t size,
                                                         int64_t stride) {
   (void)allocated;
   int32_t *device_ptr = device_pointer("mgpuMemGetDeviceMemRef1dInt32", aligned);
-  return (wavert_mgpu_memref_1d_i32){device_ptr, device_ptr, offset, {size}, {stride}};
+  return (wavert_memref_1d){device_ptr, device_ptr, offset, {size}, {stride}};
 }
 
 void mgpuSetDefaultDevice(int32_t ordinal) { default_ordinal = ordinal; }

@@ -1,8 +1,8 @@
 /*
  * mgpu_internal.h — what mgpu.c (MLIR's mgpu* runtime ABI) and wave.c (Wave's helpers) need
  * from the other libwavert units: the current host call (call.c), a module load with a JIT
- * optimisation level (module.c) and a launch with thread-block clusters (launch.c). Internal;
- * not installed.
+ * optimisation level (module.c) and the check of thread-block cluster extents (launch.c).
+ * Internal; not installed.
  */
 #ifndef WAVERT_MGPU_INTERNAL_H
 #define WAVERT_MGPU_INTERNAL_H
@@ -23,6 +23,10 @@ wavert_status wavert__call_record(wavert_status status);
  * array, or not at one of its elements, is never dereferenced. `helper` names the caller. */
 const wavert_object *wavert__call_object(const char *helper, const void *object);
 
+/* The calling thread's current host call's context lease (launches of the call enter the
+ * device's context into it once; wavert_call_end ends it), or NULL outside a host call. */
+wavert__context_lease *wavert__call_lease(void);
+
 /* The function of kernel slot `*slot` on the call's device, creating the slot's kernel from
  * (image, image_size, name) on first use (thread-safe: one thread's kernel wins, the others'
  * are released). Inside a host call only; errors are returned, not recorded. */
@@ -34,25 +38,6 @@ wavert_status wavert__call_function(wavert_kernel **slot, const void *image, int
  * backend has no JIT and jit_opt_level >= 0. */
 wavert_status wavert__module_load(wavert_device *device, const void *image, size_t size,
                                   int jit_opt_level, wavert_module **out_module);
-
-/* wavert_function_launch (same validation and shared-memory opt-in), with thread-block
- * clusters of cluster[0..2] blocks when `cluster` is not NULL. The caller checks that the
- * backend has launch_cluster and that each grid extent is a multiple of the cluster's. */
-wavert_status wavert__function_launch_cluster(wavert_function *function, const uint32_t *cluster,
-                                              int64_t gx, int64_t gy, int64_t gz, int64_t bx,
-                                              int64_t by, int64_t bz,
-                                              int64_t dynamic_shared_bytes, void *stream,
-                                              void **params);
-
-/* Check the thread-block cluster extents `cluster[0..2]` of a launch of kernel `kernel` with
- * grid `grid[0..2]` (`caller` names the entry point in messages) and narrow them into
- * out[0..2]. Errors (not recorded in the call; the caller does that): UNSUPPORTED when
- * `backend` has no launch_cluster (HIP), INVALID_ARGUMENT when an extent is not in
- * [1, UINT32_MAX] or a positive grid extent is not a multiple of it (CUDA's rule for
- * cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION). */
-wavert_status wavert__cluster_extents(const wavert__backend *backend, const char *caller,
-                                      const char *kernel, const int64_t cluster[3],
-                                      const int64_t grid[3], uint32_t out[3]);
 
 /* The scope every mgpu* entry point runs in (mgpu.c): inside a host call, the call's device
  * and stream, errors recorded in the call; outside one, a call begun on the thread's default

@@ -423,7 +423,7 @@ static int store_value(uint32_t t, const value *v, char *out, uint64_t n) {
 /* The address of element 0 of a 1-D memref of at least `needed` compact elements of `bytes`
  * bytes, or NULL (error reported; also for needed == 0 when the memref is malformed). */
 static char *memref_data(const char *function, const char *what,
-                         const wavert_sparse_memref_1d *m, uint64_t needed, size_t bytes,
+                         const wavert_memref_1d *m, uint64_t needed, size_t bytes,
                          bool *ok) {
   *ok = false;
   if (m == NULL) {
@@ -485,7 +485,7 @@ static void free_reader(reader *r) {
 }
 
 void *_mlir_ciface_createCheckedSparseTensorReader(char *filename,
-                                                   wavert_sparse_memref_1d *dim_shape,
+                                                   wavert_memref_1d *dim_shape,
                                                    uint32_t value_type) {
   static const char function[] = "createCheckedSparseTensorReader";
   if (filename == NULL) {
@@ -552,7 +552,7 @@ failed:
   return NULL;
 }
 
-void _mlir_ciface_getSparseTensorReaderDimSizes(wavert_sparse_memref_1d *out, void *handle) {
+void _mlir_ciface_getSparseTensorReaderDimSizes(wavert_memref_1d *out, void *handle) {
   /* Code that goes on after a failure (no early return, as under MLIR's ExecutionEngine)
    * reads the sizes of its static rank: zeros of the largest rank, never garbage. */
   static uint64_t no_sizes[MAX_RANK];
@@ -627,16 +627,16 @@ static int parse_value(reader *r, const char *function, const char **p, value *v
   return 1;
 }
 
-static int read_entries(reader *r, wavert_sparse_memref_1d *dim2lvl,
-                        wavert_sparse_memref_1d *coordinates, wavert_sparse_memref_1d *values,
+static int read_entries(reader *r, wavert_memref_1d *dim2lvl,
+                        wavert_memref_1d *coordinates, wavert_memref_1d *values,
                         size_t crd_bytes, uint32_t value_type, const char *function);
 
 /* 1 (the entries are sorted), 0 (read, not sorted) or -1 (error reported). The values are
  * read in the "C" locale's number syntax (a '.' decimal point), whatever locale the program
  * has set: this thread's locale is switched for the read. */
-int wavert__sparse_reader_read(void *handle, wavert_sparse_memref_1d *dim2lvl,
-                               wavert_sparse_memref_1d *coordinates,
-                               wavert_sparse_memref_1d *values, size_t crd_bytes,
+int wavert__sparse_reader_read(void *handle, wavert_memref_1d *dim2lvl,
+                               wavert_memref_1d *coordinates,
+                               wavert_memref_1d *values, size_t crd_bytes,
                                uint32_t value_type, const char *function) {
   reader *r = live_reader(function, handle);
   if (r == NULL) return -1;
@@ -662,7 +662,7 @@ int wavert__sparse_reader_header(const char *function, void *handle, uint64_t *o
 
 /* dim2lvl's codes (MLIR's encoding: the tag in the top 4 bits, a dimension, or its floordiv /
  * mod by a constant) as level maps; 1, or 0 with the error reported. */
-static int read_level_map(const reader *r, wavert_sparse_memref_1d *dim2lvl, level_map *map,
+static int read_level_map(const reader *r, wavert_memref_1d *dim2lvl, level_map *map,
                           uint64_t *out_lvl_rank, const char *function) {
   if (dim2lvl == NULL || dim2lvl->sizes[0] < 1 || dim2lvl->sizes[0] > MAX_RANK) {
     fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: the dim2lvl memref must have 1..%d elements",
@@ -777,8 +777,8 @@ static int check_no_more_entries(reader *r, const char *function) {
 
 /* The entries into the coordinates and values buffers: 1 (sorted), 0 (not sorted) or -1
  * (error reported; the checked buffers zeroed). One attempt per reader. */
-static int read_entries(reader *r, wavert_sparse_memref_1d *dim2lvl,
-                        wavert_sparse_memref_1d *coordinates, wavert_sparse_memref_1d *values,
+static int read_entries(reader *r, wavert_memref_1d *dim2lvl,
+                        wavert_memref_1d *coordinates, wavert_memref_1d *values,
                         size_t crd_bytes, uint32_t value_type, const char *function) {
   if (r->consumed) {
     fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: the entries of %s were read already", function,
@@ -844,8 +844,8 @@ failed:
 
 #define READ_TO_BUFFERS(C, V, CBYTES)                                                         \
   bool _mlir_ciface_getSparseTensorReaderReadToBuffers##C##V(                                 \
-      void *reader, wavert_sparse_memref_1d *dim2lvl, wavert_sparse_memref_1d *lvl2dim,      \
-      wavert_sparse_memref_1d *coordinates, wavert_sparse_memref_1d *values) {               \
+      void *reader, wavert_memref_1d *dim2lvl, wavert_memref_1d *lvl2dim,      \
+      wavert_memref_1d *coordinates, wavert_memref_1d *values) {               \
     (void)lvl2dim;                                                                            \
     return wavert__sparse_reader_read(reader, dim2lvl, coordinates, values, CBYTES,         \
                                       WAVERT_SPARSE_##V,                                      \

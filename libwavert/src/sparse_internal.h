@@ -28,9 +28,9 @@ int wavert__sparse_reader_header(const char *function, void *handle, uint64_t *o
 
 /* ReadToBuffers with `crd_bytes`-byte coordinates and values of `value_type`: 1 (sorted),
  * 0 (not sorted) or -1 (error reported). */
-int wavert__sparse_reader_read(void *handle, wavert_sparse_memref_1d *dim2lvl,
-                               wavert_sparse_memref_1d *coordinates,
-                               wavert_sparse_memref_1d *values, size_t crd_bytes,
+int wavert__sparse_reader_read(void *handle, wavert_memref_1d *dim2lvl,
+                               wavert_memref_1d *coordinates,
+                               wavert_memref_1d *values, size_t crd_bytes,
                                uint32_t value_type, const char *function);
 
 #endif /* WAVERT_SPARSE_INTERNAL_H */

@@ -128,7 +128,7 @@ static void free_tensor(tensor *t) {
 /* `count` index elements of a 1-D memref (any stride), copied into out[], after checking its
  * size is `count`: 1, or 0 (error reported). */
 static int read_index_memref(const char *function, const char *what,
-                             const wavert_sparse_memref_1d *m, uint64_t count, uint64_t *out) {
+                             const wavert_memref_1d *m, uint64_t count, uint64_t *out) {
   if (m == NULL || m->sizes[0] < 0 || (uint64_t)m->sizes[0] != count ||
       (count > 0 && (m->aligned == NULL || m->offset < 0))) {
     fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: the %s memref is not %" PRIu64 " index elements",
@@ -142,7 +142,7 @@ static int read_index_memref(const char *function, const char *what,
 
 /* The rank a memref's size gives, if within 1..MAX_RANK; else 0 (error reported). */
 static uint64_t rank_of(const char *function, const char *what,
-                        const wavert_sparse_memref_1d *m) {
+                        const wavert_memref_1d *m) {
   if (m == NULL || m->sizes[0] < 1 || m->sizes[0] > MAX_RANK) {
     fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: the %s memref must have 1..%d elements", function,
          what, MAX_RANK);
@@ -313,7 +313,7 @@ static tensor *built_tensor(const char *function, void *handle) {
   return NULL;
 }
 
-static int from_reader(tensor *t, void *reader, const wavert_sparse_memref_1d *dim2lvl_ref,
+static int from_reader(tensor *t, void *reader, const wavert_memref_1d *dim2lvl_ref,
                        const char *function) {
   uint64_t rank, nse;
   const uint64_t *dims;
@@ -340,9 +340,9 @@ static int from_reader(tensor *t, void *reader, const wavert_sparse_memref_1d *d
   int ok = reserve(&crd, crd_count ? crd_count : 1, 8, function) &&
            reserve(&val, nse ? nse : 1, t->val_bytes, function);
   if (ok) {
-    wavert_sparse_memref_1d c = {crd.data, crd.data, 0, {(int64_t)crd_count}, {1}};
-    wavert_sparse_memref_1d v = {val.data, val.data, 0, {(int64_t)nse}, {1}};
-    wavert_sparse_memref_1d map = *dim2lvl_ref;
+    wavert_memref_1d c = {crd.data, crd.data, 0, {(int64_t)crd_count}, {1}};
+    wavert_memref_1d v = {val.data, val.data, 0, {(int64_t)nse}, {1}};
+    wavert_memref_1d map = *dim2lvl_ref;
     ok = wavert__sparse_reader_read(reader, &map, &c, &v, 8, t->value_type, function) >= 0 &&
          build(t, (const uint64_t *)crd.data, val.data, nse, function);
   }
@@ -351,11 +351,11 @@ static int from_reader(tensor *t, void *reader, const wavert_sparse_memref_1d *d
   return ok;
 }
 
-void *_mlir_ciface_newSparseTensor(wavert_sparse_memref_1d *dim_sizes,
-                                   wavert_sparse_memref_1d *lvl_sizes,
-                                   wavert_sparse_memref_1d *lvl_types,
-                                   wavert_sparse_memref_1d *dim2lvl,
-                                   wavert_sparse_memref_1d *lvl2dim, uint32_t pos_type,
+void *_mlir_ciface_newSparseTensor(wavert_memref_1d *dim_sizes,
+                                   wavert_memref_1d *lvl_sizes,
+                                   wavert_memref_1d *lvl_types,
+                                   wavert_memref_1d *dim2lvl,
+                                   wavert_memref_1d *lvl2dim, uint32_t pos_type,
                                    uint32_t crd_type, uint32_t value_type, uint32_t action,
                                    void *ptr) {
   static const char function[] = "newSparseTensor";
@@ -463,7 +463,7 @@ void delSparseTensor(void *handle) {
 }
 
 /* Write a memref over `count` elements at `data` to `out` (an empty one on failure). */
-static void alias(wavert_sparse_memref_1d *out, void *data, uint64_t count) {
+static void alias(wavert_memref_1d *out, void *data, uint64_t count) {
   static uint64_t nothing[1];
   out->allocated = data != NULL ? data : nothing;
   out->aligned = out->allocated;
@@ -474,7 +474,7 @@ static void alias(wavert_sparse_memref_1d *out, void *data, uint64_t count) {
 
 /* The built tensor behind `handle`, with `out` first set to an empty memref; NULL (error
  * reported) for a NULL result or a dead or unbuilt handle. */
-static tensor *result_tensor(wavert_sparse_memref_1d *out, void *handle, const char *function) {
+static tensor *result_tensor(wavert_memref_1d *out, void *handle, const char *function) {
   if (out == NULL) {
     fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: the result is NULL", function);
     return NULL;
@@ -484,7 +484,7 @@ static tensor *result_tensor(wavert_sparse_memref_1d *out, void *handle, const c
 }
 
 /* The positions (`positions`) or coordinates of level `l` of `bytes`-byte elements. */
-static void level_buffer(wavert_sparse_memref_1d *out, void *handle, uint64_t l, size_t bytes,
+static void level_buffer(wavert_memref_1d *out, void *handle, uint64_t l, size_t bytes,
                          bool positions, const char *function) {
   tensor *t = result_tensor(out, handle, function);
   if (t == NULL) return;
@@ -504,11 +504,11 @@ static void level_buffer(wavert_sparse_memref_1d *out, void *handle, uint64_t l,
 }
 
 #define OVERHEAD_ACCESSORS(P, BYTES)                                                          \
-  void _mlir_ciface_sparsePositions##P(wavert_sparse_memref_1d *out, void *tensor,            \
+  void _mlir_ciface_sparsePositions##P(wavert_memref_1d *out, void *tensor,            \
                                        uint64_t l) {                                          \
     level_buffer(out, tensor, l, BYTES, true, "sparsePositions" #P);                          \
   }                                                                                           \
-  void _mlir_ciface_sparseCoordinates##P(wavert_sparse_memref_1d *out, void *tensor,          \
+  void _mlir_ciface_sparseCoordinates##P(wavert_memref_1d *out, void *tensor,          \
                                          uint64_t l) {                                        \
     level_buffer(out, tensor, l, BYTES, false, "sparseCoordinates" #P);                       \
   }
@@ -518,7 +518,7 @@ OVERHEAD_ACCESSORS(32, 4)
 OVERHEAD_ACCESSORS(16, 2)
 OVERHEAD_ACCESSORS(8, 1)
 
-static void values_of(wavert_sparse_memref_1d *out, void *handle, uint32_t value_type,
+static void values_of(wavert_memref_1d *out, void *handle, uint32_t value_type,
                       const char *function) {
   tensor *t = result_tensor(out, handle, function);
   if (t == NULL) return;
@@ -530,7 +530,7 @@ static void values_of(wavert_sparse_memref_1d *out, void *handle, uint32_t value
   alias(out, t->values.data, t->values.count);
 }
 
-static void lex_insert(void *handle, wavert_sparse_memref_1d *lvl_coords,
+static void lex_insert(void *handle, wavert_memref_1d *lvl_coords,
                        const wavert_sparse_memref_0d *value, uint32_t value_type,
                        const char *function) {
   tensor *t = live_tensor(function, handle);
@@ -567,10 +567,10 @@ static void lex_insert(void *handle, wavert_sparse_memref_1d *lvl_coords,
 }
 
 #define VALUE_ACCESSORS(V)                                                                    \
-  void _mlir_ciface_sparseValues##V(wavert_sparse_memref_1d *out, void *tensor) {             \
+  void _mlir_ciface_sparseValues##V(wavert_memref_1d *out, void *tensor) {             \
     values_of(out, tensor, WAVERT_SPARSE_##V, "sparseValues" #V);                             \
   }                                                                                           \
-  void _mlir_ciface_lexInsert##V(void *tensor, wavert_sparse_memref_1d *lvl_coords,           \
+  void _mlir_ciface_lexInsert##V(void *tensor, wavert_memref_1d *lvl_coords,           \
                                  wavert_sparse_memref_0d *value) {                            \
     lex_insert(tensor, lvl_coords, value, WAVERT_SPARSE_##V, "lexInsert" #V);                 \
   }

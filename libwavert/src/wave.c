@@ -84,13 +84,13 @@ static bool same_device(DLDevice tensor, DLDevice call) {
   return type_fits && tensor.device_id == call.device_id;
 }
 
-void wavert_jit_wave_get_buffer(wavert_byte_memref *out, const void *object) {
+void wavert_jit_wave_get_buffer(wavert_memref_1d *out, const void *object) {
   static const char helper[] = "wave_get_buffer";
   if (out == NULL) {
     wavert__call_record(wavert__error(WAVERT_ERROR_INVALID_ARGUMENT, "%s: no result", helper));
     return;
   }
-  *out = (wavert_byte_memref){NULL, NULL, 0, 0, 1};
+  *out = (wavert_memref_1d){NULL, NULL, 0, {0}, {1}};
   const DLTensor *t = tensor_of(helper, object);
   if (t == NULL) return;
   const wavert_object *o = object;
@@ -134,7 +134,7 @@ void wavert_jit_wave_get_buffer(wavert_byte_memref *out, const void *object) {
   }
   out->allocated = (void *)first;
   out->aligned = (void *)first;
-  out->size = count * item;
+  out->sizes[0] = count * item;
 }
 
 int64_t wavert_jit_wave_get_dim(const void *object, int32_t index) {

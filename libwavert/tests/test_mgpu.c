@@ -204,7 +204,7 @@ static void test_host_register(void) {
   mgpuMemHostRegisterMemRef(2, &m, 4);
   CHECK(fake_cuda_registered(data + 2) == 48);
   CHECK(wavert_last_status() == WAVERT_OK);
-  wavert_mgpu_memref_1d_f32 d = mgpuMemGetDeviceMemRef1dFloat(data, data + 2, 1, 5, 2);
+  wavert_memref_1d d = mgpuMemGetDeviceMemRef1dFloat(data, data + 2, 1, 5, 2);
   CHECK((uintptr_t)d.aligned == (uintptr_t)(data + 2) + FAKE_CUDA_DEVICE_ALIAS);
   CHECK(d.allocated == d.aligned && d.offset == 1 && d.sizes[0] == 5 && d.strides[0] == 2);
   mgpuMemHostUnregisterMemRef(2, &m, 4);
@@ -217,7 +217,7 @@ static void test_host_register(void) {
   CHECK_MESSAGE("cuMemHostUnregister: CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED");
   wavert_clear_error();
   int32_t ints[4];
-  wavert_mgpu_memref_1d_i32 di = mgpuMemGetDeviceMemRef1dInt32(ints, ints, 0, 4, 1);
+  wavert_memref_1d di = mgpuMemGetDeviceMemRef1dInt32(ints, ints, 0, 4, 1);
   CHECK(di.aligned == NULL && di.sizes[0] == 4);
   CHECK_MESSAGE("cuMemHostGetDevicePointer: CUDA_ERROR_INVALID_VALUE");
   wavert_clear_error();

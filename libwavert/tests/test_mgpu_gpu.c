@@ -58,8 +58,8 @@ static void test_vadd(void *vadd) {
   for (int i = 0; i < N; ++i) CHECK(c[i] == 1.5f * (float)i);
 
   /* Zero copy: the kernel reads the registered host arrays through their device view. */
-  wavert_mgpu_memref_1d_f32 va = mgpuMemGetDeviceMemRef1dFloat(a, a, 0, N, 1);
-  wavert_mgpu_memref_1d_f32 vb = mgpuMemGetDeviceMemRef1dFloat(b, b, 0, N, 1);
+  wavert_memref_1d va = mgpuMemGetDeviceMemRef1dFloat(a, a, 0, N, 1);
+  wavert_memref_1d vb = mgpuMemGetDeviceMemRef1dFloat(b, b, 0, N, 1);
   CHECK(va.aligned != NULL && vb.aligned != NULL);
   void *zero_copy[] = {&va.aligned, &vb.aligned, &dc, &n};
   mgpuMemset32(dc, 0, N, stream);

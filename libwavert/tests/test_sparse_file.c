@@ -39,15 +39,15 @@ static char *write_file(const char *name, const char *text) {
   return write_bytes(name, text, strlen(text));
 }
 
-static wavert_sparse_memref_1d memref(void *data, int64_t size) {
-  wavert_sparse_memref_1d m = {data, data, 0, {size}, {1}};
+static wavert_memref_1d memref(void *data, int64_t size) {
+  wavert_memref_1d m = {data, data, 0, {size}, {1}};
   return m;
 }
 
 /* A reader of `file` for a tensor of `rank` dynamic dimensions, of element type `type`. */
 static void *open_dynamic(char *file, int64_t rank, uint32_t type) {
   uint64_t shape[8] = {0};
-  wavert_sparse_memref_1d s = memref(shape, rank);
+  wavert_memref_1d s = memref(shape, rank);
   return _mlir_ciface_createCheckedSparseTensorReader(file, &s, type);
 }
 
@@ -66,7 +66,7 @@ static void expect_open_error(const char *name, const char *text, int64_t rank, 
 }
 
 /* An identity level map of `rank` levels. */
-static wavert_sparse_memref_1d identity(uint64_t *storage, int64_t rank) {
+static wavert_memref_1d identity(uint64_t *storage, int64_t rank) {
   for (int64_t l = 0; l < rank; ++l) storage[l] = (uint64_t)l;
   return memref(storage, rank);
 }
@@ -80,7 +80,7 @@ static void expect_read_error(const char *text, const char *message) {
   double val[8];
   memset(crd, 0x55, sizeof(crd));
   memset(val, 0x55, sizeof(val));
-  wavert_sparse_memref_1d m = identity(map, 2), c = memref(crd, 16), v = memref(val, 8);
+  wavert_memref_1d m = identity(map, 2), c = memref(crd, 16), v = memref(val, 8);
   CHECK(!_mlir_ciface_getSparseTensorReaderReadToBuffers0F64(r, &m, &m, &c, &v));
   expect_error(message);
   /* The NSE entries the header announced are zeros (the rest of the buffers untouched). */
@@ -106,19 +106,19 @@ static void test_general_real(void) {
       "3 3 -0.0\n"
       "% trailing comment\n\n");
   uint64_t shape[2] = {3, 0}; /* one static, one dynamic */
-  wavert_sparse_memref_1d s = memref(shape, 2);
+  wavert_memref_1d s = memref(shape, 2);
   void *r = _mlir_ciface_createCheckedSparseTensorReader(file, &s, WAVERT_SPARSE_F64);
   CHECK(r != NULL);
   CHECK(getSparseTensorReaderDimRank(r) == 2);
   CHECK(getSparseTensorReaderNSE(r) == 5);
   CHECK(!getSparseTensorReaderIsSymmetric(r));
-  wavert_sparse_memref_1d dims = {0};
+  wavert_memref_1d dims = {0};
   _mlir_ciface_getSparseTensorReaderDimSizes(&dims, r);
   CHECK(dims.sizes[0] == 2 && dims.strides[0] == 1 && dims.offset == 0);
   CHECK(((uint64_t *)dims.aligned)[0] == 3 && ((uint64_t *)dims.aligned)[1] == 4);
   uint64_t map[2], crd[10];
   double val[5];
-  wavert_sparse_memref_1d m = identity(map, 2), c = memref(crd, 10), v = memref(val, 5);
+  wavert_memref_1d m = identity(map, 2), c = memref(crd, 10), v = memref(val, 5);
   CHECK(_mlir_ciface_getSparseTensorReaderReadToBuffers0F64(r, &m, &m, &c, &v));
   const uint64_t want_crd[10] = {0, 0, 0, 3, 1, 1, 2, 0, 2, 2};
   const double want_val[5] = {1.5, -2000, 0.25, 7, -0.0};
@@ -145,7 +145,7 @@ static void test_order_and_maps(void) {
   uint64_t map[4], crd[16];
   float val[4];
   void *r = open_dynamic(write_file("m.mtx", text), 2, WAVERT_SPARSE_F32);
-  wavert_sparse_memref_1d m = identity(map, 2), c = memref(crd, 8), v = memref(val, 4);
+  wavert_memref_1d m = identity(map, 2), c = memref(crd, 8), v = memref(val, 4);
   CHECK(_mlir_ciface_getSparseTensorReaderReadToBuffers0F32(r, &m, &m, &c, &v));
   delSparseTensorReader(r);
   /* Transposed levels (CSC): level 0 is dimension 1; no longer sorted. */
@@ -222,14 +222,14 @@ static void test_order_and_maps(void) {
 
 static void test_symmetric_integer_pattern_complex(void) {
   uint64_t map[2], crd[8];
-  wavert_sparse_memref_1d m = identity(map, 2), c = memref(crd, 8);
+  wavert_memref_1d m = identity(map, 2), c = memref(crd, 8);
   /* Symmetric: read as stored, flagged. */
   void *r = open_dynamic(write_file("s.mtx", "%%MatrixMarket matrix coordinate integer symmetric\n"
                                              "3 3 3\n1 1 5\n3 1 -6\n3 2 9223372036854775807\n"),
                          2, WAVERT_SPARSE_I64);
   CHECK(r != NULL && getSparseTensorReaderIsSymmetric(r));
   int64_t i64[3];
-  wavert_sparse_memref_1d v = memref(i64, 3);
+  wavert_memref_1d v = memref(i64, 3);
   CHECK(_mlir_ciface_getSparseTensorReaderReadToBuffers0I64(r, &m, &m, &c, &v));
   CHECK(i64[0] == 5 && i64[1] == -6 && i64[2] == INT64_MAX); /* exact, not through a double */
   CHECK(crd[2] == 2 && crd[3] == 0 && crd[4] == 2 && crd[5] == 1);
@@ -294,7 +294,7 @@ static void test_symmetric_integer_pattern_complex(void) {
   r = open_dynamic(write_file("z.mtx", "%%MatrixMarket matrix coordinate real general\n0 5 0\n"),
                    2, WAVERT_SPARSE_F64);
   v = memref(NULL, 0);
-  wavert_sparse_memref_1d none = memref(NULL, 0);
+  wavert_memref_1d none = memref(NULL, 0);
   CHECK(_mlir_ciface_getSparseTensorReaderReadToBuffers0F64(r, &m, &m, &none, &v));
   delSparseTensorReader(r);
   CHECK(wavert_last_status() == WAVERT_OK);
@@ -310,13 +310,13 @@ static void test_frostt(void) {
       "2 3 4 -2.5\n"
       "1 2 3 1e2\n");
   uint64_t shape[3] = {2, 3, 4};
-  wavert_sparse_memref_1d s = memref(shape, 3);
+  wavert_memref_1d s = memref(shape, 3);
   void *r = _mlir_ciface_createCheckedSparseTensorReader(file, &s, WAVERT_SPARSE_F64);
   CHECK(r != NULL && getSparseTensorReaderDimRank(r) == 3 && getSparseTensorReaderNSE(r) == 3);
   uint64_t map[3];
   uint16_t crd[9];
   double val[3];
-  wavert_sparse_memref_1d m = identity(map, 3), c = memref(crd, 9), v = memref(val, 3);
+  wavert_memref_1d m = identity(map, 3), c = memref(crd, 9), v = memref(val, 3);
   CHECK(!_mlir_ciface_getSparseTensorReaderReadToBuffers16F64(r, &m, &m, &c, &v));
   CHECK(wavert_last_status() == WAVERT_OK); /* unsorted, not failed */
   const uint16_t want[9] = {0, 0, 0, 1, 2, 3, 0, 1, 2};
@@ -361,7 +361,7 @@ static void test_hostile_headers(void) {
   char text[8192];
   expect_open_error("nofile.mtx", "", 2, WAVERT_SPARSE_F64, "the file is empty");
   uint64_t shape[2] = {0, 0};
-  wavert_sparse_memref_1d s = memref(shape, 2);
+  wavert_memref_1d s = memref(shape, 2);
   CHECK(_mlir_ciface_createCheckedSparseTensorReader("/nonexistent/x.mtx", &s, 2) == NULL);
   expect_error("cannot open /nonexistent/x.mtx");
   CHECK(_mlir_ciface_createCheckedSparseTensorReader(NULL, &s, 2) == NULL);
@@ -467,7 +467,7 @@ static void test_hostile_entries(void) {
   void *r = open_dynamic(write_file("ok.mtx", text), 2, WAVERT_SPARSE_F64);
   uint64_t map[2], crd[6];
   double val[3];
-  wavert_sparse_memref_1d m = identity(map, 2), c = memref(crd, 6), v = memref(val, 3);
+  wavert_memref_1d m = identity(map, 2), c = memref(crd, 6), v = memref(val, 3);
   CHECK(_mlir_ciface_getSparseTensorReaderReadToBuffers0F64(r, &m, &m, &c, &v));
   CHECK(val[2] == 3);
   delSparseTensorReader(r);
@@ -487,7 +487,7 @@ static void test_handles_and_environment(void) {
   expect_error("is not a live sparse tensor reader");
   CHECK(!getSparseTensorReaderIsSymmetric(&not_a_reader));
   expect_error("is not a live sparse tensor reader");
-  wavert_sparse_memref_1d out = {0};
+  wavert_memref_1d out = {0};
   _mlir_ciface_getSparseTensorReaderDimSizes(&out, NULL);
   expect_error("is not a live sparse tensor reader");
   CHECK(out.aligned != NULL && out.sizes[0] == 0); /* 64 readable zeros */
@@ -524,7 +524,7 @@ static void test_locale_and_folder(void) {
                                                "1 1 1\n1 1 2.5\n"), 2, WAVERT_SPARSE_F64);
     uint64_t map[2], crd[2];
     double val[1];
-    wavert_sparse_memref_1d m = identity(map, 2), c = memref(crd, 2), v = memref(val, 1);
+    wavert_memref_1d m = identity(map, 2), c = memref(crd, 2), v = memref(val, 1);
     CHECK(_mlir_ciface_getSparseTensorReaderReadToBuffers0F64(r, &m, &m, &c, &v));
     CHECK(val[0] == 2.5);
     delSparseTensorReader(r);
@@ -563,7 +563,7 @@ static void test_inside_a_call(void) {
                                              "2 2 1\n2 2\n"), 2, WAVERT_SPARSE_F32);
   uint64_t map[2], crd[2];
   float val[1];
-  wavert_sparse_memref_1d m = identity(map, 2), c = memref(crd, 2), v = memref(val, 1);
+  wavert_memref_1d m = identity(map, 2), c = memref(crd, 2), v = memref(val, 1);
   CHECK(_mlir_ciface_getSparseTensorReaderReadToBuffers0F32(r, &m, &m, &c, &v));
   delSparseTensorReader(r);
   CHECK(!wavert_jit_failed());

@@ -17,8 +17,8 @@ enum { INDEX = 0, U8 = 4 };
 #define FLOOR2(d) (UINT64_C(1) << 60 | UINT64_C(2) << 20 | (d))
 #define MOD2(d) (UINT64_C(2) << 60 | UINT64_C(2) << 20 | (d))
 
-static wavert_sparse_memref_1d memref(void *data, int64_t size) {
-  wavert_sparse_memref_1d m = {data, data, 0, {size}, {1}};
+static wavert_memref_1d memref(void *data, int64_t size) {
+  wavert_memref_1d m = {data, data, 0, {size}, {1}};
   return m;
 }
 
@@ -33,7 +33,7 @@ static void *make(uint64_t rows, uint64_t cols, int64_t lvl_rank, uint64_t *lvl_
                   uint64_t *types, uint64_t *dim2lvl, uint32_t pos_type, uint32_t action,
                   void *ptr) {
   uint64_t dims[2] = {rows, cols};
-  wavert_sparse_memref_1d d = memref(dims, 2), l = memref(lvl_sizes, lvl_rank),
+  wavert_memref_1d d = memref(dims, 2), l = memref(lvl_sizes, lvl_rank),
                           t = memref(types, lvl_rank), m = memref(dim2lvl, lvl_rank);
   return _mlir_ciface_newSparseTensor(&d, &l, &t, &m, &m, pos_type, INDEX, WAVERT_SPARSE_F32,
                                       action, ptr);
@@ -42,7 +42,7 @@ static void *make(uint64_t rows, uint64_t cols, int64_t lvl_rank, uint64_t *lvl_
 static void insert(void *t, uint64_t a, uint64_t b, uint64_t c, uint64_t d, int64_t rank,
                    float value) {
   uint64_t coords[4] = {a, b, c, d};
-  wavert_sparse_memref_1d m = memref(coords, rank);
+  wavert_memref_1d m = memref(coords, rank);
   float holder[3] = {-1, value, -1};
   wavert_sparse_memref_0d v = {holder, holder, 1};
   _mlir_ciface_lexInsertF32(t, &m, &v);
@@ -50,19 +50,19 @@ static void insert(void *t, uint64_t a, uint64_t b, uint64_t c, uint64_t d, int6
 
 /* The buffer views. */
 static uint64_t *positions(void *t, uint64_t l, int64_t *count) {
-  wavert_sparse_memref_1d out;
+  wavert_memref_1d out;
   _mlir_ciface_sparsePositions0(&out, t, l);
   *count = out.sizes[0];
   return out.aligned;
 }
 static uint64_t *coordinates(void *t, uint64_t l, int64_t *count) {
-  wavert_sparse_memref_1d out;
+  wavert_memref_1d out;
   _mlir_ciface_sparseCoordinates0(&out, t, l);
   *count = out.sizes[0];
   return out.aligned;
 }
 static float *values(void *t, int64_t *count) {
-  wavert_sparse_memref_1d out;
+  wavert_memref_1d out;
   _mlir_ciface_sparseValuesF32(&out, t);
   *count = out.sizes[0];
   return out.aligned;
@@ -171,7 +171,7 @@ static void test_from_reader(void) {
   CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
   CHECK(close(fd) == 0);
   uint64_t shape[2] = {0, 0};
-  wavert_sparse_memref_1d s = memref(shape, 2);
+  wavert_memref_1d s = memref(shape, 2);
   void *reader = _mlir_ciface_createCheckedSparseTensorReader(path, &s, WAVERT_SPARSE_F32);
   CHECK(reader != NULL);
   /* CSC: level 0 is dimension 1. */
@@ -231,7 +231,7 @@ static void test_errors(void) {
   delSparseTensor(t);
   /* Views of the wrong width or type; a dead tensor. */
   t = make(4, 5, 2, sizes, types, map, INDEX, 0, NULL);
-  wavert_sparse_memref_1d out;
+  wavert_memref_1d out;
   _mlir_ciface_sparsePositions32(&out, t, 1);
   expect_error(WAVERT_ERROR_INVALID_ARGUMENT, "the tensor's positions are 8-byte");
   CHECK(out.sizes[0] == 0 && out.aligned != NULL);

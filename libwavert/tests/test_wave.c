@@ -51,17 +51,17 @@ static void test_helpers(void) {
   wavert_call_state state;
   CHECK_OK(wavert_call_begin(device, NULL, &state));
   CHECK_OK(wavert_call_set_objects(objects, (int32_t)(sizeof objects / sizeof *objects)));
-  wavert_byte_memref m;
+  wavert_memref_1d m;
   wavert_jit_wave_get_buffer(&m, &objects[0]);
   CHECK(m.allocated == (void *)0x10040 && m.aligned == (void *)0x10040 && m.offset == 0 &&
-        m.size == 16 * 8 * 2 && m.stride == 1);
+        m.sizes[0] == 16 * 8 * 2 && m.strides[0] == 1);
   CHECK(wavert_jit_wave_get_dim(&objects[0], 0) == 16);
   CHECK(wavert_jit_wave_get_dim(&objects[0], 1) == 8);
   CHECK(wavert_jit_wave_get_int64(&objects[1]) == 7);
   CHECK(wavert_jit_wave_get_float64(&objects[1]) == 7.0);
   CHECK(wavert_jit_wave_get_float64(&objects[2]) == 2.5);
   wavert_jit_wave_get_buffer(&m, &objects[6]);
-  CHECK(m.aligned == (void *)0x10040 && m.size == 8 * 2);
+  CHECK(m.aligned == (void *)0x10040 && m.sizes[0] == 8 * 2);
   CHECK(!wavert_jit_failed());
   CHECK_OK(wavert_call_end(&state));
 
@@ -97,7 +97,7 @@ static void test_helpers(void) {
     case 0:
       m.allocated = (void *)1;
       wavert_jit_wave_get_buffer(&m, o);
-      CHECK(m.allocated == NULL && m.aligned == NULL && m.size == 0);
+      CHECK(m.allocated == NULL && m.aligned == NULL && m.sizes[0] == 0);
       break;
     case 1: CHECK(wavert_jit_wave_get_dim(o, 2) == 0); break;
     case 2: CHECK(wavert_jit_wave_get_int64(o) == 0); break;

@@ -45,6 +45,7 @@ from typing import Callable
 from .._version import __version__
 from ..errors import ConfigWarning, Error
 from ..frontend.source import read_input
+from ..program import FORMAT_CHOICES
 
 log = logging.getLogger("pywave")
 
@@ -102,10 +103,9 @@ def write_images(binaries, output: str) -> list[str]:
         os.makedirs(output, exist_ok=True)
         paths = [os.path.join(output, b.name + FORMATS[b.format].extension) for b in binaries]
     for b, path in zip(binaries, paths):
-        data = b.data.rstrip(b"\0") if b.format == "ptx" else b.data
         try:
             with open(path, "wb") as fh:
-                fh.write(data)
+                fh.write(b.file_data)
         except OSError as exc:
             raise Error(f"-o {output}: cannot write {path}: {exc.strerror}") from None
     return paths
@@ -151,7 +151,7 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="MLIR file ('-' reads standard input)")
     p.add_argument("--target", help="chip, e.g. sm_90, or several: sm_80,sm_90 (one fatbin "
                    "per gpu.module); default: the GPU's")
-    p.add_argument("--format", default="auto", choices=["auto", "cubin", "ptx", "fatbin"])
+    p.add_argument("--format", default="auto", choices=FORMAT_CHOICES)
     p.add_argument("-O", dest="opt_level", type=int, default=2,
                    help="LLVM optimisation level of the host code (0-3)")
     p.add_argument("--binary", action="append", default=[], metavar="NAME=PATH",
@@ -299,7 +299,7 @@ def register_precompile(sub) -> None:
                    help="compile worker processes at once (default: the CPU count)")
     p.add_argument("--target", help="chip, e.g. sm_90, or several: sm_80,sm_90 (one fatbin "
                    "per gpu.module); default: the GPU's")
-    p.add_argument("--format", default="auto", choices=["auto", "cubin", "ptx", "fatbin"])
+    p.add_argument("--format", default="auto", choices=FORMAT_CHOICES)
     p.add_argument("-O", dest="opt_level", type=int, default=2,
                    help="LLVM optimisation level of the host code (0-3)")
     run.add_lowering_options(p)

@@ -28,12 +28,12 @@ import os
 import struct
 import sys
 
-from .. import front, lowering, pipeline, runtime
+from .. import front, llvm, lowering, pipeline, runtime
 from ..errors import Error
 from ..frontend.source import read_input
 from ..host import jit
 from .. import layout
-from ..program import RELEASE_KERNELS, RUN_ENTRY, Target
+from ..program import FORMAT_CHOICES, RELEASE_KERNELS, RUN_ENTRY, Target
 
 log = logging.getLogger("pywave.run")
 
@@ -58,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shared-libs", "-shared-libs", action="append", default=[],
                         metavar="LIB[,LIB...]", help="libraries the program calls into")
     parser.add_argument("--target", help="chip, e.g. sm_90 or sm_90a (default: GPU 0's)")
-    parser.add_argument("--format", default="auto", choices=["auto", "cubin", "ptx", "fatbin"],
+    parser.add_argument("--format", default="auto", choices=FORMAT_CHOICES,
                         help="kernel image format (default: cubin if ptxas compiles for the "
                         "chip, else PTX)")
     parser.add_argument("--compile-only", action="store_true",
@@ -127,7 +127,7 @@ def load_shared_libs(specs: list[str]) -> None:
                 continue
             if not os.path.exists(path):
                 raise Error(f"--shared-libs: {path!r} does not exist")
-            jit.llvm.load_library_permanently(path)
+            llvm.binding.load_library_permanently(path)
 
 
 def _flush_c_stdio() -> None:

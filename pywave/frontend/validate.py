@@ -25,6 +25,7 @@ import re
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import CompileError, Error
+from ..program import FORMAT_CHOICES
 
 if TYPE_CHECKING:
     from mlir import ir
@@ -52,13 +53,6 @@ AMDGPU_CHIPS = (
 
 #: Optimisation levels of the host code (LLVM -O0..-O3).
 OPT_LEVELS = (0, 1, 2, 3)
-
-
-def formats() -> tuple[str, ...]:
-    """The ``format=`` values a compile accepts: ``"auto"`` and the image formats of
-    :data:`pywave.program.FORMATS`."""
-    from ..program import FORMATS
-    return ("auto",) + tuple(FORMATS)
 
 
 #: The oldest NVIDIA chip pywave compiles for. libwavert needs a CUDA driver of 9.0 or newer
@@ -150,22 +144,23 @@ def _closest_chip(name: str) -> str | None:
 
 def options(text: Any, *, target: Any = None, opt_level: Any = 2, format: Any = "auto",
             filename: Any = "<input>", dump_dir: Any = None, replacements: Any = None,
-            keep_stages: Any = False, library: Any = False, run_entry: Any = None) -> None:
+            keep_stages: Any = False, library: Any = False,
+            run_entry: Any = None) -> str | None:
     """Check the options of a compile (:class:`pywave.pipeline.Pipeline`'s parameters)
     before any work: TypeError for a wrong type, CompileError for a wrong value (each naming
-    the parameter). ``lowering`` checks itself (:class:`pywave.lowering.LoweringOptions`)."""
+    the parameter). ``lowering`` checks itself (:class:`pywave.lowering.LoweringOptions`).
+    Returns the chips of ``target`` as :func:`targets` gives them (None without one)."""
     source(text)
-    if target is not None:
-        targets(target)
+    chips = targets(target) if target is not None else None
     if isinstance(opt_level, bool) or not isinstance(opt_level, int):
         raise TypeError(f"opt_level must be an int (0-3), got {opt_level!r}")
     if opt_level not in OPT_LEVELS:
         raise CompileError(f"opt_level={opt_level} is out of range; expected 0, 1, 2 or 3")
     if not isinstance(format, str):
         raise TypeError(f"format must be a str, got {format!r}")
-    if format not in formats():
+    if format not in FORMAT_CHOICES:
         raise CompileError(f"format={format!r} is not a binary format; expected one of "
-                           f"{', '.join(formats())}")
+                           f"{', '.join(FORMAT_CHOICES)}")
     if not isinstance(filename, str):
         raise TypeError(f"filename must be a str, got {type(filename).__name__}")
     if dump_dir is not None and not isinstance(dump_dir, (str, os.PathLike)):
@@ -176,6 +171,7 @@ def options(text: Any, *, target: Any = None, opt_level: Any = 2, format: Any = 
     if run_entry is not None and not isinstance(run_entry, str):
         raise TypeError(f"run_entry must be a function name (str), got {run_entry!r}")
     _replacements(replacements)
+    return chips
 
 
 def _replacements(replacements: Any) -> None:

@@ -18,25 +18,12 @@ import threading
 
 from .. import layout, sparse
 from ..errors import CompileError
-
-
-class _LazyLLVM:
-    """``llvmlite.binding``, imported on first use (a warm start through pywave.host.sharedobj
-    never imports it); the first attribute read replaces this object with the module."""
-
-    def __getattr__(self, name: str):
-        import llvmlite.binding
-        globals()["llvm"] = llvmlite.binding
-        return getattr(llvmlite.binding, name)
-
-
-llvm = _LazyLLVM()
+from ..llvm import binding as llvm   # llvmlite.binding, imported on first use
+from ..llvm import native_target
 
 log = logging.getLogger("pywave.jit")
 
 _init_lock = threading.Lock()
-_initialised = False
-_all_targets = False
 _runtime_loaded = False
 
 #: Host-side half/bfloat16 conversions that LLVM lowers to compiler-rt calls. No library in
@@ -85,29 +72,12 @@ define bfloat @__truncdfbf2(double %x) {
 """
 
 
-def all_targets():
-    """``llvmlite.binding`` with every LLVM target (NVPTX, AMDGPU...) initialised, once;
-    thread-safe. For the GPU targets' machines (data layouts, AMD code generation)."""
-    import llvmlite.binding
-    global _all_targets
-    with _init_lock:
-        if not _all_targets:
-            llvmlite.binding.initialize_all_targets()
-            llvmlite.binding.initialize_all_asmprinters()
-            _all_targets = True
-    return llvmlite.binding
-
-
 def initialise(runtime_library: str | None = None) -> None:
     """Initialise LLVM's native target once; with ``runtime_library``, also make libwavert's
     symbols visible to the JIT."""
-    global _initialised, _runtime_loaded
+    global _runtime_loaded
+    native_target()
     with _init_lock:
-        if not _initialised:
-            llvm.initialize_native_target()
-            llvm.initialize_native_asmprinter()
-            llvm.initialize_native_asmparser()
-            _initialised = True
         if runtime_library and not _runtime_loaded:
             llvm.load_library_permanently(runtime_library)
             # MLIR's runner utilities (printMemref*, vector.print's print*), shipped with it.

@@ -1,7 +1,7 @@
 """Warm starts without llvmlite: host object code pre-linked into a shared object.
 
-When the compile cache stores an entry (:func:`pywave.cache.store`) and a C compiler driver is
-present (``$CC``, else ``cc``), :func:`link` links the entry's host object code into a shared
+Before the compile cache stores an entry (:func:`pywave.front.keep`), when a C compiler driver
+is present (``$CC``, else ``cc``), :func:`link` links the entry's host object code into a shared
 object, kept inside the entry (``Program.shared_object``, under the entry's checksum and
 key). A :class:`pywave.api.CompiledModule` whose program carries one opens it with
 :func:`load`, which needs neither llvmlite nor LLVM's JIT; without one (no linker, the

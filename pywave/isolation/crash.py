@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from . import files
+from .. import files as cache_folder
 from ..errors import CompileError
 
 log = logging.getLogger("pywave.isolation")
@@ -110,8 +111,7 @@ def crash_error(dead: WorkerDied, text: str, options: dict[str, Any]) -> Compile
 
 def reproducer_dir() -> str:
     """The folder reproducers go to (see the module docstring); created if missing."""
-    from .. import cache
-    root = cache.directory()
+    root = cache_folder.directory()
     base = os.path.join(root, "crashes") if root else \
         os.path.join(tempfile.gettempdir(), f"pywave-crashes-{os.getuid()}")
     try:

@@ -112,7 +112,8 @@ def preload() -> None:
         from ..kernels import options as kernel_options, nvvm
         from ..kernels.rewrites import nvvm_wmma  # noqa: F401
         from ..kernels.rewrites import semantics, subgroups
-        jit.all_targets()      # llvmlite.binding and every LLVM target (GPU data layouts)
+        from ..llvm import all_targets
+        all_targets()          # llvmlite.binding and every LLVM target (GPU data layouts)
         jit.initialise()       # the host target (object code)
     except ImportError as exc:  # reported by the first request, in context
         log.debug("worker preload failed: %s", exc)

@@ -7,7 +7,7 @@ the rewrites for what upstream's lowerings lack; ``nvvm`` lowers and serialises 
 ``images`` swaps in images the user gives; ``params`` drops the kernel parameters no kernel
 reads. The stage runs through :func:`lower` alone; from
 outside, the pipeline reads ``toolkit`` (the cache key needs the toolkit's version) and
-``images`` (``binaries=`` files, before any compile), and dumps ``nvvm.serialise_clone``. MLIR
+``images`` (``binaries=`` files, before any compile). MLIR
 is imported when :func:`lower` runs, so importing ``toolkit`` or ``images`` loads none.
 """
 

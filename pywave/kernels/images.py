@@ -17,7 +17,7 @@ from typing import Mapping, Union
 from .. import image_params
 from ..image_params import EM_AMDGPU, EM_CUDA, FATBIN_MAGIC
 from ..errors import CompileError
-from ..program import Binary, Target, format_of_extension
+from ..program import Binary, Target, format_of_extension, ptx_image
 
 #: What a replacement may be: a path (str or PathLike) or the image bytes themselves.
 Source = Union[str, "os.PathLike[str]", bytes, bytearray]
@@ -63,9 +63,7 @@ def load(name: str, source: Source) -> tuple[str, bytes]:
     if not data:
         raise CompileError(f"binaries[{name!r}]: {hint or 'the image'} is empty")
     fmt = detect(data, hint)
-    if fmt == "ptx" and not data.endswith(b"\0"):
-        data += b"\0"
-    return fmt, data
+    return fmt, ptx_image(data) if fmt == "ptx" else data
 
 
 def load_all(replacements: Mapping[str, Source] | None) -> dict[str, tuple[str, bytes]]:

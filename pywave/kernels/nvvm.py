@@ -19,7 +19,7 @@ from .. import lowering
 from ..errors import CompileError
 from ..frontend import validate
 from ..mlirutil import gpu_modules, run_pipeline, sym_name
-from ..program import FORMATS, Binary, Target
+from ..program import FORMATS, Binary, Target, ptx_image
 from . import params
 from .targets import TargetAttr, module_targets, raise_ptx_version
 from .toolkit import Toolkit, find_toolkit, ptx_isa
@@ -170,21 +170,6 @@ def assemble_binaries(module: ir.Module, names: set[str], fmt: str,
     return out
 
 
-def serialise_clone(module: ir.Module, pipeline: str) -> list[tuple[str, bytes]]:
-    """(gpu.binary name, first object's bytes) after running ``pipeline`` (a
-    ``gpu-module-to-binary`` pipeline) on a copy of ``module``, which stays as it is: the
-    kernels' LLVM IR or PTX for a dump."""
-    clone = ir.Module.parse(str(module), module.context)
-    run_pipeline(clone, pipeline, "serialising a copy of the kernels")
-    out = []
-    for op in clone.body.operations:
-        op = op.operation
-        if op.name == "gpu.binary":
-            objects = ir.ArrayAttr(op.attributes["objects"])
-            out.append((sym_name(op), bytes(gpu.ObjectAttr(objects[0]).object)))
-    return out
-
-
 def extern_dynamic_shared_memory(module: ir.Module) -> None:
     """Make the globals that name the dynamic shared memory region external: the
     ``__dynamic_shmem__*`` globals that ``gpu.dynamic_shared_memory`` lowers to, and every
@@ -282,7 +267,5 @@ def collect_binaries(module: ir.Module, target: Target) -> list[Binary]:
             raise CompileError(f"gpu.binary @{name} holds an object of format {fmt}; pywave "
                                "loads PTX, cubin, fatbin and hsaco objects")
         data = bytes(chosen.object)
-        if fmt == "ptx" and not data.endswith(b"\0"):
-            data += b"\0"
-        out.append(Binary(name, fmt, data, target.chip))
+        out.append(Binary(name, fmt, ptx_image(data) if fmt == "ptx" else data, target.chip))
     return out

@@ -24,7 +24,7 @@ import subprocess
 import tempfile
 
 from ..errors import CompileError
-from ..program import KernelInfo
+from ..program import KernelInfo, ptx_text
 
 log = logging.getLogger("pywave.ptxas")
 
@@ -81,7 +81,7 @@ def assemble(ptxas: str, ptx: bytes, target: TargetOptions,
     with tempfile.TemporaryDirectory(prefix="pywave-ptxas-") as tmp:
         ptx_path, out_path = os.path.join(tmp, "kernels.ptx"), os.path.join(tmp, "kernels.cubin")
         with open(ptx_path, "wb") as fh:
-            fh.write(ptx.rstrip(b"\0"))
+            fh.write(ptx_text(ptx))
         command = arguments(ptxas, target, ptx_path, out_path)
         output = _run(command, f"ptxas for gpu.module @{module} ({target.chip})")
         with open(out_path, "rb") as fh:
@@ -141,7 +141,7 @@ def fatbin(fatbinary: str, images: list[tuple[str, bytes, bytes | None]], module
             sm = chip.split("_", 1)[-1]
             path = os.path.join(tmp, f"{i}-{chip}")
             with open(path + ".ptx", "wb") as fh:
-                fh.write(ptx.rstrip(b"\0"))
+                fh.write(ptx_text(ptx))
             if cubin is not None:
                 with open(path + ".cubin", "wb") as fh:
                     fh.write(cubin)

@@ -32,9 +32,9 @@ from mlir.dialects import func, gpu
 from mlir.dialects import llvm as mlir_llvm
 
 from ..errors import CompileError
-from ..host import jit
+from ..llvm import all_targets
 from ..mlirutil import diagnostic_error, find_ops, sym_name
-from ..program import BACKENDS, Binary
+from ..program import BACKENDS, FORMATS, Binary
 from . import params
 from .rewrites import gpu_ids
 from .rewrites.amdgpu_wmma import lower_wmma
@@ -86,9 +86,10 @@ def lower_rocdl(module: ir.Module, *, fmt: str = "auto", opt_level: int = 3,
     from .options import LINE_INFO_PIPELINE
     from .targets import first_attribute, module_target
 
-    if fmt not in ("auto", "hsaco"):
+    amd = [f.name for f in FORMATS.values() if f.backend == "rocdl"]
+    if fmt != "auto" and fmt not in amd:
         raise CompileError(f"format={fmt!r} is an NVIDIA format; AMD targets produce "
-                           "format='hsaco' (or 'auto')")
+                           f"format={' or '.join(map(repr, amd))} (or 'auto')")
 
     out, dropped = [], {}
     for gmod in gpu_modules(module):
@@ -331,7 +332,7 @@ def control_ir(chip: str, version: int, variables: bool = True) -> str:
 
 
 def target_machine(chip: str, opt_level: int = 3):
-    llvm = jit.all_targets()
+    llvm = all_targets()
     try:
         target = llvm.Target.from_triple(TRIPLE)
     except RuntimeError as exc:
@@ -364,7 +365,7 @@ def kernel_assembly(llvm_ir: str, chip: str, kernels: list[str], *, opt_level: i
 
 def _codegen(llvm_ir: str, chip: str, kernels: list[str], *, opt_level: int, what: str,
              assembly: bool) -> bytes | str:
-    llvm = jit.all_targets()
+    llvm = all_targets()
     tm = target_machine(chip, opt_level)
     try:
         module = llvm.parse_assembly(llvm_ir)

@@ -16,6 +16,7 @@ import re
 import sys
 from typing import Iterator
 
+from .. import files
 from ..errors import warn_config
 
 log = logging.getLogger("pywave.toolkit")
@@ -89,7 +90,7 @@ def _candidates() -> Iterator[tuple[str, str]]:
 
 #: File in the compile cache folder remembering each ptxas binary's release, so that a warm
 #: start (which keys its cache lookup on it) runs no subprocess: JSON sealed with a checksum
-#: (pywave.cache.sealed), read as every cache file is (pywave.cache.read_file). Versions
+#: (pywave.files.sealed), read as every cache file is (pywave.files.read_file). Versions
 #: before it was sealed kept plain JSON in LEGACY_VERSIONS_FILE, left to them.
 VERSIONS_FILE = "ptxas-versions.pwm"
 LEGACY_VERSIONS_FILE = "ptxas-versions.json"
@@ -108,8 +109,7 @@ def ptxas_version(ptxas: str) -> str:
     except OSError:
         return ""
     key = f"{os.path.realpath(ptxas)}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
-    from .. import cache
-    root = cache.directory()        # None: no cache folder, nothing remembered
+    root = files.directory()        # None: no cache folder, nothing remembered
     known = _versions(root)
     if key in known:
         return known[key]
@@ -117,7 +117,7 @@ def ptxas_version(ptxas: str) -> str:
     if found and root is not None:
         known = _versions(root)     # read again: another process may have added one meanwhile
         known[key] = found
-        cache.write_atomic(root, VERSIONS_FILE, cache.sealed(
+        files.write_atomic(root, VERSIONS_FILE, files.sealed(
             _VERSIONS_MAGIC, json.dumps(known, sort_keys=True).encode()))
     return found
 
@@ -127,17 +127,16 @@ def _versions(root: str | None) -> dict[str, str]:
     or damaged: then logged and removed, and rebuilt by the next ptxas run)."""
     if root is None:
         return {}
-    from .. import cache
     path = os.path.join(root, VERSIONS_FILE)
     try:
-        data = json.loads(cache.unsealed(
-            _VERSIONS_MAGIC, cache.read_file(path, _VERSIONS_MAX_BYTES)))
+        data = json.loads(files.unsealed(
+            _VERSIONS_MAGIC, files.read_file(path, _VERSIONS_MAX_BYTES)))
         if not isinstance(data, dict):
-            raise cache.CorruptEntry(f"a JSON {type(data).__name__}, not an object")
+            raise files.CorruptFile(f"a JSON {type(data).__name__}, not an object")
     except FileNotFoundError:       # none yet
         return {}
-    except (cache.CorruptEntry, ValueError, RecursionError) as exc:
-        cache.discard_file(path, str(exc))
+    except (files.CorruptFile, ValueError, RecursionError) as exc:
+        files.discard_file(path, str(exc))
         return {}
     except OSError as exc:
         log.debug("cannot read %s: %s", path, exc)

@@ -30,7 +30,7 @@ import threading
 from mlir import ir
 from mlir.dialects import llvm
 
-from ...host import jit
+from ...llvm import all_targets
 from ...mlirutil import gpu_modules
 from ...program import BACKENDS
 from ..targets import module_target
@@ -46,7 +46,7 @@ def data_layout(backend: str, chip: str) -> str:
     with _layouts_lock:
         found = _layouts.get(key)
         if found is None:
-            machine = jit.all_targets().Target.from_triple(BACKENDS[backend].triple) \
+            machine = all_targets().Target.from_triple(BACKENDS[backend].triple) \
                 .create_target_machine(cpu=chip)
             found = _layouts[key] = str(machine.target_data)
     return found
