@@ -231,3 +231,31 @@ def _sequence(buf: bytes, pos: int, length: int, kind: str) -> tuple[Any, int]:
     if kind == "array":
         return items, pos
     return {k: v for k, v in zip(items[::2], items[1::2]) if isinstance(k, (str, int))}, pos
+
+
+def undefined_symbols(obj: bytes) -> list[str]:
+    """Names an ELF64 little-endian relocatable object (host code, CPU kernels) leaves
+    undefined (global or weak symbols of section index SHN_UNDEF).
+
+    Raises
+    ------
+    CompileError
+        ``obj`` is not an ELF64 little-endian object.
+    """
+    if obj[:4] != b"\x7fELF" or obj[4] != 2 or obj[5] != 1:
+        raise CompileError("host object is not an ELF64 little-endian object")
+    shoff, = struct.unpack_from("<Q", obj, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", obj, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", obj, shoff + i * shentsize)
+                for i in range(shnum)]
+    names = []
+    for sh in sections:
+        if sh[1] != 2:  # SHT_SYMTAB
+            continue
+        strtab = sections[sh[6]]
+        for off in range(sh[4], sh[4] + sh[5], 24):
+            st_name, st_info, _, st_shndx = struct.unpack_from("<IBBH", obj, off)
+            if st_shndx == 0 and st_name and (st_info >> 4) in (1, 2):  # GLOBAL/WEAK UNDEF
+                end = obj.index(b"\0", strtab[4] + st_name)
+                names.append(obj[strtab[4] + st_name:end].decode())
+    return names

@@ -8,6 +8,7 @@ for the GPU targets' machines. A warm start through a pre-linked shared object
 
 from __future__ import annotations
 
+import functools
 import threading
 
 
@@ -53,3 +54,12 @@ def all_targets():
             binding.initialize_all_asmprinters()
             _all = True
     return binding
+
+
+@functools.cache
+def host_cpu() -> tuple[str, str]:
+    """(CPU name, feature string) of this machine, as LLVM names them: what the CPU target's
+    kernels are compiled for (:mod:`pywave.kernels.cpu`), and part of their compile-cache key
+    (an image for this CPU's extensions would die of SIGILL on another one)."""
+    native_target()
+    return binding.get_host_cpu_name(), binding.get_host_cpu_features().flatten()

@@ -31,7 +31,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
-from . import cache, dump, lowering, runtime
+from . import cache, dump, llvm, lowering, runtime
 from ._version import __version__
 from .errors import Error
 from .frontend import gpu_use, passes, validate
@@ -283,7 +283,7 @@ class Pipeline:
         if self.replacements:
             out["binaries"] = images.digest(self.replacements)
         if self.target.chip == "cpu":   # kernels for this machine's CPU and its features
-            out["kernel_cpu"] = list(jit.host_cpu())
+            out["kernel_cpu"] = list(llvm.host_cpu())
         elif not self.target.chip.startswith("gfx"):  # NVIDIA or not yet known: ptxas counts
             found = toolkit.find_toolkit()
             out["cuda_toolkit"] = found.version if found else None

@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 
 from conftest import fake_driver_env, need_fake_driver
-from pywave import pipeline, runtime, sparse
+from pywave import image_params, pipeline, runtime, sparse
 from pywave.host import jit, lowering, sharedobj
 
 DATA = Path(__file__).parent / "data" / "sparse"
@@ -124,7 +124,7 @@ def built() -> dict[str, pipeline.Artifacts]:
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_reading_program_links_against_libwavert(name, built):
     code = built[name].object_code
-    assert PROGRAMS[name] <= set(jit.undefined_symbols(code))
+    assert PROGRAMS[name] <= set(image_params.undefined_symbols(code))
     jit.initialise(runtime.LIBRARY)
     jit.JitModule(code).close()   # CompileError naming any symbol nothing provides
 

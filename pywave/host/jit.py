@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import functools
 import logging
-import struct
 import sys
 import threading
 
 from .. import layout, sparse
 from ..errors import CompileError
+from ..image_params import undefined_symbols
 from ..llvm import binding as llvm   # llvmlite.binding, imported on first use
 from ..llvm import native_target
 
@@ -88,15 +88,6 @@ def initialise(runtime_library: str | None = None) -> None:
 
 
 @functools.cache
-def host_cpu() -> tuple[str, str]:
-    """(CPU name, feature string) of this machine, as LLVM names them: what the CPU target's
-    kernels are compiled for (:mod:`pywave.kernels.cpu`), and part of their compile-cache key
-    (an image for this CPU's extensions would die of SIGILL on another one)."""
-    initialise()
-    return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
-
-
-@functools.cache
 def target_machine(opt_level: int) -> llvm.TargetMachine:
     """The target machine of host code at ``opt_level`` (one per level, reused): the generic
     CPU of the host's triple. Host code is launch glue (descriptor words, driver calls), and
@@ -153,27 +144,6 @@ def _hide_symbols(module: llvm.ModuleRef) -> None:
     for value in list(module.functions) + list(module.global_variables):
         if not value.is_declaration and value.linkage.name in ("external", "weak_odr"):
             value.visibility = "hidden"
-
-
-def undefined_symbols(obj: bytes) -> list[str]:
-    """Names an ELF64 little-endian relocatable object leaves undefined."""
-    if obj[:4] != b"\x7fELF" or obj[4] != 2 or obj[5] != 1:
-        raise CompileError("host object is not an ELF64 little-endian object")
-    shoff, = struct.unpack_from("<Q", obj, 0x28)
-    shentsize, shnum = struct.unpack_from("<HH", obj, 0x3A)
-    sections = [struct.unpack_from("<IIQQQQIIQQ", obj, shoff + i * shentsize)
-                for i in range(shnum)]
-    names = []
-    for sh in sections:
-        if sh[1] != 2:  # SHT_SYMTAB
-            continue
-        strtab = sections[sh[6]]
-        for off in range(sh[4], sh[4] + sh[5], 24):
-            st_name, st_info, _, st_shndx = struct.unpack_from("<IBBH", obj, off)
-            if st_shndx == 0 and st_name and (st_info >> 4) in (1, 2):  # GLOBAL/WEAK UNDEF
-                end = obj.index(b"\0", strtab[4] + st_name)
-                names.append(obj[strtab[4] + st_name:end].decode())
-    return names
 
 
 #: Symbols the JIT linker (RuntimeDyld) defines itself.

@@ -55,7 +55,8 @@ from mlir.dialects import llvm as mlir_llvm
 
 from ..errors import CompileError
 from ..mlirutil import diagnostic_error, file_location, find_ops, gpu_modules, sym_name
-from ..host.jit import host_cpu
+from ..image_params import undefined_symbols
+from ..llvm import host_cpu
 from ..program import Binary
 from . import params
 from .rewrites import gpu_ids
@@ -335,9 +336,8 @@ def abi_ir(kernels: dict[str, list[str]], barriers: bool) -> str:
 def compile_object(llvm_ir: str, kernels: list[str], *, barriers: bool, opt_level: int = 3,
                    what: str = "the kernels") -> bytes:
     """Step 4: the kernels' IR with the ABI, optimised for this CPU, as an ELF object."""
-    import llvmlite.binding as llvm
-    from ..host import jit
-    jit.initialise()
+    from ..llvm import native_target
+    llvm = native_target()
     cpu, features = host_cpu()
     target = llvm.Target.from_triple(llvm.get_process_triple())
     tm = target.create_target_machine(cpu=cpu, features=features, opt=opt_level, reloc="pic",
@@ -387,8 +387,7 @@ def link(object_code: bytes, *, what: str = "the kernels") -> bytes:
                                f"(exit {done.returncode}): {done.stderr.strip()}")
         with open(out, "rb") as fh:
             image = fh.read()
-    from ..host import jit
-    missing = [s for s in jit.undefined_symbols(object_code) if not _process_has(s)
+    missing = [s for s in undefined_symbols(object_code) if not _process_has(s)
                and not s.startswith(PREFIX)]
     if missing:
         raise CompileError(f"the CPU kernels of {what} call {', '.join(sorted(missing))}, which "
