@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -217,3 +218,78 @@ def _current_device_unchanged():
         if after != before:
             torch.cuda.set_device(before)   # keep the tests after this one independent
             pytest.fail(f"the test left torch's current device at {after} (was {before})")
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernel-semantics tests on both devices: a GPU (torch on CUDA) and the CPU device
+# (target="cpu" on NumPy arrays, everywhere). README: "Semantics" / issue 33.
+# ---------------------------------------------------------------------------------------------
+class KernelDevice:
+    """Where a kernel-semantics test runs: ``"gpu"`` (torch tensors on the current CUDA
+    device, pywave's default target) or ``"cpu"`` (NumPy arrays, ``target="cpu"``). Tests
+    build inputs and references with NumPy and move them with :meth:`put` / :meth:`get`, so
+    both variants compare against the same expected values."""
+
+    def __init__(self, name: str, torch=None) -> None:
+        self.name = name
+        self.torch = torch
+        self._made: list[pywave.CompiledModule] = []
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.name == "cpu"
+
+    def compile(self, text: str, **kwargs) -> pywave.CompiledModule:
+        """pywave.compile(text, **kwargs), with ``target="cpu"`` on the CPU device; closed at
+        teardown."""
+        if self.is_cpu:
+            kwargs.setdefault("target", "cpu")
+        mod = pywave.compile(text, **kwargs)
+        self._made.append(mod)
+        return mod
+
+    def put(self, array):
+        """A copy of the NumPy ``array`` on the device (a torch CUDA tensor or a NumPy array)."""
+        array = np.ascontiguousarray(array)
+        if self.is_cpu:
+            return array.copy()
+        return self.torch.from_numpy(array.copy()).to(self.torch.device(
+            "cuda", self.torch.cuda.current_device()))
+
+    def zeros(self, shape, dtype=np.float32):
+        return self.put(np.zeros(shape, dtype=dtype))
+
+    def get(self, tensor) -> np.ndarray:
+        """The device ``tensor`` as a NumPy array, after the device finished its work."""
+        if self.is_cpu:
+            return np.array(tensor)
+        self.torch.cuda.synchronize()
+        return tensor.cpu().numpy()
+
+    def close(self) -> None:
+        for mod in self._made:
+            mod.close()
+
+
+#: The two variants of a kernel-semantics test: the GPU one keeps the ``gpu`` mark.
+KERNEL_DEVICES = [pytest.param("gpu", marks=pytest.mark.gpu), "cpu"]
+
+
+def devices(*, cpu_xfail: str | None = None) -> pytest.MarkDecorator:
+    """``@devices(cpu_xfail=reason)``: the two variants of the ``device`` fixture, the CPU
+    one a strict xfail where the CPU target does not run the kernel yet (``reason``: the
+    CompileError it raises, which the xfail expects). Strict, so the variant fails once
+    support lands and the mark must go."""
+    cpu = "cpu" if cpu_xfail is None else pytest.param("cpu", marks=pytest.mark.xfail(
+        raises=pywave.CompileError, strict=True, reason=cpu_xfail))
+    return pytest.mark.parametrize("device", [KERNEL_DEVICES[0], cpu], indirect=True)
+
+
+@pytest.fixture(params=KERNEL_DEVICES)
+def device(request) -> KernelDevice:
+    """The device of a kernel-semantics test (``gpu``: needs torch with a CUDA GPU and is
+    marked ``gpu``; ``cpu``: the CPU device, runs everywhere)."""
+    torch = request.getfixturevalue("torch_cuda") if request.param == "gpu" else None
+    made = KernelDevice(request.param, torch)
+    yield made
+    made.close()

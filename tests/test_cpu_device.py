@@ -323,3 +323,17 @@ def test_unknown_target_names_cpu():
         pywave.compile(VECTOR_ADD, target="tpu", disk_cache=False)
 
 
+def test_compile_many_for_the_cpu_device():
+    """compile_many(target="cpu"): every module runs on the CPU device, each its own kernel."""
+    texts = [VECTOR_ADD, VECTOR_ADD.replace("arith.addf", "arith.mulf")]
+    mods = pywave.compile_many(texts, target="cpu", disk_cache=False)
+    assert [m.target for m in mods] == ["cpu", "cpu"]
+    a = np.arange(1, 1001, dtype=np.float32)
+    b = np.full(1000, 1.5, np.float32)
+    outs = []
+    for mod in mods:
+        c = np.zeros_like(a)
+        mod(a, b, c)
+        outs.append(c)
+        mod.close()
+    assert np.array_equal(outs[0], a + b) and np.array_equal(outs[1], a * b)

@@ -429,13 +429,19 @@ def test_launch_instructions_bench_without_valgrind_says_why(tmp_path):
 
 # ------------------------------------------------------------- 2: the main example
 
-def test_vector_add_example_without_a_gpu_compiles():
+def test_vector_add_example_without_a_gpu_runs_on_the_cpu_device():
+    """Without a GPU the main job runs the kernel on the CPU device (NumPy arrays), names it
+    and checks c == a + b."""
     if api.device_count():
         pytest.skip("a GPU is present: test_vector_add_example_on_the_gpu runs it")
     proc = subprocess.run([sys.executable, str(ROOT / "examples" / "vector_add.py")],
                           capture_output=True, text=True, timeout=300, cwd="/")
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("no GPU: compiled for sm_90 only\n")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    first, second, module, last = proc.stdout.splitlines()
+    assert first.startswith("device: CPU device") and first.endswith("target cpu")
+    assert second == "tensors: NumPy arrays"
+    assert module == "<pywave.CompiledModule functions=['main'] target=cpu>"
+    assert last == "OK: c == a + b for all 1000003 elements"
 
 
 def test_device_buffers_example_compiles():
@@ -463,10 +469,12 @@ def test_vector_add_example_on_the_gpu(tmp_path, hide):
     proc = subprocess.run([sys.executable, str(ROOT / "examples" / "vector_add.py")],
                           capture_output=True, text=True, timeout=300, cwd="/", env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    first, *_, last = proc.stdout.splitlines()
-    assert first.startswith("tensors: ") and last == "OK"
+    first, second, *_, last = proc.stdout.splitlines()
+    assert first.startswith("device: GPU 0, target sm_") or first.startswith("device: GPU 0, "
+                                                                             "target gfx")
+    assert second.startswith("tensors: ") and last.startswith("OK: c == a + b")
     if hide:
-        assert first == "tensors: pywave device buffers (no tensor framework)"
+        assert second == "tensors: pywave device buffers (no tensor framework)"
 
 
 def test_device_count_without_a_gpu_is_zero_or_the_count():

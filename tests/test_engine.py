@@ -308,17 +308,24 @@ module attributes {gpu.container_module} {
 """
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("lowered", [False, True])
-def test_gpu_program_runs_on_numpy_arrays_as_upstream_runs_it(torch_cuda, lowered):
+@pytest.mark.parametrize("device, lowered", [
+    pytest.param("gpu", False, marks=pytest.mark.gpu),
+    pytest.param("gpu", True, marks=pytest.mark.gpu),
+    ("cpu", False)])        # lowered: gpu-lower-to-nvvm-pipeline makes NVVM, a GPU's
+def test_gpu_program_runs_on_numpy_arrays_as_upstream_runs_it(request, device, lowered):
     """An upstream-style GPU program (host memory registered with the driver) through the
-    engine, before lowering and after gpu-lower-to-nvvm-pipeline."""
+    engine, before lowering and after gpu-lower-to-nvvm-pipeline; on the CPU device
+    (target="cpu") too, where host registration is a no-op and the kernel reads the arrays."""
+    if device == "gpu":
+        request.getfixturevalue("torch_cuda")
     text = HOST_REGISTERED_ADD
     if lowered:
         text = pipeline.Pipeline(text, passes=LOWER, passes_only=True).run().text
     a = np.arange(100, dtype=np.float32)
     b = np.full(100, 0.5, np.float32)
     c = np.zeros(100, np.float32)
-    with ExecutionEngine(text) as engine:
+    with ExecutionEngine(text, target="cpu" if device == "cpu" else None) as engine:
+        assert (repr(engine) == "<pywave.ExecutionEngine target=cpu not loaded>") == \
+            (device == "cpu")
         engine.invoke("add", *(_descriptor_pointer(x) for x in (a, b, c)))
     assert c.tolist() == (a + b).tolist()

@@ -226,3 +226,43 @@ def test_template_placeholders_must_match_what_pywave_fills():
                                                   r".*but pywave fills \['NAME'\]"):
         c_export.render(c_export.WRAPPER_TEMPLATE, {"NAME": "x"})
     assert c_export.render(c_export.WAVE_TEMPLATE, {}).startswith("/* Helpers of the entry")
+
+
+CPU_C = r"""
+#include <stdio.h>
+#include "vadd.h"
+
+int main(void) {
+  enum { N = 1003 };
+  static float a[N], b[N], c[N];
+  for (int i = 0; i < N; ++i) { a[i] = (float)i * 0.5f; b[i] = (float)(N - i); c[i] = -1.0f; }
+  int64_t shape[1] = {N};
+  DLTensor ta = {a, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, shape, NULL, 0};
+  DLTensor tb = ta, tc = ta;
+  tb.data = b;
+  tc.data = c;
+  int32_t status = vadd_main(&ta, &tb, &tc, NULL);
+  if (status != WAVERT_OK) {
+    printf("status %d: %s\n", (int)status, vadd_last_error());
+    return 1;
+  }
+  for (int i = 0; i < N; ++i)
+    if (c[i] != a[i] + b[i]) { printf("c[%d] = %g, want %g\n", i, c[i], a[i] + b[i]); return 1; }
+  vadd_unload();
+  printf("PASS\n");
+  return 0;
+}
+"""
+
+
+def test_export_for_the_cpu_device_runs_on_kdlcpu_tensors(tmp_path):
+    """target="cpu": the C entry points take kDLCPU DLTensors and run the kernel on the CPU
+    device (no GPU, no driver)."""
+    done = pywave.export((ROOT / "examples" / "vector_add.mlir").read_text(), tmp_path, "vadd",
+                         target="cpu")
+    assert done.target == "cpu" and done.functions == ("vadd_main",)
+    source = tmp_path / "cpu.c"
+    source.write_text(CPU_C)
+    exe = build_c(source, tmp_path, "vadd", "cpu")
+    proc = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120, cwd="/")
+    assert proc.returncode == 0 and proc.stdout == "PASS\n", proc.stdout + proc.stderr

@@ -483,7 +483,8 @@ def wrapper(name: str, functions: tuple[HostSignature, ...], target: Target) -> 
         entries += _wave_entry(name, fn) if fn.convention == WAVE_CONVENTION \
             else _entry(name, fn)
     return render(WRAPPER_TEMPLATE, {
-        "NAME": name, "DEVICE_TYPE": target.device_enum, "DEVICE_NAME": target.platform,
+        "NAME": name, "HOST_ONLY": "1" if target.is_host else "0",
+        "DEVICE_TYPE": target.device_enum, "DEVICE_NAME": target.platform,
         "RELEASE_KERNELS": RELEASE_KERNELS, "DECLARATIONS": "\n".join(declarations),
         "WAVE_HELPERS": render(WAVE_TEMPLATE, {}) if wave else "",
         "ENTRY_POINTS": "\n".join(entries)})

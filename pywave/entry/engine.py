@@ -124,6 +124,7 @@ class ExecutionEngine:
         self._closed = False
         self._callbacks: dict[str, Any] = {}      # register_runtime's, kept alive
         self._functions: dict[str, Any] = {}      # lookup's, by name
+        self._cpu_call: "run._Call | None" = None  # target="cpu": the call bracket
         jit.initialise(runtime.LIBRARY)
         run.load_shared_libs(self._shared_libs)
 
@@ -146,8 +147,8 @@ class ExecutionEngine:
             if self._initialized:
                 return
             self._initialized = True
-        _checked(lambda: ctypes.CFUNCTYPE(None)(code.address(ENGINE_INIT))(),
-                 "loading the kernel images")
+        self._checked(lambda: ctypes.CFUNCTYPE(None)(code.address(ENGINE_INIT))(),
+                      "loading the kernel images")
 
     # ---- lookup and calls -------------------------------------------------------------------
     def raw_lookup(self, name: str) -> int:
@@ -194,7 +195,18 @@ class ExecutionEngine:
                 raise TypeError(f"invoke({name!r}): argument {i} must be a ctypes pointer "
                                 f"(ctypes.pointer(...)), got {type(arg).__name__}")
             packed[i] = ctypes.cast(arg, ctypes.c_void_p)
-        _checked(lambda: func(packed), f"@{name}")
+        self._checked(lambda: func(packed), f"@{name}")
+
+    def _checked(self, call, what: str) -> None:
+        """:func:`_checked`; on the CPU device (``target="cpu"``) inside a libwavert call on
+        it, so that the program's mgpu* calls (module loads, gpu.alloc, memcpy, launches)
+        run there rather than on the thread's default GPU."""
+        if not self._target.is_cpu:
+            _checked(call, what)
+            return
+        if self._cpu_call is None:
+            self._cpu_call = run._Call(self._target)
+        self._cpu_call.call(call, what)
 
     # ---- runtime symbols and object code ---------------------------------------------------
     def register_runtime(self, name: str, ctypes_callback) -> None:

@@ -27,6 +27,7 @@ import logging
 import os
 import struct
 import sys
+from collections.abc import Callable
 
 from .. import front, llvm, lowering, pipeline, runtime
 from ..errors import Error
@@ -147,17 +148,22 @@ class _Call:
         self.lib.wavert_last_error.restype = ctypes.c_char_p
         self.device = None if target.is_host else int(
             runtime.ffi.cast("uintptr_t", runtime.device(target.device_type, 0)))
-        self.state = (ctypes.c_void_p * 8)()
 
     def run(self, entry: "ctypes._CFuncPtr", result: ctypes.Array) -> None:
         """Call ``entry(result)`` inside the bracket; DeviceError for what it recorded."""
-        status = self.lib.wavert_call_begin(self.device, None, self.state)
+        self.call(lambda: entry(ctypes.addressof(result)), "the entry function")
+
+    def call(self, fn: "Callable[[], object]", what: str) -> None:
+        """Call ``fn()`` inside the bracket (its mgpu* calls run on this device); DeviceError
+        naming ``what`` for the first error it recorded."""
+        state = (ctypes.c_void_p * 8)()      # one per call: calls on threads may overlap
+        status = self.lib.wavert_call_begin(self.device, None, state)
         if status:
             raise runtime.error_for(status, self._message("wavert_call_begin"))
-        entry(ctypes.addressof(result))
-        status = self.lib.wavert_call_end(self.state)
+        fn()
+        status = self.lib.wavert_call_end(state)
         if status:
-            raise runtime.error_for(status, self._message("the entry function"))
+            raise runtime.error_for(status, self._message(what))
 
     def _message(self, where: str) -> str:
         return f"{where}: {(self.lib.wavert_last_error() or b'').decode(errors='replace')}"
