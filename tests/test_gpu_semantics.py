@@ -296,8 +296,8 @@ CPU_UNSUPPORTED = {("arith.truncf", "f64", t) for t in ("f16", "bf16")} | {
 
 
 def _host_has_avx512bf16() -> bool:
-    from pywave.host import jit
-    return "+avx512bf16" in jit.host_cpu()[1].split(",")
+    from pywave import llvm
+    return "+avx512bf16" in llvm.host_cpu()[1].split(",")
 
 
 #: bf16 results that are denormal come out as zero where the host has AVX512-BF16: LLVM
