@@ -43,10 +43,17 @@ typedef struct wavert_sparse_memref_0d {
  * 1 (kFromReader): the entries of the reader `ptr`
  * (createCheckedSparseTensorReader; not released here) mapped to levels by dim2lvl (the
  * reader's encoding); 3 (kSortCOOInPlace): returns the tensor `ptr` itself (of the same
- * levels and value type), finished, whose entries are sorted already; kPack (2) is
- * UNSUPPORTED. Entries are sorted into the levels (a stable sort); two at the same
- * coordinates are an error under unique levels. `lvl2dim` is not used. Owned (kEmpty,
- * kFromReader); released by delSparseTensor. */
+ * levels and value type), finished, whose entries are sorted already; 2 (kPack, from
+ * sparse_tensor.assemble): a finished tensor holding copies of the caller's buffers, `ptr`
+ * an array of pointers: positions then coordinates of each compressed level, for a trailing
+ * COO (a non-unique compressed level, then singleton levels to the last) its positions and
+ * its coordinates as an array of structures, then the values; dense levels take none
+ * (upstream's order and sizes: n + 1 positions under a parent of size n, as many
+ * coordinates as the last position says). Positions that decrease or coordinates not below
+ * their level's size are INVALID_ARGUMENT; a singleton level outside a trailing COO is
+ * UNSUPPORTED, as upstream. Any other action is INVALID_ARGUMENT. Entries are sorted into the
+ * levels (a stable sort); two at the same coordinates are an error under unique levels.
+ * `lvl2dim` is not used. Owned (kEmpty, kFromReader, kPack); released by delSparseTensor. */
 WAVERT_SPARSE_FILE_EXPORT void *_mlir_ciface_newSparseTensor(
     wavert_memref_1d *dim_sizes, wavert_memref_1d *lvl_sizes,
     wavert_memref_1d *lvl_types, wavert_memref_1d *dim2lvl,

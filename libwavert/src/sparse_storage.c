@@ -26,8 +26,8 @@
 enum { LEVEL_DENSE = 0x10000, LEVEL_COMPRESSED = 0x40000, LEVEL_SINGLETON = 0x80000 };
 #define LEVEL_FORMAT(type) ((type) & ~UINT64_C(0xffff))
 #define LEVEL_NONUNIQUE(type) (((type) & 1) != 0)
-/* MLIR 22's Action: kEmpty, kFromReader, kSortCOOInPlace (kPack = 2 is not implemented). */
-enum { ACTION_EMPTY = 0, ACTION_FROM_READER = 1, ACTION_SORT_COO_IN_PLACE = 3 };
+/* MLIR 22's Action (mlir/ExecutionEngine/SparseTensor/Enums.h): every one. */
+enum { ACTION_EMPTY = 0, ACTION_FROM_READER = 1, ACTION_PACK = 2, ACTION_SORT_COO_IN_PLACE = 3 };
 
 /* A growable array of `size`-byte elements. */
 typedef struct buffer {
@@ -92,6 +92,16 @@ static void put_uint(char *at, size_t bytes, uint64_t value) {
     case 4: { uint32_t v = (uint32_t)value; memcpy(at, &v, 4); break; }
     case 2: { uint16_t v = (uint16_t)value; memcpy(at, &v, 2); break; }
     default: { uint8_t v = (uint8_t)value; memcpy(at, &v, 1); break; }
+  }
+}
+
+/* The unsigned integer of `bytes` bytes at `at`. */
+static uint64_t get_uint(const char *at, size_t bytes) {
+  switch (bytes) {
+    case 8: { uint64_t v; memcpy(&v, at, 8); return v; }
+    case 4: { uint32_t v; memcpy(&v, at, 4); return v; }
+    case 2: { uint16_t v; memcpy(&v, at, 2); return v; }
+    default: return (uint8_t)*at;
   }
 }
 
@@ -351,6 +361,110 @@ static int from_reader(tensor *t, void *reader, const wavert_memref_1d *dim2lvl_
   return ok;
 }
 
+/* Copy `count` elements of `size` bytes from `data` into `b` (its old content dropped). */
+static int copy_in(buffer *b, const void *data, uint64_t count, size_t size,
+                   const char *function) {
+  b->count = 0;
+  if (count == 0) return 1;
+  if (!reserve(b, count, size, function)) return 0;
+  memcpy(b->data, data, (size_t)count * size);
+  b->count = count;
+  return 1;
+}
+
+/* Action kPack (sparse_tensor.assemble): the levels and values copied from the caller's
+ * buffers, as upstream's SparseTensorStorage constructor from level buffers reads them.
+ * `buffers` holds one pointer per buffer, in order: for each compressed level its positions
+ * then its coordinates; for a trailing COO (a non-unique compressed level followed by
+ * singleton levels to the last) its positions and one array of structures of coordinates
+ * (each entry's coordinates of those levels together); then the values. Dense levels take
+ * no buffer. A compressed level of a parent of size n has n + 1 positions, and its last
+ * position is its number of coordinates; the values are as many as the last level's size.
+ * Unlike upstream, which trusts them, the positions must not decrease and every coordinate
+ * must be below its level's size. 1, or 0 (error reported). */
+static int from_buffers(tensor *t, const intptr_t *buffers, const char *function) {
+  if (buffers == NULL) {
+    fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: action 2 (assemble) needs the level buffers; got "
+         "NULL", function);
+    return 0;
+  }
+  uint64_t parent = 1, next = 0; /* the size of the level above; the next buffer */
+  for (uint64_t l = 0; l < t->lvl_rank; ++l) {
+    const uint64_t type = t->lvl_types[l], format = LEVEL_FORMAT(type);
+    if (format == LEVEL_DENSE) {
+      if (t->lvl_sizes[l] != 0 && parent > MAX_ELEMENTS / t->lvl_sizes[l]) {
+        fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: level %" PRIu64 " has more than %" PRIu64
+             " positions", function, l, MAX_ELEMENTS);
+        return 0;
+      }
+      parent *= t->lvl_sizes[l];
+      continue;
+    }
+    if (format == LEVEL_SINGLETON) {
+      fail(WAVERT_ERROR_UNSUPPORTED, "%s: assembling singleton level %" PRIu64 ", which does "
+           "not follow a non-unique compressed level (upstream supports singleton levels only "
+           "in a trailing COO)", function, l);
+      return 0;
+    }
+    /* Compressed: a trailing COO when non-unique (the levels below must be singletons). */
+    const uint64_t width = LEVEL_NONUNIQUE(type) ? t->lvl_rank - l : 1;
+    for (uint64_t k = l + 1; k < l + width; ++k)
+      if (LEVEL_FORMAT(t->lvl_types[k]) != LEVEL_SINGLETON) {
+        fail(WAVERT_ERROR_UNSUPPORTED, "%s: level %" PRIu64 " follows the non-unique compressed "
+             "level %" PRIu64 " but is not a singleton level (a trailing COO)", function, k, l);
+        return 0;
+      }
+    const char *pos = (const char *)buffers[next++], *crd = (const char *)buffers[next++];
+    if (pos == NULL || parent + 1 > MAX_ELEMENTS) {
+      fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: the positions of level %" PRIu64 " are %s",
+           function, l, pos == NULL ? "NULL" : "too many");
+      return 0;
+    }
+    buffer *positions = &t->positions[l];
+    if (!copy_in(positions, pos, parent + 1, t->pos_bytes, function)) return 0;
+    for (uint64_t p = 1; p <= parent; ++p)
+      if (get_uint(positions->data + p * t->pos_bytes, t->pos_bytes) <
+          get_uint(positions->data + (p - 1) * t->pos_bytes, t->pos_bytes)) {
+        fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: position %" PRIu64 " of level %" PRIu64
+             " is below the one before it", function, p, l);
+        return 0;
+      }
+    const uint64_t count = get_uint(positions->data + parent * t->pos_bytes, t->pos_bytes);
+    if (count > MAX_ELEMENTS / width || (count > 0 && crd == NULL)) {
+      fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: level %" PRIu64 " has %" PRIu64 " coordinates%s",
+           function, l, count, crd == NULL ? " and a NULL buffer" : ", more than the limit");
+      return 0;
+    }
+    for (uint64_t k = 0; k < width; ++k) {
+      buffer *coordinates = &t->coordinates[l + k];
+      coordinates->count = 0;
+      if (!reserve(coordinates, count ? count : 1, t->crd_bytes, function)) return 0;
+      for (uint64_t n = 0; n < count; ++n) {
+        const char *at = crd + (n * width + k) * t->crd_bytes;
+        const uint64_t c = get_uint(at, t->crd_bytes);
+        if (c >= t->lvl_sizes[l + k]) {
+          fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: coordinate %" PRIu64 " of level %" PRIu64
+               " (entry %" PRIu64 ") is not below its size %" PRIu64, function, c, l + k, n,
+               t->lvl_sizes[l + k]);
+          return 0;
+        }
+        memcpy(coordinates->data + n * t->crd_bytes, at, t->crd_bytes);
+      }
+      coordinates->count = count;
+    }
+    parent = count;
+    l += width - 1;
+  }
+  const char *values = (const char *)buffers[next];
+  if (parent > 0 && values == NULL) {
+    fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: the values buffer is NULL", function);
+    return 0;
+  }
+  if (!copy_in(&t->values, values, parent, t->val_bytes, function)) return 0;
+  t->built = true;
+  return 1;
+}
+
 void *_mlir_ciface_newSparseTensor(wavert_memref_1d *dim_sizes,
                                    wavert_memref_1d *lvl_sizes,
                                    wavert_memref_1d *lvl_types,
@@ -412,10 +526,11 @@ void *_mlir_ciface_newSparseTensor(wavert_memref_1d *dim_sizes,
   }
   if (action == ACTION_FROM_READER) {
     if (!from_reader(t, ptr, dim2lvl, function)) goto failed;
+  } else if (action == ACTION_PACK) {
+    if (!from_buffers(t, ptr, function)) goto failed;
   } else if (action != ACTION_EMPTY) {
-    fail(WAVERT_ERROR_UNSUPPORTED, "%s: action %" PRIu32 " is not supported by libwavert's "
-         "sparse tensor storage (empty 0, from a reader 1, sort a COO in place 3)", function,
-         action);
+    fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: action %" PRIu32 " is not one of MLIR's (empty 0, "
+         "from a reader 1, assemble from buffers 2, sort a COO in place 3)", function, action);
     goto failed;
   }
   if (wavert__handle_add(t, WAVERT__HANDLE_SPARSE_TENSOR) != WAVERT_OK) {

@@ -1,7 +1,8 @@
 /* test_sparse_storage.c — the tensor storage of MLIR's sparse runtime (wavert_sparse_storage.h):
  * CSR, BSR, COO and dense tensors filled by lexInsert in any order and read back through
  * their positions / coordinates / values buffers; a CSC tensor from a Matrix Market reader;
- * and the errors (level types, actions and widths libwavert does not take, coordinates out
+ * assembled tensors (action 2: CSR, DCSR, COO, u8 positions), and the errors (level types,
+ * actions and widths libwavert does not take, coordinates out
  * of range, duplicates, positions that overflow their width, insertions after the end, dead
  * tensors), each recorded with a message, never a crash (ASan + UBSan in CI). */
 #define _DEFAULT_SOURCE /* mkstemp */
@@ -200,6 +201,100 @@ static void test_from_reader(void) {
   CHECK(unlink(path) == 0);
 }
 
+/* Action 2 (kPack, sparse_tensor.assemble): CSR, DCSR, a COO (positions and coordinates as
+ * an array of structures) and BSR-like dense-under-compressed levels with u8 positions,
+ * copied from the caller's buffers (which may change afterwards); then the errors. */
+static void test_pack(void) {
+  int64_t n;
+  uint64_t sizes[2] = {4, 5}, map[2] = {0, 1};
+  /* CSR: rows 0 and 2 hold (0,1)=1, (0,4)=2, (2,0)=3. */
+  uint64_t csr_types[2] = {DENSE, COMPRESSED};
+  uint64_t pos[5] = {0, 2, 2, 3, 3}, crd[3] = {1, 4, 0};
+  float val[3] = {1, 2, 3};
+  intptr_t csr_buffers[3] = {(intptr_t)pos, (intptr_t)crd, (intptr_t)val};
+  void *t = make(4, 5, 2, sizes, csr_types, map, INDEX, 2, csr_buffers);
+  CHECK(t != NULL);
+  pos[1] = 99;
+  val[0] = -1; /* copies were taken */
+  uint64_t *p = positions(t, 1, &n);
+  CHECK_ARRAY(p, n, 0, 2, 2, 3, 3);
+  uint64_t *c = coordinates(t, 1, &n);
+  CHECK_ARRAY(c, n, 1, 4, 0);
+  float *v = values(t, &n);
+  CHECK_ARRAY(v, n, 1.0f, 2.0f, 3.0f);
+  delSparseTensor(t);
+
+  /* DCSR: two compressed levels. */
+  uint64_t dcsr_types[2] = {COMPRESSED, COMPRESSED};
+  uint64_t pos0[2] = {0, 2}, crd0[2] = {1, 3}, pos1[3] = {0, 1, 3}, crd1[3] = {2, 0, 4};
+  float dval[3] = {5, 6, 7};
+  intptr_t dcsr_buffers[5] = {(intptr_t)pos0, (intptr_t)crd0, (intptr_t)pos1, (intptr_t)crd1,
+                              (intptr_t)dval};
+  t = make(4, 5, 2, sizes, dcsr_types, map, INDEX, 2, dcsr_buffers);
+  CHECK(t != NULL);
+  p = positions(t, 0, &n);
+  CHECK_ARRAY(p, n, 0, 2);
+  c = coordinates(t, 0, &n);
+  CHECK_ARRAY(c, n, 1, 3);
+  p = positions(t, 1, &n);
+  CHECK_ARRAY(p, n, 0, 1, 3);
+  c = coordinates(t, 1, &n);
+  CHECK_ARRAY(c, n, 2, 0, 4);
+  v = values(t, &n);
+  CHECK_ARRAY(v, n, 5.0f, 6.0f, 7.0f);
+  delSparseTensor(t);
+
+  /* COO: the coordinates come as (row, column) pairs and are stored per level. */
+  uint64_t coo_types[2] = {COMPRESSED | NONUNIQUE, SINGLETON};
+  uint64_t cpos[2] = {0, 3}, aos[6] = {0, 4, 2, 1, 2, 3};
+  float cval[3] = {8, 9, 10};
+  intptr_t coo_buffers[3] = {(intptr_t)cpos, (intptr_t)aos, (intptr_t)cval};
+  t = make(4, 5, 2, sizes, coo_types, map, INDEX, 2, coo_buffers);
+  CHECK(t != NULL);
+  c = coordinates(t, 0, &n);
+  CHECK_ARRAY(c, n, 0, 2, 2);
+  c = coordinates(t, 1, &n);
+  CHECK_ARRAY(c, n, 4, 1, 3);
+  v = values(t, &n);
+  CHECK_ARRAY(v, n, 8.0f, 9.0f, 10.0f);
+  delSparseTensor(t);
+
+  /* Compressed rows of dense pairs (2 x 2 blocks' inner levels), u8 positions: values are
+   * the compressed level's size times the dense one. */
+  uint64_t bsizes[3] = {2, 2, 2}, btypes[3] = {DENSE, COMPRESSED, DENSE}, bmap[3] = {0, 1, 1};
+  uint8_t bpos[3] = {0, 1, 1};
+  uint64_t bcrd[1] = {1};
+  float bval[2] = {11, 12};
+  intptr_t b_buffers[3] = {(intptr_t)bpos, (intptr_t)bcrd, (intptr_t)bval};
+  uint64_t dims[2] = {2, 4};
+  wavert_memref_1d dm = memref(dims, 2), lm = memref(bsizes, 3), tm = memref(btypes, 3),
+                          mm = memref(bmap, 3);
+  t = _mlir_ciface_newSparseTensor(&dm, &lm, &tm, &mm, &mm, U8, INDEX, WAVERT_SPARSE_F32, 2,
+                                   b_buffers);
+  CHECK(t != NULL);
+  wavert_memref_1d out;
+  _mlir_ciface_sparsePositions8(&out, t, 1);
+  CHECK_ARRAY((uint8_t *)out.aligned, out.sizes[0], 0, 1, 1);
+  v = values(t, &n);
+  CHECK_ARRAY(v, n, 11.0f, 12.0f);
+  delSparseTensor(t);
+
+  /* Errors: decreasing positions, a coordinate out of range, a singleton outside a COO. */
+  uint64_t bad_pos[5] = {0, 2, 1, 3, 3};
+  intptr_t bad1[3] = {(intptr_t)bad_pos, (intptr_t)crd, (intptr_t)val};
+  CHECK(make(4, 5, 2, sizes, csr_types, map, INDEX, 2, bad1) == NULL);
+  expect_error(WAVERT_ERROR_INVALID_ARGUMENT, "position 2 of level 1 is below the one before");
+  uint64_t bad_crd[3] = {1, 5, 0};
+  pos[1] = 2;
+  intptr_t bad2[3] = {(intptr_t)pos, (intptr_t)bad_crd, (intptr_t)val};
+  CHECK(make(4, 5, 2, sizes, csr_types, map, INDEX, 2, bad2) == NULL);
+  expect_error(WAVERT_ERROR_INVALID_ARGUMENT,
+               "coordinate 5 of level 1 (entry 1) is not below its size 5");
+  uint64_t single[2] = {DENSE, SINGLETON};
+  CHECK(make(4, 5, 2, sizes, single, map, INDEX, 2, csr_buffers) == NULL);
+  expect_error(WAVERT_ERROR_UNSUPPORTED, "assembling singleton level 1");
+}
+
 static void test_errors(void) {
   uint64_t sizes[2] = {4, 5}, types[2] = {DENSE, COMPRESSED}, map[2] = {0, 1};
   uint64_t loose[2] = {DENSE, 0x100000}, batch[2] = {0x20000, COMPRESSED};
@@ -208,7 +303,9 @@ static void test_errors(void) {
   CHECK(make(4, 5, 2, sizes, batch, map, INDEX, 0, NULL) == NULL);
   expect_error(WAVERT_ERROR_UNSUPPORTED, "level 0 has level type 0x20000");
   CHECK(make(4, 5, 2, sizes, types, map, INDEX, 2, NULL) == NULL);
-  expect_error(WAVERT_ERROR_UNSUPPORTED, "action 2 is not supported");
+  expect_error(WAVERT_ERROR_INVALID_ARGUMENT, "action 2 (assemble) needs the level buffers");
+  CHECK(make(4, 5, 2, sizes, types, map, INDEX, 4, NULL) == NULL);
+  expect_error(WAVERT_ERROR_INVALID_ARGUMENT, "action 4 is not one of MLIR's");
   CHECK(make(4, 5, 2, sizes, types, map, INDEX, 3, NULL) == NULL);
   expect_error(WAVERT_ERROR_INVALID_ARGUMENT, "(nil) is not a live sparse tensor");
   CHECK(make(4, 5, 2, sizes, types, map, 9, 0, NULL) == NULL);
@@ -265,6 +362,7 @@ static void test_errors(void) {
 int main(void) {
   test_csr_bsr_coo_dense();
   test_from_reader();
+  test_pack();
   test_errors();
   printf("test_sparse_storage: ok\n");
   return 0;

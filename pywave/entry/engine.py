@@ -242,8 +242,9 @@ class ExecutionEngine:
 
     # ---- lifetime ---------------------------------------------------------------------------
     def close(self) -> None:
-        """Run the global destructors (unloading the kernel images) and free the code; later
-        calls raise. Idempotent; no call of the engine's functions may be running."""
+        """Wait for the async runtime's tasks (:func:`pywave.host.jit.wait_async_tasks`), run
+        the global destructors (unloading the kernel images) and free the code; later calls
+        raise. Idempotent; no call of the engine's functions may be running."""
         with self._lock:
             code, self._code = self._code, None
             initialized, self._initialized = self._initialized, False
@@ -252,6 +253,9 @@ class ExecutionEngine:
         if code is None:
             return
         try:
+            # Tasks of the async runtime (async.execute bodies, async-parallel-for's blocks)
+            # may still run the code, or use the kernels the destructors unload.
+            jit.wait_async_tasks()
             if initialized and not sys.is_finalizing():
                 ctypes.CFUNCTYPE(None)(code.address(ENGINE_FINI))()
         finally:

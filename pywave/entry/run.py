@@ -199,7 +199,7 @@ def run_file(text: str, args: argparse.Namespace, filename: str) -> int:
             call.run(entry, slot)
         except Error as exc:
             status = _report(exc)
-        _wait_async_tasks()
+        jit.wait_async_tasks()   # before the kernels and code that tasks may use go
         try:
             if not target.is_host:      # a host program has no device to wait for
                 runtime.synchronize(target.device_type, 0)
@@ -232,16 +232,6 @@ def main(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         print(f"error: {exc}", file=sys.stderr)
         return 1
-
-
-def _wait_async_tasks() -> None:
-    """Wait until the async runtime's worker threads run no task of the program
-    (``wavert_async_wait_quiet``): a task may still be finishing after the entry returned
-    (the tail of an ``async.execute`` body after its token was made ready), and the program's
-    code is freed next."""
-    path = layout.runner_library()
-    if path is not None:
-        ctypes.CDLL(path).wavert_async_wait_quiet()
 
 
 __all__ = ["add_arguments", "add_lowering_options", "add_pass_pipeline_option",

@@ -303,6 +303,7 @@ KERNEL_DIALECTS = frozenset({"arith", "math", "memref", "vector", "gpu", "cf", "
                              "llvm", "nvvm", "nvgpu", "rocdl", "amdgpu", "builtin", "ub",
                              "func", "complex"})
 #: Dialects the host lowering turns into LLVM (pywave.host.lowering: async.execute run in place,
+#: or, with async groups, MLIR's async lowering onto libwavert_runner's async runtime;
 #: gpu-to-llvm, convert-to-llvm; nvgpu's TMA descriptors by convert-nvgpu-to-nvvm).
 HOST_DIALECTS = frozenset({"arith", "math", "memref", "vector", "gpu", "cf", "index",
                            "llvm", "builtin", "ub", "func", "complex", "nvvm", "nvgpu",
@@ -495,7 +496,7 @@ def host_spaces(mod: "ir.Module") -> None:
     (``!async.value<memref<...>>``, a memref of memrefs) or in a type attribute (a
     ``memref.global``'s type, a function type), is a CompileError naming the op, its place
     and the type. Run on the module as it enters the host lowering (kernels outlined and
-    serialised, async regions inlined, dead values gone): the host lowering maps no such
+    serialised, async regions inlined or lowered to the async runtime, dead values gone): the host lowering maps no such
     space, and MLIR 22 then reports a failed type conversion inside a pass that still
     succeeds, which aborts the Python bindings (fuzz seed 34, case 90)."""
     from mlir import ir

@@ -1,8 +1,9 @@
 """Host rewrite before lowering: ``async.execute`` regions run in place, in program order.
 
-The async dialect's own lowering needs MLIR's async runtime library (threads, reference
-counting), which pywave does not ship. Running each ``async.execute`` body where the op
-stands is one of the schedules the async semantics allow: SSA dominance puts every
+For host code without async groups (:func:`uses_async_groups`); code with groups is lowered
+by MLIR's async passes (:data:`ASYNC_RUNTIME_PIPELINE`) onto the async runtime in
+libwavert_runner instead. Running each ``async.execute`` body where the op stands is one of
+the schedules the async semantics allow: SSA dominance puts every
 dependency (a token or ``!async.value`` operand) before its user, so an execute's
 dependencies have already run. GPU work inside the bodies keeps its own stream ordering.
 

@@ -10,6 +10,7 @@ libwavert: MCJIT would otherwise jump to address 0 on the first call.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import logging
 import sys
@@ -146,6 +147,34 @@ def _hide_symbols(module: llvm.ModuleRef) -> None:
             value.visibility = "hidden"
 
 
+@functools.cache
+def _async_wait_quiet():
+    """``wavert_async_wait_quiet`` of libwavert_runner (a ctypes function), None when the
+    runner library is not built."""
+    path = layout.runner_library()
+    if path is None:
+        return None
+    wait = ctypes.CDLL(path).wavert_async_wait_quiet
+    wait.restype, wait.argtypes = None, []
+    return wait
+
+
+def wait_async_tasks() -> None:
+    """Block until the async runtime's worker threads (libwavert_runner) run no task and none
+    is queued: ``mlirAsyncRuntimeExecute``'s tasks of every program, finished before a
+    program's code or kernels are freed (a task can still be running the tail of an
+    ``async.execute`` body after it made its token ready, so the entry, and an ``await`` in
+    it, may return first). Tasks queued meanwhile are waited for too."""
+    wait = _async_wait_quiet()
+    if wait is not None:
+        wait()
+
+
+def _uses_async_runtime(undefined: list[str]) -> bool:
+    """Whether an object calls the async runtime's task pool (its coroutines resume there)."""
+    return any(name.startswith("mlirAsyncRuntime") for name in undefined)
+
+
 #: Symbols the JIT linker (RuntimeDyld) defines itself.
 _LINKER_DEFINED = {"_GLOBAL_OFFSET_TABLE_"}
 
@@ -160,7 +189,8 @@ _open_lock = threading.Lock()
 
 class JitModule:
     """Host object code loaded into an MCJIT engine. Thread-safe after construction;
-    ``close`` frees the code (callers must make sure no call is running). The code lives
+    ``close`` frees the code (callers must make sure no call is running; tasks of the async
+    runtime that the code started are waited for). The code lives
     until ``close``: garbage collection alone never frees it (:data:`_open_engines`)."""
 
     def __init__(self, obj: bytes) -> None:
@@ -171,6 +201,9 @@ class JitModule:
             raise CompileError("host code needs symbols that nothing in the process provides: "
                                + ", ".join(sorted(missing)))
         sparse.preload(undefined)   # libwavert opens cuSPARSE(Lt) by soname when called
+        self._async = _uses_async_runtime(undefined)
+        if self._async:
+            _async_wait_quiet()      # looked up now: close may run at interpreter exit
         tm = target_machine.__wrapped__(0)   # a fresh one: the engine owns and frees it
         base = llvm.parse_assembly("")
         base.triple = tm.triple
@@ -190,8 +223,13 @@ class JitModule:
 
     def close(self, _finalizing=sys.is_finalizing, _lock=_open_lock,
               _open=_open_engines) -> None:
-        """Free the code (idempotent)."""
+        """Free the code (idempotent). Code calling the async runtime is freed once the
+        runtime's workers are quiet (:func:`wait_async_tasks`)."""
         if self._engine is not None:
+            if self._async:
+                wait = _async_wait_quiet()
+                if wait is not None:
+                    wait()
             engine, self._engine = self._engine, None
             with _lock:
                 _open.discard(self)

@@ -12,8 +12,10 @@ One ABI: the ``mgpu*`` calls that MLIR's lowering emits (streams, events, memory
 registration, TMA descriptors, cuSPARSE) keep their upstream names; libwavert implements each
 once (``wavert_mgpu.h``), so every call of a function named ``mgpu*``
 (:func:`is_runtime_call`) gets the check and no table maps names. Calls of the module's own
-functions get it too: their result is poison when they returned early. (The signatures were
-read earlier, by :mod:`pywave.host.signature`.)
+functions that make such a call, directly or not, get it too: their result is poison when
+they returned early. Coroutines (``async.execute`` bodies, run by the async runtime's worker
+threads, where no libwavert call is in progress) and what they call may make no runtime call
+(CompileError). (The signatures were read earlier, by :mod:`pywave.host.signature`.)
 
 Host code in Wave's convention calls Wave's runtime: its helpers (through their
 ``_mlir_ciface_`` C interface) and, once Wave's own pass lowered its launches,
@@ -365,23 +367,38 @@ class LaunchRewriter:
             calls: list[ir.Operation] = []
             loads: list[ir.Operation] = []
             helper_calls: list[ir.Operation] = []
-            defined = {sym_name(op.operation) for op in self.module.body.operations
-                       if op.operation.name == "llvm.func" and op.operation.regions[0].blocks}
+            functions = {sym_name(op.operation): op.operation
+                         for op in self.module.body.operations
+                         if op.operation.name == "llvm.func" and op.operation.regions[0].blocks}
+            callees: dict[str, set[str]] = {name: set() for name in functions}
+            runtime_use: dict[str, str] = {}   # function -> first runtime callee or launch
+            coroutines = {name for name, f in functions.items() if _is_coroutine(f)}
 
-            def collect(op: ir.Operation) -> ir.WalkResult:
-                if op.name == "gpu.launch_func":
-                    launches.append(op)
-                elif op.name == "llvm.call" and "callee" in op.attributes:
-                    callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
-                    if is_runtime_call(callee):
-                        calls.append(op)
-                    elif callee in defined:
-                        helper_calls.append(op)
-                    if callee == "wave_load_kernel":
-                        loads.append(op)
-                return ir.WalkResult.ADVANCE
+            for name, func in functions.items():
+                def collect(op: ir.Operation, name: str = name) -> ir.WalkResult:
+                    if op.name == "gpu.launch_func":
+                        launches.append(op)
+                        runtime_use.setdefault(name, "gpu.launch_func")
+                    elif op.name == "llvm.call" and "callee" in op.attributes:
+                        callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+                        if is_runtime_call(callee):
+                            calls.append(op)
+                            runtime_use.setdefault(name, f"@{callee}")
+                        elif callee in functions:
+                            callees[name].add(callee)
+                            helper_calls.append(op)
+                        if callee == "wave_load_kernel":
+                            loads.append(op)
+                    return ir.WalkResult.ADVANCE
 
-            self.module.operation.walk(collect)
+                func.walk(collect)
+            _check_worker_code(coroutines, callees, runtime_use)
+            # Only a callee that makes a runtime call (itself or below) can fail; calls of the
+            # others get no check (code run by the async runtime's workers, where
+            # wavert_jit_failed is always set, calls only such functions).
+            failing = _may_fail(callees, runtime_use)
+            helper_calls = [op for op in helper_calls
+                            if ir.FlatSymbolRefAttr(op.attributes["callee"]).value in failing]
             for op in loads:
                 self._note_handle(op)
             for op in launches:
@@ -671,6 +688,55 @@ class LaunchRewriter:
         redeclared = [d for d in self.declared if d.split("@")[1].split("(")[0] in defined]
         helpers = [h for h in self.helpers if h not in redeclared]
         _append_parsed(self.module, stubs + redeclared, helpers)
+
+
+def _is_coroutine(func: ir.Operation) -> bool:
+    """Whether an ``llvm.func`` is a coroutine (``passthrough = ["presplitcoroutine"]``:
+    an ``async.execute`` body or ``async.func`` lowered by convert-async-to-llvm)."""
+    return "passthrough" in func.attributes and \
+        '"presplitcoroutine"' in str(func.attributes["passthrough"])
+
+
+def _check_worker_code(coroutines: set[str], callees: dict[str, set[str]],
+                       runtime_use: dict[str, str]) -> None:
+    """Refuse runtime calls (launches, ``mgpu*``, the sparse runtime, Wave's) in coroutines
+    and in the functions they call, directly or not.
+
+    A coroutine resumes on a worker thread of the async runtime (libwavert_runner), where no
+    libwavert call is in progress: such a call has no device or stream and
+    ``wavert_jit_failed`` reports a failure, so the code would return early after its first
+    runtime call, and an early return after a suspension point never completes the
+    coroutine's token (before this check: garbage jumps at -O0, hangs at -O2). Raises
+    CompileError naming the coroutine, the function and the call."""
+    for coroutine in sorted(coroutines):
+        seen, work = {coroutine}, [coroutine]
+        while work:
+            name = work.pop()
+            if name in runtime_use:
+                via = "" if name == coroutine else f" through @{name}"
+                raise CompileError(
+                    f"the coroutine @{coroutine} (an async.execute body, run on the async "
+                    f"runtime's worker threads) makes a libwavert runtime call{via} "
+                    f"({runtime_use[name]}); pywave runs runtime calls, launches included, "
+                    "only on the calling thread: keep them out of async.execute bodies and "
+                    "scf.parallel loops lowered by async-parallel-for")
+            for callee in callees.get(name, ()):
+                if callee not in seen:
+                    seen.add(callee)
+                    work.append(callee)
+
+
+def _may_fail(callees: dict[str, set[str]], runtime_use: dict[str, str]) -> set[str]:
+    """The functions that make a runtime call themselves or through functions they call."""
+    failing = set(runtime_use)
+    changed = True
+    while changed:
+        changed = False
+        for name, called in callees.items():
+            if name not in failing and called & failing:
+                failing.add(name)
+                changed = True
+    return failing
 
 
 def _result_type(func: ir.Operation) -> ir.Type | None:
