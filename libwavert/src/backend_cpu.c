@@ -15,18 +15,25 @@
  *   - `params` is the launch's array of pointers to each kernel argument (MLIR's launch
  *     ABI, exactly what the GPU backends pass to the driver);
  *   - the generated code reads ids and dims from `thread` (through a thread-local pointer it
- *     sets on entry) and calls thread->barrier(thread) for gpu.barrier;
+ *     sets on entry) and calls its functions: barrier (gpu.barrier), publish/read (lane
+ *     exchanges of gpu.shuffle, gpu.subgroup_reduce, gpu.all_reduce), print (gpu.printf);
  *   - workgroup memory is thread-local storage of the image: one copy per pool thread, and
  *     a pool thread runs one block at a time, so each running block has its own.
  *
- * Blocks: spread over the pool (the calling thread included) by an atomic block counter.
- * Threads of a block: with a block function, its loop; otherwise one fiber per GPU thread
- * (ucontext, WAVERT_CPU_STACK_BYTES of stack each, a guard page below), run round-robin on
- * the pool thread: a fiber runs until its next barrier or its end, so a round of the block's
- * fibers brings every live thread to the same barrier before any passes it (threads that
- * returned no longer take part, as on the GPU). Fibers run in thread order: a block's
- * execution is deterministic. $WAVERT_CPU_THREADS sets the pool size (1: every block on the
- * calling thread, in order, a deterministic run); default: the online CPUs.
+ * Blocks: spread over the pool (the calling thread included) by an atomic block counter;
+ * grids of at most WAVERT_CPU_SERIAL_THREADS GPU threads run on the calling thread alone.
+ * Pool threads spin a while (WAVERT_CPU_SPIN) for the next launch before they sleep on a
+ * condition variable. Threads of a block: with a block function, its loop; otherwise one
+ * fiber per GPU thread (a user-space context switch: x86-64 and AArch64 assembly below,
+ * ucontext elsewhere; WAVERT_CPU_STACK_BYTES or $WAVERT_CPU_STACK_KIB of stack each, a guard
+ * page below, an overflow a fatal message). A fiber runs until it waits (barrier, warp or
+ * block exchange) or returns, then resumes the next live fiber of the block in thread order.
+ * A barrier (of the block, or of a warp of 32 consecutive threads) counts its arrivals and
+ * opens when every live thread of it has arrived (threads that returned no longer take
+ * part, as on the GPU); a round in which no thread arrives anywhere is a deadlock, reported
+ * by the launch. Fibers run in thread order: a block's execution is deterministic.
+ * $WAVERT_CPU_THREADS sets the pool size (1: every block on the calling thread, in order,
+ * a deterministic run); default: the online CPUs.
  */
 #define _GNU_SOURCE /* memfd_create, MAP_ANONYMOUS */
 #include <dlfcn.h>
@@ -36,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -948,7 +956,13 @@ static wavert_status cpu_launch(void *opaque, const uint32_t grid[3], const uint
   }
   work(&job);
   if (helpers > 0) {
-    while (atomic_load_explicit(&job.active, memory_order_acquire) > 0) cpu_relax();
+    /* A helper the OS has not scheduled yet finds no block left; yield the CPU to it. */
+    for (int spin = 0; atomic_load_explicit(&job.active, memory_order_acquire) > 0; ++spin) {
+      if (spin < 1000)
+        cpu_relax();
+      else
+        sched_yield();
+    }
   }
   int failed = atomic_load(&job.failed);
   pthread_mutex_unlock(&pool.launch);

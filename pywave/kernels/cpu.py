@@ -6,14 +6,13 @@ CPU backend (``libwavert/src/backend_cpu.c``) dlopens and runs through the same
 
 1. Refuse what a CPU cannot run: ops of the ``nvvm``, ``rocdl``, ``nvgpu``, ``amdgpu``
    dialects (intrinsics, wgmma, TMA, mbarriers) and every ``gpu`` op but those in
-   :data:`GPU_OPS` (shuffles, subgroup reductions, MMA, printf, clusters...): a CompileError
-   naming the op and its line.
+   :data:`GPU_OPS` (MMA, clusters, ...): a CompileError naming the op and its line.
 2. Rewrite the GPU queries into calls of the image's ABI functions (defined in step 4):
    ``gpu.thread_id``/``block_id``/``block_dim``/``grid_dim`` (x, y, z) read the current
-   thread's record (:data:`THREAD_FIELDS`); a subgroup is one thread (``gpu.subgroup_size`` 1, ``gpu.lane_id`` 0, the device reports
-   warp size 1, so ``subgroup_id`` is the linear thread id); ``gpu.global_id`` is
-   ``block_id * block_dim + thread_id``; ``gpu.barrier`` calls
-   ``__wavert_cpu_barrier``.
+   thread's record (:data:`THREAD_FIELDS`); ``gpu.global_id`` is
+   ``block_id * block_dim + thread_id``; ``gpu.barrier`` calls ``__wavert_cpu_barrier``;
+   the subgroup ops as in "Subgroups" below; ``gpu.printf``'s integer arguments narrower
+   than 32 bits are promoted to i32 and floats to f64 (C's default promotions).
 3. Lower with MLIR's own passes (:data:`CPU_PIPELINE`: ``convert-gpu-to-nvvm`` turns
    ``gpu.func`` into ``llvm.func``, workgroup attributions, address-space-3
    ``memref.global``s and ``gpu.dynamic_shared_memory`` into address-space-3 globals, every
@@ -28,11 +27,46 @@ CPU backend (``libwavert/src/backend_cpu.c``) dlopens and runs through the same
    the running thread's record, the query and barrier functions reading it, and per kernel K
    ``__wavert_cpu_thread_K(void **params, record *)`` (one thread: loads each kernel
    argument from the launch's parameter array, MLIR's launch ABI) and, for a module without
-   ``gpu.barrier``, ``__wavert_cpu_block_K`` (a loop over the block's threads, x fastest,
+   :data:`SYNC_OPS`, ``__wavert_cpu_block_K`` (a loop over the block's threads, x fastest,
    into which LLVM inlines the kernel); kernels of modules with barriers run one fiber per
-   thread (backend_cpu.c). Optimise with llvmlite at ``opt_level`` for this machine's CPU
+   thread (backend_cpu.c). Every function probes each page of a large stack frame (a fiber's
+   overflow faults on its guard page: libwavert stops the process naming the stack size,
+   ``$WAVERT_CPU_STACK_KIB``, default 64). Optimise with llvmlite at ``opt_level`` for this machine's CPU
    and features (the cache key holds both: :func:`host_cpu`), emit an object and link it with
    the C compiler driver (``$CC``, else ``cc``) ``-shared -lm``.
+
+Subgroups (warps), as on NVIDIA GPUs: :data:`SUBGROUP_SIZE` = 32 lanes, formed from
+consecutive linear thread ids (``x + dx * (y + dy * z)``); ``gpu.lane_id`` is the linear id
+% 32, ``gpu.subgroup_id`` the linear id / 32, ``gpu.num_subgroups`` ceil(threads / 32); the
+last warp of a block whose size is not a multiple of 32 is partial. A module using
+``gpu.barrier``, ``gpu.shuffle``, ``gpu.subgroup_reduce`` or ``gpu.all_reduce``
+(:data:`SYNC_OPS`) runs each GPU thread as a fiber; lanes exchange values through libwavert's
+publish/read functions (a thread publishes a 64-bit value for its warp or its block and waits,
+as at a barrier of the warp or the block, until every live thread of it has published;
+read then returns any thread's published value).
+
+- ``gpu.shuffle mode %v, %offset, %width`` (integers, index and floats of at most 64 bits):
+  the offset is taken mod 32 as NVIDIA's ``shfl`` takes it; lane ``l`` reads lane ``l ^ o``
+  (xor), ``l + o`` (down), ``l - o`` (up) or ``o`` (idx). The valid flag is true when
+  ``l < width``, the source lane is ``< width`` (``>= 0`` for up) and is a thread of the
+  block; otherwise the result is the lane's own value (what NVIDIA's lowering yields for the
+  lanes below ``width``, MLIR leaving it unspecified) and the flag false.
+- ``gpu.subgroup_reduce`` (every operation of ``#gpu<all_reduce_op>``, ``uniform`` or not,
+  ``cluster(size = s, stride = d)``: the lanes ``base + k * d``, ``k < s``, with ``base =
+  l - l % (s * d) + l % d``): the combination, in lane order, of the cluster's lanes that are
+  threads of the block.
+- ``gpu.all_reduce`` (an operation or a region, which becomes a private function): the
+  combination, in linear thread order, of every thread's value; it is a barrier of the block.
+- Threads of a block that wait at different points (a barrier in some, a warp exchange in
+  others) so that none can go on: the launch fails with an error (libwavert); a barrier
+  reached a different number of times by different threads is not detected.
+
+``gpu.printf``: NVIDIA's ``vprintf`` ABI (convert-gpu-to-nvvm's lowering) implemented by
+libwavert: C printf formatting, each argument's size taken from its conversion as the CUDA
+driver does; a launch's output goes to the process's stdout, each call whole, flushed when
+the launch returns (the CPU device's launches are synchronous). ``memref.atomic_rmw`` and
+``memref.generic_atomic_rmw`` are LLVM atomics (sequentially consistent, as MLIR lowers them):
+blocks run in parallel on the pool's threads.
 
 The image's undefined symbols are checked against the process before it is returned (a
 missing one would fail the ``dlopen`` at the first launch): a CompileError names them.
