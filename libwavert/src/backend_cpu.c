@@ -15,18 +15,25 @@
  *   - `params` is the launch's array of pointers to each kernel argument (MLIR's launch
  *     ABI, exactly what the GPU backends pass to the driver);
  *   - the generated code reads ids and dims from `thread` (through a thread-local pointer it
- *     sets on entry) and calls thread->barrier(thread) for gpu.barrier;
+ *     sets on entry) and calls its functions: barrier (gpu.barrier), publish/read (lane
+ *     exchanges of gpu.shuffle, gpu.subgroup_reduce, gpu.all_reduce), print (gpu.printf);
  *   - workgroup memory is thread-local storage of the image: one copy per pool thread, and
  *     a pool thread runs one block at a time, so each running block has its own.
  *
- * Blocks: spread over the pool (the calling thread included) by an atomic block counter.
- * Threads of a block: with a block function, its loop; otherwise one fiber per GPU thread
- * (ucontext, WAVERT_CPU_STACK_BYTES of stack each, a guard page below), run round-robin on
- * the pool thread: a fiber runs until its next barrier or its end, so a round of the block's
- * fibers brings every live thread to the same barrier before any passes it (threads that
- * returned no longer take part, as on the GPU). Fibers run in thread order: a block's
- * execution is deterministic. $WAVERT_CPU_THREADS sets the pool size (1: every block on the
- * calling thread, in order, a deterministic run); default: the online CPUs.
+ * Blocks: spread over the pool (the calling thread included) by an atomic block counter;
+ * grids of at most WAVERT_CPU_SERIAL_THREADS GPU threads run on the calling thread alone.
+ * Pool threads spin a while (WAVERT_CPU_SPIN) for the next launch before they sleep on a
+ * condition variable. Threads of a block: with a block function, its loop; otherwise one
+ * fiber per GPU thread (a user-space context switch: x86-64 and AArch64 assembly below,
+ * ucontext elsewhere; WAVERT_CPU_STACK_BYTES or $WAVERT_CPU_STACK_KIB of stack each, a guard
+ * page below, an overflow a fatal message). A fiber runs until it waits (barrier, warp or
+ * block exchange) or returns, then resumes the next live fiber of the block in thread order.
+ * A barrier (of the block, or of a warp of 32 consecutive threads) counts its arrivals and
+ * opens when every live thread of it has arrived (threads that returned no longer take
+ * part, as on the GPU); a round in which no thread arrives anywhere is a deadlock, reported
+ * by the launch. Fibers run in thread order: a block's execution is deterministic.
+ * $WAVERT_CPU_THREADS sets the pool size (1: every block on the calling thread, in order,
+ * a deterministic run); default: the online CPUs.
  */
 #define _GNU_SOURCE /* memfd_create, MAP_ANONYMOUS */
 #include <dlfcn.h>
@@ -36,21 +43,30 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <ucontext.h>
+#include <sched.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include "backend.h"
 
 /* Version of the image ABI above; pywave/kernels/cpu.py's CPU_ABI must equal it. */
-#define WAVERT_CPU_ABI 1
-/* Stack of one GPU thread run as a fiber (kernels with barriers). */
-#define WAVERT_CPU_STACK_BYTES (128 * 1024)
+#define WAVERT_CPU_ABI 2
+/* Default stack of one GPU thread run as a fiber, a guard page below it
+ * ($WAVERT_CPU_STACK_KIB overrides it, 16 to 65536). 64 KiB hold the kernel's frames (its
+ * private memref.alloca buffers included) and the C library's printf; a fiber that runs
+ * past it touches the guard page and the process stops with a message naming the size. */
+#define WAVERT_CPU_STACK_BYTES (64 * 1024)
 /* Threads per block: as on CUDA GPUs (a block's fibers need this many stacks). */
 #define WAVERT_CPU_MAX_THREADS 1024
+/* Lanes of a subgroup (warp): 32, as on NVIDIA GPUs; pywave/kernels/cpu.py SUBGROUP_SIZE. */
+#define WAVERT_CPU_WARP 32
 /* Dynamic workgroup memory per block: the size of the image's thread-local array that
  * gpu.dynamic_shared_memory addresses (pywave/kernels/cpu.py DYNAMIC_SHARED_BYTES). */
 #define WAVERT_CPU_DYNAMIC_SHARED 65536
 #define WAVERT_CPU_STATIC_SHARED 49152
+/* Grids of at most this many GPU threads run on the calling thread: waking the pool costs
+ * more than they take. */
+#define WAVERT_CPU_SERIAL_THREADS 4096
 
 /* One GPU thread as generated code sees it; the layout is the image ABI (cpu.py). */
 typedef struct wavert__cpu_thread wavert__cpu_thread;
@@ -61,8 +77,17 @@ struct wavert__cpu_thread {
   int64_t grid_dim[3];
   void (*barrier)(wavert__cpu_thread *thread);
   void *fibers; /* the block's fiber set while it runs */
+  /* Lane exchange: publish `value` for the thread's warp (scope 0) or block (scope 1) and
+   * wait until every live thread of it has published; read returns what thread `index` of
+   * the scope published at the last exchange (the caller's own value when `index` names no
+   * thread of the scope). */
+  void (*publish)(wavert__cpu_thread *thread, int64_t scope, int64_t value);
+  int64_t (*read)(wavert__cpu_thread *thread, int64_t scope, int64_t index);
+  /* gpu.printf: the format and the argument buffer of NVIDIA's vprintf ABI. */
+  void (*print)(const char *format, const void *args);
+  int64_t index; /* linear thread id in the block */
 };
-_Static_assert(sizeof(wavert__cpu_thread) == 14 * 8, "wavert__cpu_thread layout");
+_Static_assert(sizeof(wavert__cpu_thread) == 18 * 8, "wavert__cpu_thread layout");
 
 typedef void (*cpu_kernel)(void **params, wavert__cpu_thread *thread);
 
@@ -78,6 +103,104 @@ typedef struct {
   cpu_function *functions; /* appended under the wavert_module's mutex */
 } cpu_module;
 
+/* ---- fiber context switch ------------------------------------------------------------------
+ * x86-64 (System V) and AArch64: a few instructions that save the callee-saved registers on
+ * the running stack, store its stack pointer and resume the other stack (no system call;
+ * MXCSR and FPCR are left alone: every fiber of a pool thread runs the same kernel code,
+ * which does not change them). Elsewhere ucontext's swapcontext. */
+#if defined(__x86_64__) || defined(__aarch64__)
+#define WAVERT_CPU_FAST_SWITCH 1
+typedef struct {
+  void *sp;
+} fiber_context;
+void wavert__cpu_switch(void **save, void *resume);
+void wavert__cpu_fiber_start(void);
+#if defined(__x86_64__)
+__asm__(".text\n"
+        ".globl wavert__cpu_switch\n.hidden wavert__cpu_switch\n"
+        ".type wavert__cpu_switch,@function\n"
+        "wavert__cpu_switch:\n"
+        "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+        "  movq %rsp, (%rdi)\n  movq %rsi, %rsp\n"
+        "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
+        "  ret\n"
+        ".size wavert__cpu_switch, .-wavert__cpu_switch\n"
+        ".globl wavert__cpu_fiber_start\n.hidden wavert__cpu_fiber_start\n"
+        ".type wavert__cpu_fiber_start,@function\n"
+        "wavert__cpu_fiber_start:\n" /* first resume: r12 the argument, r13 the entry */
+        "  movq %r12, %rdi\n  callq *%r13\n  ud2\n"
+        ".size wavert__cpu_fiber_start, .-wavert__cpu_fiber_start\n");
+#define FIBER_FRAME_WORDS 7 /* r15 r14 r13 r12 rbx rbp, return address */
+#define FIBER_ARG_WORD 3
+#define FIBER_ENTRY_WORD 2
+#define FIBER_RETURN_WORD 6
+#else
+__asm__(".text\n"
+        ".globl wavert__cpu_switch\n.hidden wavert__cpu_switch\n"
+        ".type wavert__cpu_switch,%function\n"
+        "wavert__cpu_switch:\n"
+        "  sub sp, sp, #160\n"
+        "  stp x19, x20, [sp, #0]\n  stp x21, x22, [sp, #16]\n  stp x23, x24, [sp, #32]\n"
+        "  stp x25, x26, [sp, #48]\n  stp x27, x28, [sp, #64]\n  stp x29, x30, [sp, #80]\n"
+        "  stp d8, d9, [sp, #96]\n  stp d10, d11, [sp, #112]\n  stp d12, d13, [sp, #128]\n"
+        "  stp d14, d15, [sp, #144]\n"
+        "  mov x9, sp\n  str x9, [x0]\n  mov sp, x1\n"
+        "  ldp x19, x20, [sp, #0]\n  ldp x21, x22, [sp, #16]\n  ldp x23, x24, [sp, #32]\n"
+        "  ldp x25, x26, [sp, #48]\n  ldp x27, x28, [sp, #64]\n  ldp x29, x30, [sp, #80]\n"
+        "  ldp d8, d9, [sp, #96]\n  ldp d10, d11, [sp, #112]\n  ldp d12, d13, [sp, #128]\n"
+        "  ldp d14, d15, [sp, #144]\n"
+        "  add sp, sp, #160\n  ret\n"
+        ".size wavert__cpu_switch, .-wavert__cpu_switch\n"
+        ".globl wavert__cpu_fiber_start\n.hidden wavert__cpu_fiber_start\n"
+        ".type wavert__cpu_fiber_start,%function\n"
+        "wavert__cpu_fiber_start:\n" /* first resume: x19 the argument, x20 the entry */
+        "  mov x0, x19\n  blr x20\n  brk #0\n"
+        ".size wavert__cpu_fiber_start, .-wavert__cpu_fiber_start\n");
+#define FIBER_FRAME_WORDS 20 /* x19..x30, d8..d15 */
+#define FIBER_ARG_WORD 0
+#define FIBER_ENTRY_WORD 1
+#define FIBER_RETURN_WORD 11
+#endif
+
+static void context_switch(fiber_context *from, fiber_context *to) {
+  wavert__cpu_switch(&from->sp, to->sp);
+}
+
+/* A context that runs entry(arg) on the stack [stack, stack + size) when first resumed. */
+static void context_make(fiber_context *c, char *stack, size_t size, void (*entry)(void *),
+                         void *arg) {
+  uintptr_t top = ((uintptr_t)(stack + size)) & ~(uintptr_t)15;
+  void **frame = (void **)(top - FIBER_FRAME_WORDS * sizeof(void *));
+  memset(frame, 0, FIBER_FRAME_WORDS * sizeof(void *));
+  frame[FIBER_ARG_WORD] = arg;
+  frame[FIBER_ENTRY_WORD] = (void *)(uintptr_t)entry;
+  frame[FIBER_RETURN_WORD] = (void *)(uintptr_t)wavert__cpu_fiber_start;
+  c->sp = frame;
+}
+#else
+#include <ucontext.h>
+#define WAVERT_CPU_FAST_SWITCH 0
+typedef struct {
+  ucontext_t uc;
+} fiber_context;
+static _Thread_local void (*uc_entry_fn)(void *);
+static _Thread_local void *uc_entry_arg;
+static void uc_entry(void) { uc_entry_fn(uc_entry_arg); }
+static void context_switch(fiber_context *from, fiber_context *to) {
+  swapcontext(&from->uc, &to->uc);
+}
+static void context_make(fiber_context *c, char *stack, size_t size, void (*entry)(void *),
+                         void *arg) {
+  getcontext(&c->uc);
+  c->uc.uc_stack.ss_sp = stack;
+  c->uc.uc_stack.ss_size = size;
+  c->uc.uc_link = NULL;
+  uc_entry_fn = entry; /* every fiber of a set has the same entry and argument */
+  uc_entry_arg = arg;
+  makecontext(&c->uc, uc_entry, 0);
+}
+#endif
+
 /* ---- pool --------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -86,60 +209,259 @@ typedef struct {
   int64_t grid[3], block[3];
   int64_t blocks; /* grid x * y * z */
   atomic_llong next;
-  int active; /* pool threads still working on this job (under pool.mutex) */
+  atomic_int active; /* pool threads still working on this job */
+  atomic_int failed; /* a block's fibers: 1 no memory, 2 deadlock */
 } cpu_job;
 
 static struct {
   pthread_mutex_t mutex;
-  pthread_cond_t wake, idle;
+  pthread_cond_t wake;
   pthread_mutex_t launch; /* one launch at a time */
   int size;               /* threads running blocks, the caller included */
   int started;            /* pool threads created */
-  cpu_job *job;
-  unsigned long generation;
-} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
-          PTHREAD_MUTEX_INITIALIZER, 0, 0, NULL, 0};
+  _Atomic(cpu_job *) job;
+  atomic_ulong generation;
+  atomic_int sleepers; /* pool threads waiting on `wake` (or about to) */
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+          0, 0, NULL, 0, 0};
+
+/* Synchronisation of a warp or of the block: live threads, arrivals, generation. */
+typedef struct {
+  int live, arrived;
+  unsigned generation;
+} fiber_group;
 
 /* Fibers of the block a pool thread is running (per thread, grown on demand). */
 typedef struct {
-  ucontext_t scheduler;
-  ucontext_t *contexts;
+  fiber_context scheduler;
+  fiber_context *contexts;
   wavert__cpu_thread *threads;
   unsigned char *done;
-  char *stacks; /* count * (guard page + stack) */
-  size_t stride;
-  int capacity, count, current;
+  unsigned char *parity; /* per thread: [0] warp, [1] block buffer of its last exchange */
+  int64_t *slots;        /* 2 buffers x count warp slots, then 2 x count block slots */
+  fiber_group *warps;
+  fiber_group block;
+  char *stacks; /* capacity * (guard page + stack) */
+  size_t stride, stack_bytes, page;
+  int capacity, count, current, live;
+  unsigned long progress; /* arrivals and returns: a round without any is a deadlock */
+  int deadlock;
   const cpu_function *function;
   void **params;
 } fiber_set;
 
 static _Thread_local fiber_set fibers;
 
-static void fiber_barrier(wavert__cpu_thread *thread) {
-  fiber_set *set = thread->fibers;
-  swapcontext(&set->contexts[set->current], &set->scheduler);
+/* ---- guard pages: a fiber's stack overflow is a clear fatal error ------------------------- */
+
+static struct sigaction previous_segv;
+static pthread_once_t segv_once = PTHREAD_ONCE_INIT;
+
+static void write_all(const char *text) {
+  size_t n = strlen(text);
+  while (n > 0) {
+    ssize_t w = write(2, text, n);
+    if (w <= 0) return;
+    text += w;
+    n -= (size_t)w;
+  }
 }
 
-static void fiber_main(void) {
+static void segv_handler(int sig, siginfo_t *info, void *uctx) {
   fiber_set *set = &fibers;
+  char *addr = info->si_addr;
+  if (set->stacks != NULL && addr >= set->stacks &&
+      addr < set->stacks + set->stride * (size_t)set->capacity &&
+      (size_t)(addr - set->stacks) % set->stride < set->page) {
+    char kib[24];
+    snprintf(kib, sizeof(kib), "%zu", set->stack_bytes / 1024);
+    write_all("libwavert CPU device: a GPU thread overflowed its fiber stack (");
+    write_all(kib);
+    write_all(" KiB; a kernel with gpu.barrier or subgroup operations runs each thread on its "
+              "own stack): set WAVERT_CPU_STACK_KIB to a larger size (at most 65536)\n");
+    abort();
+  }
+  if (previous_segv.sa_flags & SA_SIGINFO) {
+    if (previous_segv.sa_sigaction != NULL) previous_segv.sa_sigaction(sig, info, uctx);
+    return;
+  }
+  if (previous_segv.sa_handler != SIG_DFL && previous_segv.sa_handler != SIG_IGN) {
+    previous_segv.sa_handler(sig);
+    return;
+  }
+  signal(SIGSEGV, SIG_DFL); /* the fault repeats with the default action */
+}
+
+static void segv_install(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_sigaction = segv_handler;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGSEGV, &sa, &previous_segv);
+}
+
+/* The handler runs on an alternate stack (the faulting one has none left); a thread that
+ * has one (Python's faulthandler makes one) keeps it. */
+static void altstack_ensure(void) {
+  static _Thread_local int done;
+  if (done) return;
+  done = 1;
+  stack_t old;
+  if (sigaltstack(NULL, &old) == 0 && !(old.ss_flags & SS_DISABLE)) return;
+  size_t size = 64 * 1024;
+  void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) return;
+  stack_t ss = {.ss_sp = mem, .ss_size = size, .ss_flags = 0};
+  sigaltstack(&ss, NULL); /* kept for the thread's life */
+}
+
+static size_t fiber_stack_bytes(void) {
+  const char *env = getenv("WAVERT_CPU_STACK_KIB");
+  if (env != NULL && env[0] != '\0') {
+    char *end = NULL;
+    long kib = strtol(env, &end, 10);
+    if (*end == '\0' && kib >= 16 && kib <= 65536) return (size_t)kib * 1024;
+  }
+  return WAVERT_CPU_STACK_BYTES;
+}
+
+/* ---- fibers ------------------------------------------------------------------------------- */
+
+/* Resume the next live fiber after the current one (the caller has saved nothing else). */
+static void fiber_yield(fiber_set *set) {
+  int from = set->current, next = from;
+  do {
+    next = next + 1 == set->count ? 0 : next + 1;
+  } while (set->done[next]);
+  if (next == from) return;
+  set->current = next;
+  context_switch(&set->contexts[from], &set->contexts[next]);
+}
+
+/* Arrive at `group` and return when every live thread of it has arrived. */
+static void group_wait(fiber_set *set, fiber_group *group) {
+  set->progress += 1;
+  if (++group->arrived >= group->live) {
+    group->arrived = 0;
+    group->generation += 1;
+    return;
+  }
+  unsigned generation = group->generation;
+  unsigned long seen = set->progress;
+  int idle = 0;
+  while (group->generation == generation) {
+    fiber_yield(set);
+    if (set->deadlock) break;
+    if (set->progress != seen) {
+      seen = set->progress;
+      idle = 0;
+    } else if (++idle >= 2) { /* a whole round of waiting threads: none can go on */
+      set->deadlock = 1;
+      context_switch(&set->contexts[set->current], &set->scheduler); /* not resumed */
+    }
+  }
+}
+
+static void group_leave(fiber_group *group) {
+  group->live -= 1;
+  if (group->live > 0 && group->arrived >= group->live) {
+    group->arrived = 0;
+    group->generation += 1;
+  }
+}
+
+static void fiber_barrier(wavert__cpu_thread *thread) {
+  fiber_set *set = thread->fibers;
+  group_wait(set, &set->block);
+}
+
+static void fiber_publish(wavert__cpu_thread *thread, int64_t scope, int64_t value) {
+  fiber_set *set = thread->fibers;
+  int index = (int)thread->index;
+  fiber_group *group = scope == 0 ? &set->warps[index / WAVERT_CPU_WARP] : &set->block;
+  int parity = (int)(group->generation & 1);
+  set->parity[2 * index + (scope != 0)] = (unsigned char)parity;
+  set->slots[(size_t)set->count * (size_t)(2 * (scope != 0) + parity) + (size_t)index] = value;
+  group_wait(set, group);
+}
+
+static int64_t fiber_read(wavert__cpu_thread *thread, int64_t scope, int64_t index) {
+  fiber_set *set = thread->fibers;
+  int self = (int)thread->index;
+  int parity = set->parity[2 * self + (scope != 0)];
+  int64_t *buffer = set->slots + (size_t)set->count * (size_t)(2 * (scope != 0) + parity);
+  int64_t source;
+  if (scope == 0) {
+    int base = self - self % WAVERT_CPU_WARP;
+    source = index >= 0 && index < WAVERT_CPU_WARP && base + index < set->count ? base + index
+                                                                                 : self;
+  } else {
+    source = index >= 0 && index < set->count ? index : self;
+  }
+  return buffer[source];
+}
+
+static void fiber_print(const char *format, const void *args);
+
+/* Without fibers (a block loop) exchanges have a single participant: the thread itself. */
+static void lone_publish(wavert__cpu_thread *thread, int64_t scope, int64_t value) {
+  (void)scope;
+  thread->fibers = (void *)(intptr_t)value;
+}
+
+static int64_t lone_read(wavert__cpu_thread *thread, int64_t scope, int64_t index) {
+  (void)scope;
+  (void)index;
+  return (int64_t)(intptr_t)thread->fibers;
+}
+
+static void lone_barrier(wavert__cpu_thread *thread) { (void)thread; }
+
+static void fiber_main(void *opaque) {
+  fiber_set *set = opaque;
   int index = set->current;
   set->function->thread(set->params, &set->threads[index]);
-  set->done[index] = 1; /* uc_link returns to the scheduler */
+  set->done[index] = 1;
+  set->progress += 1;
+  set->live -= 1;
+  group_leave(&set->warps[index / WAVERT_CPU_WARP]);
+  group_leave(&set->block);
+  if (set->live == 0) {
+    context_switch(&set->contexts[index], &set->scheduler); /* not resumed */
+  }
+  int next = index;
+  do {
+    next = next + 1 == set->count ? 0 : next + 1;
+  } while (set->done[next]);
+  set->current = next;
+  context_switch(&set->contexts[index], &set->contexts[next]);
 }
 
 static int fibers_reserve(fiber_set *set, int count) {
   if (count <= set->capacity) return 0;
+  pthread_once(&segv_once, segv_install);
+  altstack_ensure();
   long page = sysconf(_SC_PAGESIZE);
-  size_t stride = (size_t)page + WAVERT_CPU_STACK_BYTES;
-  ucontext_t *contexts = calloc((size_t)count, sizeof(*contexts));
+  size_t stack_bytes = fiber_stack_bytes();
+  size_t stride = (size_t)page + stack_bytes;
+  int warps = (count + WAVERT_CPU_WARP - 1) / WAVERT_CPU_WARP;
+  fiber_context *contexts = calloc((size_t)count, sizeof(*contexts));
   wavert__cpu_thread *threads = calloc((size_t)count, sizeof(*threads));
   unsigned char *done = calloc((size_t)count, 1);
+  unsigned char *parity = calloc((size_t)count, 2);
+  int64_t *slots = calloc((size_t)count * 4, sizeof(int64_t));
+  fiber_group *groups = calloc((size_t)warps, sizeof(*groups));
   void *stacks = mmap(NULL, stride * (size_t)count, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (contexts == NULL || threads == NULL || done == NULL || stacks == MAP_FAILED) {
+  if (contexts == NULL || threads == NULL || done == NULL || parity == NULL || slots == NULL ||
+      groups == NULL || stacks == MAP_FAILED) {
     free(contexts);
     free(threads);
     free(done);
+    free(parity);
+    free(slots);
+    free(groups);
     if (stacks != MAP_FAILED) munmap(stacks, stride * (size_t)count);
     return -1;
   }
@@ -149,16 +471,25 @@ static int fibers_reserve(fiber_set *set, int count) {
   free(set->contexts);
   free(set->threads);
   free(set->done);
+  free(set->parity);
+  free(set->slots);
+  free(set->warps);
   set->contexts = contexts;
   set->threads = threads;
   set->done = done;
-  set->stacks = stacks;
+  set->parity = parity;
+  set->slots = slots;
+  set->warps = groups;
   set->stride = stride;
+  set->stack_bytes = stack_bytes;
+  set->page = (size_t)page;
+  set->stacks = stacks; /* last: the signal handler reads the fields above through it */
   set->capacity = count;
   return 0;
 }
 
-/* Run block `linear` of `job` on this thread. Returns -1 when the fibers cannot be made. */
+/* Run block `linear` of `job` on this thread. Returns 0, 1 when the fibers cannot be made, 2
+ * when its threads wait at different barriers. */
 static int run_block(const cpu_job *job, int64_t linear) {
   wavert__cpu_thread thread;
   memset(&thread, 0, sizeof(thread));
@@ -169,72 +500,233 @@ static int run_block(const cpu_job *job, int64_t linear) {
     thread.block_dim[i] = job->block[i];
     thread.grid_dim[i] = job->grid[i];
   }
+  thread.print = fiber_print;
   if (job->function->block != NULL) {
+    thread.barrier = lone_barrier;
+    thread.publish = lone_publish;
+    thread.read = lone_read;
     job->function->block(job->params, &thread);
     return 0;
   }
   fiber_set *set = &fibers;
   int count = (int)(job->block[0] * job->block[1] * job->block[2]);
-  if (fibers_reserve(set, count) != 0) return -1;
+  if (fibers_reserve(set, count) != 0) return 1;
   set->count = count;
+  set->live = count;
+  set->deadlock = 0;
   set->function = job->function;
   set->params = job->params;
+  set->block = (fiber_group){count, 0, 0};
+  for (int w = 0; w * WAVERT_CPU_WARP < count; ++w) {
+    int lanes = count - w * WAVERT_CPU_WARP;
+    set->warps[w] = (fiber_group){lanes < WAVERT_CPU_WARP ? lanes : WAVERT_CPU_WARP, 0, 0};
+  }
+  thread.barrier = fiber_barrier;
+  thread.publish = fiber_publish;
+  thread.read = fiber_read;
+  thread.fibers = set;
   for (int i = 0; i < count; ++i) {
     wavert__cpu_thread *t = &set->threads[i];
     *t = thread;
     t->thread_id[0] = i % job->block[0];
     t->thread_id[1] = (i / job->block[0]) % job->block[1];
     t->thread_id[2] = i / (job->block[0] * job->block[1]);
-    t->barrier = fiber_barrier;
-    t->fibers = set;
+    t->index = i;
     set->done[i] = 0;
-    ucontext_t *c = &set->contexts[i];
-    if (getcontext(c) != 0) return -1;
-    c->uc_stack.ss_sp = set->stacks + set->stride * (size_t)i + (set->stride - WAVERT_CPU_STACK_BYTES);
-    c->uc_stack.ss_size = WAVERT_CPU_STACK_BYTES;
-    c->uc_link = &set->scheduler;
-    makecontext(c, fiber_main, 0);
+    char *stack = set->stacks + set->stride * (size_t)i + set->page;
+    context_make(&set->contexts[i], stack, set->stack_bytes, fiber_main, set);
   }
-  for (int live = count; live > 0;) {
-    live = 0;
-    for (int i = 0; i < count; ++i) {
-      if (set->done[i]) continue;
-      set->current = i;
-      swapcontext(&set->scheduler, &set->contexts[i]);
-      live += !set->done[i];
-    }
-  }
-  return 0;
+  set->current = 0;
+  context_switch(&set->scheduler, &set->contexts[0]); /* back when all returned or deadlock */
+  return set->deadlock ? 2 : 0;
 }
 
-/* Take blocks of `job` until none is left; returns -1 if a block could not run. */
-static int work(cpu_job *job) {
-  int failed = 0;
+/* Take blocks of `job` until none is left. */
+static void work(cpu_job *job) {
   for (;;) {
     int64_t linear = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
     if (linear >= job->blocks) break;
-    if (run_block(job, linear) != 0) failed = 1;
+    int failed = run_block(job, linear);
+    if (failed != 0) {
+      atomic_store(&job->failed, failed);
+      atomic_store(&job->next, job->blocks); /* the other blocks are not run */
+    }
   }
-  return failed ? -1 : 0;
 }
 
-static atomic_int pool_failed;
+/* Spin iterations a pool thread waits for the next launch before it sleeps (a launch that
+ * follows within them skips the futex wake-up). */
+#define WAVERT_CPU_SPIN 20000
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__)
+  __asm__ __volatile__("pause");
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
 
 /* `generation`: pool.generation when the thread was made, before the launch that made it
  * published its job. */
 static void *pool_main(void *generation) {
   unsigned long seen = (unsigned long)(uintptr_t)generation;
-  pthread_mutex_lock(&pool.mutex);
   for (;;) {
-    while (pool.generation == seen) pthread_cond_wait(&pool.wake, &pool.mutex);
-    seen = pool.generation;
-    cpu_job *job = pool.job;
-    pthread_mutex_unlock(&pool.mutex);
-    if (work(job) != 0) atomic_store(&pool_failed, 1);
-    pthread_mutex_lock(&pool.mutex);
-    if (--job->active == 0) pthread_cond_signal(&pool.idle);
+    unsigned long now = atomic_load(&pool.generation);
+    for (int spin = 0; now == seen && spin < WAVERT_CPU_SPIN; ++spin) {
+      cpu_relax();
+      now = atomic_load(&pool.generation);
+    }
+    if (now == seen) {
+      pthread_mutex_lock(&pool.mutex);
+      atomic_fetch_add(&pool.sleepers, 1);
+      while ((now = atomic_load(&pool.generation)) == seen)
+        pthread_cond_wait(&pool.wake, &pool.mutex);
+      atomic_fetch_sub(&pool.sleepers, 1);
+      pthread_mutex_unlock(&pool.mutex);
+    }
+    seen = now;
+    cpu_job *job = atomic_load(&pool.job);
+    work(job);
+    atomic_fetch_sub_explicit(&job->active, 1, memory_order_release);
   }
   return NULL;
+}
+
+/* ---- gpu.printf ----------------------------------------------------------------------------
+ * NVIDIA's vprintf ABI: the format and a buffer of the arguments, each at the next multiple
+ * of its size (float promoted to double, integers narrower than 32 bits to 32). As the CUDA
+ * driver does, the format decides each argument's size (%c %d %i %o %u %x %X without a
+ * length modifier or with h/hh: 4 bytes; l, ll, j, z, t: 8; %a %e %f %g: 8; %s %p: 8;
+ * '*' width or precision: 4). The output of a launch is collected and written to stdout
+ * (flushed) when the launch returns, each call's message whole. */
+static struct {
+  pthread_mutex_t mutex;
+  char *text;
+  size_t size, capacity;
+} printed = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0};
+
+static void print_append(const char *text, size_t n) {
+  if (printed.size + n + 1 > printed.capacity) {
+    size_t capacity = printed.capacity ? printed.capacity : 4096;
+    while (capacity < printed.size + n + 1) capacity *= 2;
+    char *grown = realloc(printed.text, capacity);
+    if (grown == NULL) return; /* out of memory: the message is dropped */
+    printed.text = grown;
+    printed.capacity = capacity;
+  }
+  memcpy(printed.text + printed.size, text, n);
+  printed.size += n;
+}
+
+static const char *arg_at(const char *args, size_t *offset, size_t size) {
+  *offset = (*offset + size - 1) / size * size;
+  const char *p = args + *offset;
+  *offset += size;
+  return p;
+}
+
+static void fiber_print(const char *format, const void *opaque) {
+  const char *args = opaque;
+  size_t offset = 0;
+  char piece[512];
+  pthread_mutex_lock(&printed.mutex);
+  for (const char *p = format; *p != '\0';) {
+    if (*p != '%') {
+      const char *q = strchr(p, '%');
+      size_t n = q != NULL ? (size_t)(q - p) : strlen(p);
+      print_append(p, n);
+      p += n;
+      continue;
+    }
+    if (p[1] == '%') {
+      print_append("%", 1);
+      p += 2;
+      continue;
+    }
+    /* One conversion: flags, width, precision, length, conversion character. */
+    char spec[64];
+    size_t k = 0;
+    int stars[2], nstars = 0, longs = 0;
+    spec[k++] = *p++;
+    while (*p != '\0' && strchr("-+ #0", *p) != NULL && k < 40) spec[k++] = *p++;
+    for (int part = 0; part < 2; ++part) {
+      if (part == 1) {
+        if (*p != '.') break;
+        spec[k++] = *p++;
+      }
+      if (*p == '*') {
+        int v;
+        memcpy(&v, arg_at(args, &offset, 4), 4);
+        stars[nstars++] = v;
+        spec[k++] = *p++;
+      } else {
+        while (*p >= '0' && *p <= '9' && k < 48) spec[k++] = *p++;
+      }
+    }
+    while (*p != '\0' && strchr("hljztL", *p) != NULL) {
+      if (*p == 'l' || *p == 'j' || *p == 'z' || *p == 't') longs += 1;
+      p++;
+    }
+    char conv = *p;
+    if (conv == '\0') break;
+    p++;
+    int n = 0;
+    if (strchr("diouxXc", conv) != NULL) {
+      if (longs > 0) {
+        long long v;
+        memcpy(&v, arg_at(args, &offset, 8), 8);
+        spec[k++] = 'l';
+        spec[k++] = 'l';
+        spec[k++] = conv;
+        spec[k] = '\0';
+        n = nstars == 2   ? snprintf(piece, sizeof(piece), spec, stars[0], stars[1], v)
+            : nstars == 1 ? snprintf(piece, sizeof(piece), spec, stars[0], v)
+                          : snprintf(piece, sizeof(piece), spec, v);
+      } else {
+        int v;
+        memcpy(&v, arg_at(args, &offset, 4), 4);
+        spec[k++] = conv;
+        spec[k] = '\0';
+        n = nstars == 2   ? snprintf(piece, sizeof(piece), spec, stars[0], stars[1], v)
+            : nstars == 1 ? snprintf(piece, sizeof(piece), spec, stars[0], v)
+                          : snprintf(piece, sizeof(piece), spec, v);
+      }
+    } else if (strchr("aAeEfFgG", conv) != NULL) {
+      double v;
+      memcpy(&v, arg_at(args, &offset, 8), 8);
+      spec[k++] = conv;
+      spec[k] = '\0';
+      n = nstars == 2   ? snprintf(piece, sizeof(piece), spec, stars[0], stars[1], v)
+          : nstars == 1 ? snprintf(piece, sizeof(piece), spec, stars[0], v)
+                        : snprintf(piece, sizeof(piece), spec, v);
+    } else if (conv == 's' || conv == 'p') {
+      const void *v;
+      memcpy(&v, arg_at(args, &offset, 8), 8);
+      spec[k++] = conv;
+      spec[k] = '\0';
+      if (conv == 's' && v == NULL) v = "(null)";
+      n = nstars == 2   ? snprintf(piece, sizeof(piece), spec, stars[0], stars[1], v)
+          : nstars == 1 ? snprintf(piece, sizeof(piece), spec, stars[0], v)
+                        : snprintf(piece, sizeof(piece), spec, v);
+    } else { /* not a conversion: written as it is */
+      spec[k++] = conv;
+      spec[k] = '\0';
+      n = snprintf(piece, sizeof(piece), "%s", spec);
+    }
+    if (n > 0) print_append(piece, (size_t)n < sizeof(piece) ? (size_t)n : sizeof(piece) - 1);
+  }
+  pthread_mutex_unlock(&printed.mutex);
+}
+
+/* Writes what the launch's printf calls made to stdout. */
+static void print_flush(void) {
+  pthread_mutex_lock(&printed.mutex);
+  if (printed.size > 0) {
+    fwrite(printed.text, 1, printed.size, stdout);
+    fflush(stdout);
+    printed.size = 0;
+  }
+  pthread_mutex_unlock(&printed.mutex);
 }
 
 static int pool_size(void) {
@@ -270,7 +762,7 @@ static wavert_status cpu_device_open(wavert_device *device) {
   a[WAVERT_DEVICE_COMPUTE_CAPABILITY_MAJOR] = 0;
   a[WAVERT_DEVICE_COMPUTE_CAPABILITY_MINOR] = 0;
   a[WAVERT_DEVICE_MULTIPROCESSOR_COUNT] = pool.size;
-  a[WAVERT_DEVICE_WARP_SIZE] = 1; /* a subgroup is one thread (cpu.py) */
+  a[WAVERT_DEVICE_WARP_SIZE] = WAVERT_CPU_WARP;
   snprintf(device->chip, sizeof(device->chip), "cpu");
   return WAVERT_OK;
 }
@@ -419,51 +911,74 @@ static wavert_status cpu_launch(void *opaque, const uint32_t grid[3], const uint
   job.function = opaque;
   job.params = params;
   job.blocks = 1;
+  int64_t threads = 1;
   for (int i = 0; i < 3; ++i) {
     job.grid[i] = grid[i];
     job.block[i] = block[i];
     job.blocks *= grid[i]; /* < 2^31 * 2^16 * 2^16: no overflow */
+    threads *= block[i];
   }
   atomic_init(&job.next, 0);
+  atomic_init(&job.failed, 0);
+  atomic_init(&job.active, 0);
   pthread_mutex_lock(&pool.launch);
   int helpers = pool.size - 1;
   if (helpers > job.blocks - 1) helpers = (int)(job.blocks - 1);
-  atomic_store(&pool_failed, 0);
+  if (job.blocks * threads <= WAVERT_CPU_SERIAL_THREADS) helpers = 0;
   if (helpers > 0) {
-    pthread_mutex_lock(&pool.mutex);
-    while (pool.started < pool.size - 1) {
-      pthread_t t;
-      pthread_attr_t attr;
-      pthread_attr_init(&attr);
-      pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-      int err = pthread_create(&t, &attr, pool_main, (void *)(uintptr_t)pool.generation);
-      pthread_attr_destroy(&attr);
-      if (err != 0) break;
-      pool.started += 1;
+    if (pool.started < pool.size - 1) {
+      pthread_mutex_lock(&pool.mutex);
+      while (pool.started < pool.size - 1) {
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        int err = pthread_create(&t, &attr, pool_main,
+                                 (void *)(uintptr_t)atomic_load(&pool.generation));
+        pthread_attr_destroy(&attr);
+        if (err != 0) break;
+        pool.started += 1;
+      }
+      pthread_mutex_unlock(&pool.mutex);
     }
     if (pool.started == 0) helpers = 0;
-    job.active = pool.started;
-    if (helpers > 0) {
-      pool.job = &job;
-      pool.generation += 1;
-      pthread_cond_broadcast(&pool.wake);
-    }
-    pthread_mutex_unlock(&pool.mutex);
   }
-  int failed = work(&job);
   if (helpers > 0) {
-    pthread_mutex_lock(&pool.mutex);
-    while (job.active > 0) pthread_cond_wait(&pool.idle, &pool.mutex);
-    pool.job = NULL;
-    pthread_mutex_unlock(&pool.mutex);
+    /* Every started thread takes part (one that finds no block left is done at once). */
+    atomic_store(&job.active, pool.started);
+    atomic_store(&pool.job, &job);
+    atomic_fetch_add(&pool.generation, 1); /* spinning threads start here */
+    if (atomic_load(&pool.sleepers) > 0) {
+      pthread_mutex_lock(&pool.mutex);
+      pthread_cond_broadcast(&pool.wake);
+      pthread_mutex_unlock(&pool.mutex);
+    }
   }
-  if (atomic_load(&pool_failed)) failed = 1;
+  work(&job);
+  if (helpers > 0) {
+    /* A helper the OS has not scheduled yet finds no block left; yield the CPU to it. */
+    for (int spin = 0; atomic_load_explicit(&job.active, memory_order_acquire) > 0; ++spin) {
+      if (spin < 1000)
+        cpu_relax();
+      else
+        sched_yield();
+    }
+  }
+  int failed = atomic_load(&job.failed);
   pthread_mutex_unlock(&pool.launch);
-  if (failed)
+  print_flush();
+  if (failed == 1)
     return wavert__error(WAVERT_ERROR_OUT_OF_MEMORY,
-                         "CPU launch: no memory for the fibers of a %u x %u x %u block (%d KiB of "
+                         "CPU launch: no memory for the fibers of a %u x %u x %u block (%zu KiB of "
                          "stack per thread)", block[0], block[1], block[2],
-                         WAVERT_CPU_STACK_BYTES / 1024);
+                         fiber_stack_bytes() / 1024);
+  if (failed == 2)
+    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                         "CPU launch: the threads of a %u x %u x %u block wait at different "
+                         "barriers or subgroup operations (gpu.barrier, gpu.shuffle, "
+                         "gpu.subgroup_reduce or gpu.all_reduce in divergent control flow: "
+                         "every live thread of the block, or of the warp, must reach the same one)",
+                         block[0], block[1], block[2]);
   return WAVERT_OK;
 }
 

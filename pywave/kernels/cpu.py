@@ -6,14 +6,13 @@ CPU backend (``libwavert/src/backend_cpu.c``) dlopens and runs through the same
 
 1. Refuse what a CPU cannot run: ops of the ``nvvm``, ``rocdl``, ``nvgpu``, ``amdgpu``
    dialects (intrinsics, wgmma, TMA, mbarriers) and every ``gpu`` op but those in
-   :data:`GPU_OPS` (shuffles, subgroup reductions, MMA, printf, clusters...): a CompileError
-   naming the op and its line.
+   :data:`GPU_OPS` (MMA, clusters, ...): a CompileError naming the op and its line.
 2. Rewrite the GPU queries into calls of the image's ABI functions (defined in step 4):
    ``gpu.thread_id``/``block_id``/``block_dim``/``grid_dim`` (x, y, z) read the current
-   thread's record (:data:`THREAD_FIELDS`); a subgroup is one thread (``gpu.subgroup_size`` 1, ``gpu.lane_id`` 0, the device reports
-   warp size 1, so ``subgroup_id`` is the linear thread id); ``gpu.global_id`` is
-   ``block_id * block_dim + thread_id``; ``gpu.barrier`` calls
-   ``__wavert_cpu_barrier``.
+   thread's record (:data:`THREAD_FIELDS`); ``gpu.global_id`` is
+   ``block_id * block_dim + thread_id``; ``gpu.barrier`` calls ``__wavert_cpu_barrier``;
+   the subgroup ops as in "Subgroups" below; ``gpu.printf``'s integer arguments narrower
+   than 32 bits are promoted to i32 and floats to f64 (C's default promotions).
 3. Lower with MLIR's own passes (:data:`CPU_PIPELINE`: ``convert-gpu-to-nvvm`` turns
    ``gpu.func`` into ``llvm.func``, workgroup attributions, address-space-3
    ``memref.global``s and ``gpu.dynamic_shared_memory`` into address-space-3 globals, every
@@ -28,11 +27,46 @@ CPU backend (``libwavert/src/backend_cpu.c``) dlopens and runs through the same
    the running thread's record, the query and barrier functions reading it, and per kernel K
    ``__wavert_cpu_thread_K(void **params, record *)`` (one thread: loads each kernel
    argument from the launch's parameter array, MLIR's launch ABI) and, for a module without
-   ``gpu.barrier``, ``__wavert_cpu_block_K`` (a loop over the block's threads, x fastest,
+   :data:`SYNC_OPS`, ``__wavert_cpu_block_K`` (a loop over the block's threads, x fastest,
    into which LLVM inlines the kernel); kernels of modules with barriers run one fiber per
-   thread (backend_cpu.c). Optimise with llvmlite at ``opt_level`` for this machine's CPU
+   thread (backend_cpu.c). Every function probes each page of a large stack frame (a fiber's
+   overflow faults on its guard page: libwavert stops the process naming the stack size,
+   ``$WAVERT_CPU_STACK_KIB``, default 64). Optimise with llvmlite at ``opt_level`` for this machine's CPU
    and features (the cache key holds both: :func:`host_cpu`), emit an object and link it with
    the C compiler driver (``$CC``, else ``cc``) ``-shared -lm``.
+
+Subgroups (warps), as on NVIDIA GPUs: :data:`SUBGROUP_SIZE` = 32 lanes, formed from
+consecutive linear thread ids (``x + dx * (y + dy * z)``); ``gpu.lane_id`` is the linear id
+% 32, ``gpu.subgroup_id`` the linear id / 32, ``gpu.num_subgroups`` ceil(threads / 32); the
+last warp of a block whose size is not a multiple of 32 is partial. A module using
+``gpu.barrier``, ``gpu.shuffle``, ``gpu.subgroup_reduce`` or ``gpu.all_reduce``
+(:data:`SYNC_OPS`) runs each GPU thread as a fiber; lanes exchange values through libwavert's
+publish/read functions (a thread publishes a 64-bit value for its warp or its block and waits,
+as at a barrier of the warp or the block, until every live thread of it has published;
+read then returns any thread's published value).
+
+- ``gpu.shuffle mode %v, %offset, %width`` (integers, index and floats of at most 64 bits):
+  the offset is taken mod 32 as NVIDIA's ``shfl`` takes it; lane ``l`` reads lane ``l ^ o``
+  (xor), ``l + o`` (down), ``l - o`` (up) or ``o`` (idx). The valid flag is true when
+  ``l < width``, the source lane is ``< width`` (``>= 0`` for up) and is a thread of the
+  block; otherwise the result is the lane's own value (what NVIDIA's lowering yields for the
+  lanes below ``width``, MLIR leaving it unspecified) and the flag false.
+- ``gpu.subgroup_reduce`` (every operation of ``#gpu<all_reduce_op>``, ``uniform`` or not,
+  ``cluster(size = s, stride = d)``: the lanes ``base + k * d``, ``k < s``, with ``base =
+  l - l % (s * d) + l % d``): the combination, in lane order, of the cluster's lanes that are
+  threads of the block.
+- ``gpu.all_reduce`` (an operation or a region, which becomes a private function): the
+  combination, in linear thread order, of every thread's value; it is a barrier of the block.
+- Threads of a block that wait at different points (a barrier in some, a warp exchange in
+  others) so that none can go on: the launch fails with an error (libwavert); a barrier
+  reached a different number of times by different threads is not detected.
+
+``gpu.printf``: NVIDIA's ``vprintf`` ABI (convert-gpu-to-nvvm's lowering) implemented by
+libwavert: C printf formatting, each argument's size taken from its conversion as the CUDA
+driver does; a launch's output goes to the process's stdout, each call whole, flushed when
+the launch returns (the CPU device's launches are synchronous). ``memref.atomic_rmw`` and
+``memref.generic_atomic_rmw`` are LLVM atomics (sequentially consistent, as MLIR lowers them):
+blocks run in parallel on the pool's threads.
 
 The image's undefined symbols are checked against the process before it is returned (a
 missing one would fail the ``dlopen`` at the first launch): a CompileError names them.
@@ -50,7 +84,7 @@ import subprocess
 import tempfile
 
 from mlir import ir, passmanager
-from mlir.dialects import arith, func, gpu
+from mlir.dialects import arith, func, gpu, scf
 from mlir.dialects import llvm as mlir_llvm
 
 from ..errors import CompileError
@@ -64,7 +98,7 @@ from .rewrites import gpu_ids
 log = logging.getLogger("pywave.kernels.cpu")
 
 #: Version of the image ABI; libwavert's WAVERT_CPU_ABI (backend_cpu.c) must be equal.
-CPU_ABI = 1
+CPU_ABI = 2
 #: Bytes of dynamic workgroup memory every block has (libwavert's WAVERT_CPU_DYNAMIC_SHARED,
 #: the CPU device's MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: launches asking more are refused).
 DYNAMIC_SHARED_BYTES = 65536
@@ -72,15 +106,23 @@ DYNAMIC_SHARED_BYTES = 65536
 #: ``wavert__cpu_thread`` record; y and z follow. The barrier function pointer is word 12.
 THREAD_FIELDS = {"gpu.thread_id": 0, "gpu.block_id": 3, "gpu.block_dim": 6, "gpu.grid_dim": 9}
 BARRIER_FIELD = 12
+#: Words of the record's lane-exchange functions (publish, read) and of its printf function.
+PUBLISH_FIELD, READ_FIELD, PRINT_FIELD = 14, 15, 16
+#: Lanes of a subgroup, as on NVIDIA GPUs (libwavert's WAVERT_CPU_WARP).
+SUBGROUP_SIZE = 32
 #: The ``gpu`` ops a CPU kernel may hold (the others are refused, naming them).
 GPU_OPS = frozenset(THREAD_FIELDS) | {
     "gpu.module", "gpu.func", "gpu.return", "gpu.barrier", "gpu.global_id", "gpu.lane_id",
-    "gpu.dynamic_shared_memory", "gpu.subgroup_size", "gpu.num_subgroups", "gpu.subgroup_id"}
+    "gpu.dynamic_shared_memory", "gpu.subgroup_size", "gpu.num_subgroups", "gpu.subgroup_id",
+    "gpu.shuffle", "gpu.subgroup_reduce", "gpu.all_reduce", "gpu.yield", "gpu.printf"}
+#: Ops whose threads exchange values or wait for each other: a module holding one runs each
+#: GPU thread as a fiber.
+SYNC_OPS = ("gpu.barrier", "gpu.shuffle", "gpu.subgroup_reduce", "gpu.all_reduce")
 #: Dialects whose ops only a GPU runs.
 GPU_ONLY_DIALECTS = ("nvvm", "rocdl", "nvgpu", "amdgpu")
 #: The kernel lowering, anchored on the ``gpu.module`` (64-bit index, memref descriptors as
 #: parameters: the launch ABI of the other targets).
-CPU_PIPELINE = ("gpu.module(convert-vector-to-llvm, convert-gpu-to-nvvm{index-bitwidth=64}, "
+CPU_PIPELINE = ("gpu.module(convert-scf-to-cf, convert-vector-to-llvm, convert-gpu-to-nvvm{index-bitwidth=64}, "
                 "canonicalize, cse, reconcile-unrealized-casts)")
 #: Prefix of the image's ABI symbols.
 PREFIX = "__wavert_cpu_"
@@ -105,8 +147,9 @@ def lower_cpu(module: ir.Module, *, text: str | None = None, opt_level: int = 3,
             gmod.erase()
             continue
         _refuse_gpu_only(gmod, name)
-        barriers = bool(find_ops(gmod, lambda op: op.name == "gpu.barrier"))
+        barriers = bool(find_ops(gmod, lambda op: op.name in SYNC_OPS))
         gpu_ids.lower_id_queries(gmod, "nvvm")
+        _rewrite_lane_ops(gmod, name)
         _rewrite_queries(gmod)
         try:
             passmanager.PassManager.parse(CPU_PIPELINE, module.context).run(gmod)
@@ -154,8 +197,8 @@ def _refuse_gpu_only(gmod: ir.Operation, name: str) -> None:
         raise CompileError(
             f"gpu.module @{name}: {op.name}{_where(op)} cannot run on the CPU target "
             "(target='cpu' runs the gpu dialect's thread and block queries, gpu.barrier and "
-            "workgroup memory; GPU intrinsics, subgroup operations, MMA, TMA and printf need "
-            "a GPU target)")
+            "workgroup memory, subgroup shuffles and reductions, gpu.all_reduce and "
+            "gpu.printf; GPU intrinsics, MMA, TMA and clusters need a GPU target)")
 
 
 def _rewrite_queries(gmod: ir.Operation) -> None:
@@ -187,10 +230,14 @@ def _rewrite_queries(gmod: ir.Operation) -> None:
                     func.CallOp([], PREFIX + "barrier", [])
                     op.erase()
                     continue
-                if op.name == "gpu.lane_id":
-                    value = arith.ConstantOp(index, 0).result
+                if op.name == "gpu.lane_id":   # linear thread id % 32
+                    tx, ty, tz = (query("gpu.thread_id", d) for d in "xyz")
+                    bx, by = (query("gpu.block_dim", d) for d in "xy")
+                    inner = arith.AddIOp(ty, arith.MulIOp(by, tz).result).result
+                    linear = arith.AddIOp(tx, arith.MulIOp(bx, inner).result).result
+                    value = arith.RemUIOp(linear, arith.ConstantOp(index, SUBGROUP_SIZE)).result
                 elif op.name == "gpu.subgroup_size":
-                    value = arith.ConstantOp(index, 1).result
+                    value = arith.ConstantOp(index, SUBGROUP_SIZE).result
                 else:
                     dim = re.search(r"([xyz])>*$", str(op.attributes["dimension"])).group(1)
                     if op.name == "gpu.global_id":   # block_id * block_dim + thread_id
@@ -202,6 +249,230 @@ def _rewrite_queries(gmod: ir.Operation) -> None:
                         value = query(op.name, dim)
             op.results[0].replace_all_uses_with(value)
             op.erase()
+
+
+#: gpu.all_reduce / gpu.subgroup_reduce operation -> (arith op for integers, for floats).
+_COMBINE = {
+    "add": ("addi", "addf"), "mul": ("muli", "mulf"), "minui": ("minui", None),
+    "minsi": ("minsi", None), "maxui": ("maxui", None), "maxsi": ("maxsi", None),
+    "minnumf": (None, "minnumf"), "maxnumf": (None, "maxnumf"),
+    "minimumf": (None, "minimumf"), "maximumf": (None, "maximumf"),
+    "and": ("andi", None), "or": ("ori", None), "xor": ("xori", None)}
+
+
+def _rewrite_lane_ops(gmod: ir.Operation, name: str) -> None:
+    """Step 2's lane exchanges: ``gpu.shuffle``, ``gpu.subgroup_reduce``, ``gpu.all_reduce``
+    into calls of the image's publish/read functions (module docstring, "Subgroups"), and
+    ``gpu.printf``'s narrow arguments promoted as C's variadic calls promote them."""
+    ctx = gmod.context
+    with ctx, gmod.location:
+        i32, i64, index = ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64), \
+            ir.IndexType.get()
+        body = gmod.regions[0].blocks[0]
+        declared: set[str] = set()
+        combiners = [0]
+
+        def call(symbol: str, args: list, results: list) -> list:
+            if symbol not in declared:
+                declared.add(symbol)
+                with ir.InsertionPoint.at_block_begin(body):
+                    f = func.FuncOp(symbol, ir.FunctionType.get([a.type for a in args], results))
+                    f.sym_visibility = ir.StringAttr.get("private")
+            return list(func.CallOp(results, symbol, args).results)
+
+        def const(ty, value) -> ir.Value:
+            return arith.ConstantOp(ty, value).result
+
+        def check_type(op: ir.Operation, ty: ir.Type) -> None:
+            scalar = isinstance(ty, ir.IndexType) or (
+                isinstance(ty, ir.IntegerType) and ir.IntegerType(ty).width <= 64) or (
+                isinstance(ty, ir.FloatType) and ir.FloatType(ty).width <= 64)
+            if not scalar:
+                raise CompileError(f"gpu.module @{name}: {op.name}{_where(op)} on {ty}: the CPU "
+                                   "target exchanges scalar integers, index and floats of at "
+                                   "most 64 bits")
+
+        def to_bits(v: ir.Value) -> ir.Value:
+            ty = v.type
+            if isinstance(ty, ir.IndexType):
+                return arith.IndexCastOp(i64, v).result
+            if isinstance(ty, ir.FloatType):
+                v = arith.BitcastOp(ir.IntegerType.get_signless(ir.FloatType(ty).width), v).result
+            if ir.IntegerType(v.type).width < 64:
+                v = arith.ExtUIOp(i64, v).result
+            return v
+
+        def from_bits(bits: ir.Value, ty: ir.Type) -> ir.Value:
+            if isinstance(ty, ir.IndexType):
+                return arith.IndexCastOp(index, bits).result
+            width = ir.FloatType(ty).width if isinstance(ty, ir.FloatType) \
+                else ir.IntegerType(ty).width
+            if width < 64:
+                bits = arith.TruncIOp(ir.IntegerType.get_signless(width), bits).result
+            return arith.BitcastOp(ty, bits).result if isinstance(ty, ir.FloatType) else bits
+
+        def linear_and_count() -> tuple[ir.Value, ir.Value]:
+            tx, ty_, tz = (gpu.ThreadIdOp(getattr(gpu.Dimension, d)).result for d in "xyz")
+            bx, by, bz = (gpu.BlockDimOp(getattr(gpu.Dimension, d)).result for d in "xyz")
+            inner = arith.AddIOp(ty_, arith.MulIOp(by, tz).result).result
+            linear = arith.AddIOp(tx, arith.MulIOp(bx, inner).result).result
+            count = arith.MulIOp(arith.MulIOp(bx, by).result, bz).result
+            return linear, count
+
+        def combiner(op: ir.Operation, ty: ir.Type):
+            """A function (lhs, rhs) -> value combining two values of ``ty``."""
+            if "op" in op.attributes:
+                kind = str(op.attributes["op"]).split()[-1].rstrip(">")
+                names = _COMBINE.get(kind)
+                which = names and names[1 if isinstance(ty, ir.FloatType) else 0]
+                if not which:
+                    raise CompileError(f"gpu.module @{name}: {op.name}{_where(op)}: reduction "
+                                       f"'{kind}' on {ty} is not defined")
+                opname = "arith." + which
+                return lambda a, b: ir.Operation.create(opname, results=[ty],
+                                                        operands=[a, b]).result
+            # The region form: its body becomes a private function called per step.
+            region = op.regions[0]
+            block = region.blocks[0]
+            combiners[0] += 1
+            fname = f"{PREFIX}combine_{combiners[0]}"
+            with ir.InsertionPoint.at_block_begin(body):
+                f = func.FuncOp(fname, ir.FunctionType.get([ty, ty], [ty]))
+                f.sym_visibility = ir.StringAttr.get("private")
+                entry = f.add_entry_block()
+            block.arguments[0].replace_all_uses_with(entry.arguments[0])
+            block.arguments[1].replace_all_uses_with(entry.arguments[1])
+            yielded = None
+            for inner in list(block.operations):
+                if inner.operation.name == "gpu.yield":
+                    yielded = inner.operation
+                else:
+                    _append(inner.operation, entry)
+            with ir.InsertionPoint(entry), yielded.location:
+                func.ReturnOp(list(yielded.operands))
+            yielded.erase()
+            return lambda a, b: func.CallOp([ty], fname, [a, b]).results[0]
+
+        for op in find_ops(gmod, lambda o: o.name in ("gpu.shuffle", "gpu.subgroup_reduce",
+                                                      "gpu.all_reduce", "gpu.printf")):
+            with ir.InsertionPoint(op), op.location:
+                if op.name == "gpu.printf":
+                    _promote_printf(op)
+                    continue
+                value = op.operands[0]
+                ty = value.type
+                check_type(op, ty)
+                if op.name == "gpu.shuffle":
+                    results = _shuffle(op, to_bits(value), call, const, i32, i64)
+                    op.results[0].replace_all_uses_with(from_bits(results[0], ty))
+                    op.results[1].replace_all_uses_with(results[1])
+                    op.erase()
+                    continue
+                combine = combiner(op, ty)
+                linear, count = linear_and_count()
+                if op.name == "gpu.all_reduce":
+                    call(PREFIX + "publish_block", [to_bits(value)], [])
+                    first = from_bits(call(PREFIX + "read_block", [const(i64, 0)], [i64])[0], ty)
+                    loop = scf.ForOp(const(index, 1), count, const(index, 1), [first])
+                    with ir.InsertionPoint(loop.body):
+                        k = arith.IndexCastOp(i64, loop.induction_variable).result
+                        got = from_bits(call(PREFIX + "read_block", [k], [i64])[0], ty)
+                        scf.YieldOp([combine(loop.inner_iter_args[0], got)])
+                    result = loop.results[0]
+                else:   # gpu.subgroup_reduce, over the cluster's lanes that exist
+                    size = int(ir.IntegerAttr(op.attributes["cluster_size"]).value) \
+                        if "cluster_size" in op.attributes else SUBGROUP_SIZE
+                    stride = int(ir.IntegerAttr(op.attributes["cluster_stride"]).value) \
+                        if "cluster_stride" in op.attributes else 1
+                    call(PREFIX + "publish_warp", [to_bits(value)], [])
+                    warp = const(index, SUBGROUP_SIZE)
+                    lane = arith.RemUIOp(linear, warp).result
+                    warp_base = arith.SubIOp(linear, lane).result
+                    span = const(index, size * stride)
+                    base = arith.AddIOp(
+                        arith.SubIOp(lane, arith.RemUIOp(lane, span).result).result,
+                        arith.RemUIOp(lane, const(index, stride)).result).result
+                    first = from_bits(call(PREFIX + "read_warp",
+                                           [arith.IndexCastOp(i64, base).result], [i64])[0], ty)
+                    loop = scf.ForOp(const(index, 1), const(index, size), const(index, 1),
+                                     [first])
+                    with ir.InsertionPoint(loop.body):
+                        member = arith.AddIOp(base, arith.MulIOp(
+                            loop.induction_variable, const(index, stride)).result).result
+                        exists = arith.CmpIOp(arith.CmpIPredicate.ult, arith.AddIOp(
+                            warp_base, member).result, count).result
+                        got = from_bits(call(PREFIX + "read_warp",
+                                             [arith.IndexCastOp(i64, member).result], [i64])[0],
+                                        ty)
+                        acc = loop.inner_iter_args[0]
+                        scf.YieldOp([arith.SelectOp(exists, combine(acc, got), acc).result])
+                    result = loop.results[0]
+            op.results[0].replace_all_uses_with(result)
+            op.erase()
+
+
+def _append(op: ir.Operation, block: ir.Block) -> None:
+    """Move ``op`` to the end of ``block``."""
+    if len(block.operations):
+        op.move_after(block.operations[len(block.operations) - 1])
+    else:
+        with ir.InsertionPoint(block):
+            tmp = arith.ConstantOp(ir.IntegerType.get_signless(1), 0)
+        op.move_before(tmp.operation)
+        tmp.operation.erase()
+
+
+def _shuffle(op: ir.Operation, bits: ir.Value, call, const, i32, i64) -> list[ir.Value]:
+    """The result bits and the valid flag of one ``gpu.shuffle`` (semantics in the module
+    docstring, "Subgroups")."""
+    mode = str(op.attributes["mode"]).split()[-1].rstrip(">")
+    offset = arith.AndIOp(op.operands[1], const(i32, SUBGROUP_SIZE - 1)).result
+    width = op.operands[2]
+    lane = arith.IndexCastOp(i32, gpu.LaneIdOp().result).result
+    ult = arith.CmpIPredicate.ult
+    if mode == "xor":
+        source = arith.XOrIOp(lane, offset).result
+        ok = arith.CmpIOp(ult, source, width).result
+    elif mode == "down":
+        source = arith.AddIOp(lane, offset).result
+        ok = arith.CmpIOp(ult, source, width).result
+    elif mode == "up":
+        source = arith.SubIOp(lane, offset).result
+        ok = arith.CmpIOp(arith.CmpIPredicate.sge, source, const(i32, 0)).result
+    else:   # idx
+        source = offset
+        ok = arith.CmpIOp(ult, source, width).result
+    valid = arith.AndIOp(ok, arith.CmpIOp(ult, lane, width).result).result
+    # ... and the source lane is a thread of the block (the last warp may be partial).
+    index = ir.IndexType.get()
+    tx, ty, tz = (gpu.ThreadIdOp(getattr(gpu.Dimension, d)).result for d in "xyz")
+    bx, by, bz = (gpu.BlockDimOp(getattr(gpu.Dimension, d)).result for d in "xyz")
+    linear = arith.AddIOp(tx, arith.MulIOp(bx, arith.AddIOp(
+        ty, arith.MulIOp(by, tz).result).result).result).result
+    count = arith.MulIOp(arith.MulIOp(bx, by).result, bz).result
+    base = arith.SubIOp(linear, arith.IndexCastOp(index, lane).result).result
+    there = arith.CmpIOp(ult, arith.AddIOp(base, arith.IndexCastOp(
+        index, arith.ExtUIOp(i64, source).result).result).result, count).result
+    valid = arith.AndIOp(valid, there).result
+    chosen = arith.ExtUIOp(i64, arith.SelectOp(valid, source, lane).result).result
+    got = call(PREFIX + "exchange_warp", [bits, chosen], [i64])[0]
+    return [got, valid]
+
+
+def _promote_printf(op: ir.Operation) -> None:
+    """``gpu.printf``'s integers narrower than 32 bits to i32 (sign-extended; i1
+    zero-extended) and floats narrower than 64 bits to f64, as C's default argument
+    promotions: the argument buffer then holds 4- or 8-byte items the format decides."""
+    i32, f64 = ir.IntegerType.get_signless(32), ir.F64Type.get()
+    for i, v in enumerate(list(op.operands)):
+        ty = v.type
+        if isinstance(ty, ir.IntegerType) and ir.IntegerType(ty).width < 32:
+            cls = arith.ExtUIOp if ir.IntegerType(ty).width == 1 else arith.ExtSIOp
+            op.operands[i] = cls(i32, v).result
+        elif isinstance(ty, ir.FloatType) and ir.FloatType(ty).width < 64:
+            op.operands[i] = arith.ExtFOp(f64, v).result
+        elif isinstance(ty, ir.IndexType):
+            op.operands[i] = arith.IndexCastOp(ir.IntegerType.get_signless(64), v).result
 
 
 def _translate(gmod: ir.Operation) -> str:
@@ -247,6 +518,8 @@ def _host_ir(llvm_ir: str, name: str) -> str:
     out = _GLOBAL_AS3.sub(static, out)
     out = re.sub(r" addrspace\(\d+\)", "", out)
     out = out.replace("addrspacecast", "bitcast")
+    out = re.sub(r"@vprintf\b", f"@{PREFIX}vprintf", out)   # gpu.printf's lowering
+    out = _probe_stack(out)
     missing = []
 
     def libm(match: re.Match) -> str:
@@ -262,6 +535,14 @@ def _host_ir(llvm_ir: str, name: str) -> str:
                            " no C library equivalent on this host: the CPU target cannot "
                            "run the math op that lowers to it")
     return out
+
+
+def _probe_stack(llvm_ir: str) -> str:
+    """Every defined function probes each page of a large frame (LLVM's inline stack
+    probes): a fiber that overflows its stack touches the guard page below it instead of
+    jumping over it into the neighbouring fiber's stack."""
+    return re.sub(r"^(define [^\n]*?)\s*\{$", r'\1 "probe-stack"="inline-asm" {', llvm_ir,
+                  flags=re.M)
 
 
 @functools.cache
@@ -296,6 +577,31 @@ def abi_ir(kernels: dict[str, list[str]], barriers: bool) -> str:
         f"  %f = load ptr, ptr %p\n  call void %f(ptr %t)\n"
         # Other fibers of the block ran meanwhile and set the pointer to their records.
         f"  store ptr %t, ptr @{PREFIX}current\n  ret void\n}}")
+
+    def record_fn(field: int) -> str:
+        return (f"  %t = load ptr, ptr @{PREFIX}current\n"
+                f"  %p = getelementptr inbounds i64, ptr %t, i64 {field}\n"
+                "  %f = load ptr, ptr %p\n")
+    restore = f"  store ptr %t, ptr @{PREFIX}current\n"
+    for scope, code in (("warp", 0), ("block", 1)):
+        lines.append(
+            f"define linkonce_odr hidden void @{CIFACE}{PREFIX}publish_{scope}(i64 %v) "
+            "noinline {\n" + record_fn(PUBLISH_FIELD) +
+            f"  call void %f(ptr %t, i64 {code}, i64 %v)\n" + restore + "  ret void\n}")
+        lines.append(
+            f"define linkonce_odr hidden i64 @{CIFACE}{PREFIX}read_{scope}(i64 %i) {{\n" +
+            record_fn(READ_FIELD) + f"  %r = call i64 %f(ptr %t, i64 {code}, i64 %i)\n"
+            "  ret i64 %r\n}")
+    lines.append(
+        f"define linkonce_odr hidden i64 @{CIFACE}{PREFIX}exchange_warp(i64 %v, i64 %i) "
+        "noinline {\n" + record_fn(PUBLISH_FIELD) +
+        "  call void %f(ptr %t, i64 0, i64 %v)\n" + restore +
+        f"  %rp = getelementptr inbounds i64, ptr %t, i64 {READ_FIELD}\n"
+        "  %rf = load ptr, ptr %rp\n  %r = call i64 %rf(ptr %t, i64 0, i64 %i)\n"
+        "  ret i64 %r\n}")
+    lines.append(
+        f"define linkonce_odr hidden i32 @{PREFIX}vprintf(ptr %fmt, ptr %args) {{\n" +
+        record_fn(PRINT_FIELD) + "  call void %f(ptr %fmt, ptr %args)\n  ret i32 0\n}")
     for name, types in kernels.items():
         lines.append(f"declare void @{name}({', '.join(types)})")
         loads = []
