@@ -49,7 +49,7 @@ from typing import Any
 # pywave.cache.directory, read_file, write_atomic, sealed... by the cache's users.
 from .files import (MAX_FILE_BYTES, TEMP_PREFIX, CorruptFile, digest, directory, discard_file,
                     read_file, remove, sealed, unsealed, unwritable, warn_once, write_atomic)
-from .program import (BACKENDS, FORMATS, HOST, PYWAVE_CONVENTION, WAVE_CONVENTION, Binary,
+from .program import (BACKENDS, CPU, FORMATS, HOST, PYWAVE_CONVENTION, WAVE_CONVENTION, Binary,
                       HostSignature, KernelInfo, Param, Program, Target)
 
 log = logging.getLogger("pywave.cache")
@@ -193,8 +193,7 @@ def _decode(raw: bytes, cache_key: str) -> Program:
     if meta["key"] != cache_key:
         raise CorruptEntry(f"entry of key {meta['key'][:16]}... stored under this key")
     _fields(meta["target"], "target", {"backend": str, "chip": str})
-    if meta["target"]["backend"] not in BACKENDS and \
-            Target(**meta["target"]) != HOST:
+    if meta["target"]["backend"] not in BACKENDS and Target(**meta["target"]) not in (HOST, CPU):
         raise CorruptEntry(f"unknown backend {meta['target']['backend']!r}")
     pos, binaries = 8 + n, []
     for b in meta["binaries"]:

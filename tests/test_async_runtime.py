@@ -1,14 +1,14 @@
 """Programs on MLIR's async runtime (libwavert_runner's mlirAsyncRuntime*), through
 ``pywave run`` and ``pywave.ExecutionEngine``.
 
-* data/async_parallel_for.mlir: scf.parallel loops (1-D strided, 2-D with steps, reductions
+* data/runner/async_parallel_for.mlir: scf.parallel loops (1-D strided, 2-D with steps, reductions
   into memory with atomics, an scf.reduce loop) lowered by MLIR's ``async-parallel-for`` with
   its options (dispatch tree or a loop of tasks, worker counts, task sizes) and upstream's
   RUN-line pipeline of mlir/test/Integration/Dialect/Async/CPU, at -O0 and -O2. The values
   are checked against NumPy; every variant must print what pywave's own (sequential)
   lowering prints. Before pywave left its early-return checks out of coroutines, the
   variants with more than one block died of "free(): invalid pointer" at -O0 and hung at -O2.
-* data/async_values.mlir: async.execute with dependencies, values, awaits inside bodies and
+* data/runner/async_values.mlir: async.execute with dependencies, values, awaits inside bodies and
   a group awaited inside a body.
 * a runtime call in an async.execute body is refused at compile time.
 """
@@ -26,7 +26,7 @@ import pytest
 
 from conftest import fake_driver_env
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parent / "data" / "runner"   # host programs
 
 #: The passes after async-parallel-for in upstream's Async/CPU RUN lines.
 LOWERING = ("convert-async-to-llvm, convert-scf-to-cf, finalize-memref-to-llvm, arith-expand, "
@@ -75,7 +75,7 @@ def _expected_parallel_for() -> list[np.ndarray]:
 
 @pytest.fixture(scope="module")
 def reference() -> str:
-    """data/async_parallel_for.mlir through pywave's own lowering (scf.parallel run
+    """data/runner/async_parallel_for.mlir through pywave's own lowering (scf.parallel run
     sequentially), its values checked against NumPy."""
     proc = _run(str(DATA / "async_parallel_for.mlir"))
     assert proc.returncode == 0, proc.stderr[-4000:]

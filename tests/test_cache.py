@@ -420,7 +420,7 @@ P0 = ("functions", 0, "params", 0)
     _set(P0 + ("extra",), 1), _set(("functions", 0, "params"), {}), _set(("functions", 0), []),
     _set(("functions",), None), _set(("binaries", 0, "size"), -1),
     _set(("binaries", 0, "size"), 10**9), _set(("binaries", 0, "format"), "elf"),
-    _set(("object_size",), "1"), _set(("target", "backend"), "cpu"), _set(("target",), []),
+    _set(("object_size",), "1"), _set(("target", "backend"), "cpu"), _set(("target", "backend"), "tpu"), _set(("target",), []),
     _set(("key",), KeyError), _set(("key",), 5),
 ], ids=lambda m: "mutate")
 def test_malformed_field_with_a_valid_checksum_is_rebuilt(mutate, caplog):

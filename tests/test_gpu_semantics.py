@@ -490,8 +490,7 @@ def _wrap32(value: int) -> int:
     return (int(value) + (1 << 31)) % (1 << 32) - (1 << 31)
 
 
-@devices(cpu_xfail="gpu.module @k: gpu.subgroup_reduce at line 6, column 10 cannot run on "
-                   "the CPU target")
+@devices()
 @pytest.mark.parametrize("form", ["uniform ", ""])
 def test_i32_subgroup_reductions_match_mlir_semantics(device, form):
     """Every kind on two warps of i32 values (extremes included): the uniform ones are

@@ -124,7 +124,7 @@ class ExecutionEngine:
         self._closed = False
         self._callbacks: dict[str, Any] = {}      # register_runtime's, kept alive
         self._functions: dict[str, Any] = {}      # lookup's, by name
-        self._cpu_call: "run._Call | None" = None  # target="cpu": the call bracket
+        self._cpu_call: "run.Call | None" = None  # target="cpu": the call bracket
         jit.initialise(runtime.LIBRARY)
         run.load_shared_libs(self._shared_libs)
 
@@ -205,7 +205,7 @@ class ExecutionEngine:
             _checked(call, what)
             return
         if self._cpu_call is None:
-            self._cpu_call = run._Call(self._target)
+            self._cpu_call = run.Call(self._target)
         self._cpu_call.call(call, what)
 
     # ---- runtime symbols and object code ---------------------------------------------------

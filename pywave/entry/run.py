@@ -135,7 +135,7 @@ def _flush_c_stdio() -> None:
     ctypes.CDLL(None).fflush(None)
 
 
-class _Call:
+class Call:
     """One libwavert call bracket (wavert_call_begin/end) on GPU 0 of ``target``, through
     ctypes; for :data:`pywave.program.HOST` a host-only call (no device: the driver is not
     opened)."""
@@ -192,7 +192,7 @@ def run_file(text: str, args: argparse.Namespace, filename: str) -> int:
     slot = ctypes.create_string_buffer(8)
     status = 0
     try:
-        call = _Call(target)
+        call = Call(target)
         entry = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(code.address(RUN_ENTRY))
         sys.stdout.flush()
         try:
