@@ -65,3 +65,29 @@ def test_ptxas_options_that_compile_nothing_are_refused(option):
 def test_a_nul_in_dump_dir_is_a_compile_error(tmp_path):
     with pytest.raises(pywave.CompileError, match="dump_dir=.*NUL"):
         build(VECTOR_ADD, False, dump_dir=str(tmp_path) + "/a\0b")
+
+
+def test_the_fast_nesting_check_agrees_with_the_token_scan():
+    import random
+    from pywave.frontend import validate
+    rng = random.Random(34)
+    for _ in range(60):
+        depth = rng.choice([validate.MAX_NESTING - 1, validate.MAX_NESTING,
+                            validate.MAX_NESTING + 1])
+        text = ")" * rng.randint(0, 3) + "(" * depth + "x" + ")" * depth
+        text += "".join(rng.choice("(){}[] x") for _ in range(rng.randint(0, 3000)))
+        try:
+            validate.nesting(text.replace("x", "\"x\""))     # a string: the token scan
+            scanned = True
+        except pywave.CompileError:
+            scanned = False
+        assert validate._shallow(text) == scanned, text[:80]
+
+
+def test_fifty_megabytes_of_brackets_are_refused_in_seconds():
+    import time
+    text = ("(" * 999 + ")" * 999) * 25_000
+    start = time.monotonic()
+    with pytest.raises(pywave.CompileError, match="cannot parse MLIR"):
+        build(text, False)
+    assert time.monotonic() - start < 20
