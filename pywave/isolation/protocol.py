@@ -13,6 +13,12 @@ pid is > 0. A client that was interrupted leaves replies unread: it skips replie
 sequence number is not the one it waits for (closing their fds). ``b"Q"`` + u64 asks the
 server to exit. When a worker exits, the server writes its wait status (i64) to the
 worker's status pipe and closes it.
+
+On accepting a connection the server speaks first: a greeting of :data:`HELLO` (``b"H"``
+and the size of a JSON body: :func:`identity` and the server's pid) or, at its connection
+limit, ``b"R"`` and a JSON body with the reason. Waits use poll(2) (any fd number); every
+frame is checked before use (:data:`MAX_FRAME_BYTES`, :func:`check_worker_frame`) and a
+peer that breaks the format is :class:`PeerError`.
 """
 
 from __future__ import annotations

@@ -12,6 +12,13 @@ that came with it. It exits after ``$PYWAVE_COMPILE_SERVER_IDLE`` seconds (defau
 no client connected, on a ``Q`` request, or when its socket path no longer names its socket
 (a newer server took the name). SIGINT and SIGHUP are ignored: it belongs to no terminal.
 Workers live on without it (they end with their client).
+
+Limits: it waits through epoll (:mod:`selectors`), raises its RLIMIT_NOFILE soft limit to
+the hard one (:func:`raise_fd_limit`) and serves that many connections less
+:data:`FD_RESERVE`; it greets each (``protocol.HELLO``) or refuses one past the limit with
+the reason (and with a spare fd when even accept() fails with EMFILE), never dying. Its
+sockets are non-blocking: a client that does not read its replies, or sends half a request,
+is dropped; nobody else waits for it.
 """
 
 from __future__ import annotations
