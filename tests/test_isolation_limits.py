@@ -338,3 +338,16 @@ def test_a_process_limit_is_a_typed_error_naming_it(env):
     assert first.startswith("True ok") or ("RLIMIT_NPROC" in first
                                            and "isolate=False" in first), first
     assert done.stdout.splitlines()[1].startswith("False ok")
+
+
+def test_pywave_changed_under_the_process_is_a_compile_error_saying_restart(env):
+    done = script("""
+        protocol.identity()
+        protocol._IDENTITY["pywave"] = "0.0.9"     # what this process loaded, say
+        try:
+            compile(timeout=120)
+        except pywave.CompileError as exc:
+            print("CompileError:", exc)
+    """, env, timeout=200)
+    assert "CompileError:" in done.stdout, done.stderr[-2000:]
+    assert "restart the process" in done.stdout and "'0.0.9'" in done.stdout
