@@ -229,6 +229,9 @@ def _check_kept(st: os.stat_result, limit: int) -> None:
         raise CorruptFile(f"owned by uid {st.st_uid}, not by this user (uid {os.geteuid()})")
     if st.st_size > limit:
         raise CorruptFile(f"{st.st_size} bytes, over the limit of {limit} bytes")
+    if st.st_size > 1 << 20 and st.st_blocks * 512 < st.st_size // 2:
+        raise CorruptFile(f"a sparse file ({st.st_size} bytes, {st.st_blocks * 512} "
+                          "allocated): not one pywave wrote")
 
 
 def _read_at_most(fd: int, size: int, limit: int) -> bytes:
@@ -277,7 +280,22 @@ def write_atomic(root: str, name: str, data: bytes) -> bool:
 
 
 def remove(path: str) -> None:
+    """Remove cache file ``path``; a folder there (never pywave's: it would block the entry
+    for good, each process recompiling) is removed with what it holds, links not
+    followed."""
     try:
         os.unlink(path)
-    except OSError:
+    except IsADirectoryError:
         pass
+    except OSError as exc:
+        if exc.errno != errno.EPERM:       # EPERM: Linux's unlink() of a folder
+            return
+    else:
+        return
+    import shutil
+    try:
+        if stat.S_ISDIR(os.lstat(path).st_mode):
+            shutil.rmtree(path)     # rmtree never follows a symlink (lstat/O_NOFOLLOW)
+    except OSError as exc:
+        log.warning("compile cache: cannot remove the folder %s at an entry's name: %s",
+                    path, exc.strerror or exc)

@@ -45,6 +45,16 @@ RESERVED_PTXAS_OPTIONS = {
         "the PTX comes from the compile",
 }
 
+#: ptxas options that make it print and compile nothing (no cubin would come out).
+NO_OUTPUT_PTXAS_OPTIONS = {
+    "--version": "it prints ptxas's version and compiles nothing",
+    "-V": "it prints ptxas's version and compiles nothing",
+    "--help": "it prints ptxas's help and compiles nothing",
+    "-h": "it prints ptxas's help and compiles nothing",
+    "--list-version": "it lists PTX versions and compiles nothing",
+    "-list-version": "it lists PTX versions and compiles nothing",
+}
+
 #: One ptxas option: a dash or two, a name, and an optional ``=value`` without spaces, quotes
 #: or shell/pipeline metacharacters (``--def-load-cache=cg``, ``-v``, ``--warn-on-spills``).
 _PTXAS_OPTION = r"--?[A-Za-z][A-Za-z0-9_-]*(=[A-Za-z0-9_.,:+/-]+)?"
@@ -202,6 +212,8 @@ def _checked_ptxas_options(options: object) -> tuple[str, ...]:
             (RESERVED_PTXAS_OPTIONS["-O"] if re.fullmatch(r"-O\d*", name) else None)
         if reserved:
             raise CompileError(f"{where}: pywave sets {name} itself ({reserved})")
+        if name in NO_OUTPUT_PTXAS_OPTIONS:
+            raise CompileError(f"{where} is refused: {NO_OUTPUT_PTXAS_OPTIONS[name]}")
     return tuple(options)
 
 

@@ -339,3 +339,80 @@ def test_cache_list_says_why_an_entry_is_unreadable(tmp_path, monkeypatch):
     (folder / ("0" * 64 + ".pwc")).write_bytes(b"PWCACHE0" + bytes(64))
     (entry,) = cache_admin.entries()
     assert entry.chip is None and "another version" in entry.problem, entry
+
+
+# Issue 34: the cache tells the truth ---------------------------------------------------------
+def _pywave_cli(*args, env):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "pywave", *args], env=env,
+                          capture_output=True, text=True, timeout=240)
+
+
+def _fill(tmp_path):
+    import os
+    env = dict(os.environ, PYWAVE_CACHE_DIR=str(tmp_path / "c"))
+    import subprocess
+    import sys
+    data = os.path.join(os.path.dirname(__file__), "data", "vector_add.mlir")
+    subprocess.run([sys.executable, "-c", "import pywave, sys; pywave.compile(open(sys.argv[1])"
+                    ".read(), target='sm_90', format='ptx')", data], env=env, check=True,
+                   timeout=240)
+    return env, tmp_path / "c"
+
+
+def test_cache_clear_of_a_read_only_folder_names_what_is_left_and_exits_1(tmp_path):
+    import os
+    env, root = _fill(tmp_path)
+    if os.geteuid() == 0:
+        import pytest
+        pytest.skip("root removes files from a read-only folder")
+    os.chmod(root, 0o500)
+    try:
+        done = _pywave_cli("cache", "clear", env=env)
+    finally:
+        os.chmod(root, 0o700)
+    assert done.returncode == 1
+    assert "cannot remove" in done.stderr and ".pwc" in done.stderr
+    assert any(n.endswith(".pwc") for n in os.listdir(root))
+
+
+def test_cache_clear_removes_a_folder_at_an_entry_name(tmp_path):
+    import os
+    env, root = _fill(tmp_path)
+    odd = root / ("f" * 64 + ".pwc")
+    odd.mkdir()
+    (odd / "inside").write_bytes(b"x" * 10)
+    done = _pywave_cli("cache", "clear", env=env)
+    assert done.returncode == 0, done.stderr
+    assert not odd.exists()
+    assert not any(n.endswith(".pwc") for n in os.listdir(root))
+
+
+def test_a_folder_at_an_entry_name_is_removed_and_the_entry_stored(tmp_path):
+    import os
+    import subprocess
+    import sys
+    env, root = _fill(tmp_path)
+    entry = next(n for n in os.listdir(root) if n.endswith(".pwc"))
+    os.unlink(root / entry)
+    (root / entry).mkdir()
+    (root / entry / "x").write_bytes(b"1")
+    data = os.path.join(os.path.dirname(__file__), "data", "vector_add.mlir")
+    subprocess.run([sys.executable, "-c", "import pywave, sys; pywave.compile(open(sys.argv[1])"
+                    ".read(), target='sm_90', format='ptx')", data], env=env, check=True,
+                   timeout=240)
+    assert (root / entry).is_file()
+
+
+def test_a_sparse_entry_is_refused_without_reading_it(tmp_path, monkeypatch):
+    import time
+    from pywave import cache
+    path = tmp_path / "sparse.pwc"
+    with open(path, "wb") as fh:
+        fh.truncate(1 << 30)
+    start = time.monotonic()
+    import pytest
+    with pytest.raises(cache.CorruptEntry, match="sparse"):
+        cache.read_file(str(path))
+    assert time.monotonic() - start < 1.0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import stat
 
 from .. import cache
 from ..kernels import toolkit
@@ -97,27 +98,78 @@ def summary() -> Summary:
     return Summary(root, count, total, cache.max_bytes())
 
 
+@dataclasses.dataclass(frozen=True)
+class Cleared:
+    """What :func:`clear_all` did: entries and files removed, bytes freed, and each file it
+    could not remove as (name, reason) (a read-only folder, another user's file)."""
+
+    entries: int
+    files: int
+    freed: int
+    failed: tuple[tuple[str, str], ...]
+
+
 def clear() -> tuple[int, int, int]:
+    """(entries removed, files removed, bytes freed) of :func:`clear_all`."""
+    done = clear_all()
+    return done.entries, done.files, done.freed
+
+
+def clear_all() -> Cleared:
     """Remove every entry, pre-linked ``.pwso`` file of earlier versions, leftover temporary
-    file and the ptxas release memo (:data:`pywave.kernels.toolkit.VERSIONS_FILE`, and the legacy
-    one); returns (entries removed, files removed, bytes freed). A symbolic link is removed
-    itself, never what it points to (nor counted by it).
+    file and the ptxas release memo (:data:`pywave.kernels.toolkit.VERSIONS_FILE`, and the
+    legacy one). A symbolic link is removed itself, never what it points to (nor counted
+    by it); a folder at such a name (never pywave's: it would block that entry for good) is
+    removed with what it holds, without following links. What cannot be removed is named
+    in ``failed``, with the OS's reason.
+
     Other processes may keep using the cache: a removed entry is rebuilt on its next compile."""
     root = cache.directory()
     if root is None:
-        return 0, 0, 0
+        return Cleared(0, 0, 0, ())
     entries = removed = freed = 0
-    for name in os.listdir(root):
+    failed: list[tuple[str, str]] = []
+    for name in sorted(os.listdir(root)):
         if not (name.endswith(cache.SUFFIXES) or name.startswith(TEMP_PREFIX) or
                 name in (toolkit.VERSIONS_FILE, toolkit.LEGACY_VERSIONS_FILE)):
             continue
         path = os.path.join(root, name)
         try:
-            size = os.lstat(path).st_size
-            os.unlink(path)
-        except OSError:
+            st = os.lstat(path)
+            if stat.S_ISDIR(st.st_mode):
+                size = _remove_tree(path)
+            else:
+                size = st.st_size
+                os.unlink(path)
+        except FileNotFoundError:
+            continue                # removed by another process meanwhile
+        except OSError as exc:
+            failed.append((name, exc.strerror or str(exc)))
             continue
         removed += 1
         entries += name.endswith(ENTRY_SUFFIX) and not name.startswith(TEMP_PREFIX)
         freed += size
-    return entries, removed, freed
+    return Cleared(entries, removed, freed, tuple(failed))
+
+
+def _remove_tree(path: str) -> int:
+    """Remove folder ``path`` and everything in it (links removed, not followed); its
+    files' bytes. Raises OSError for the first thing that cannot be removed."""
+    total = 0
+    errors: list[OSError] = []
+    for parent, dirs, names in os.walk(path, topdown=False):
+        for name in names + dirs:
+            target = os.path.join(parent, name)
+            try:
+                st = os.lstat(target)
+                if stat.S_ISDIR(st.st_mode):
+                    os.rmdir(target)
+                else:
+                    total += st.st_size
+                    os.unlink(target)
+            except OSError as exc:
+                errors.append(exc)
+    if errors:
+        raise errors[0]
+    os.rmdir(path)
+    return total

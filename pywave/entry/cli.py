@@ -363,10 +363,16 @@ def _run_cache(args: argparse.Namespace) -> int:
                 f"{e.chip} {','.join(e.functions or ())}"
             print(f"{e.key}  {_size(e.size):>10}  {used}  {what}")
     else:
-        entries, removed, freed = cache_admin.clear()
-        noun = "entry" if entries == 1 else "entries"
-        print(f"removed {entries} {noun} ({removed} files, {_size(freed)}) from "
+        done = cache_admin.clear_all()
+        noun = "entry" if done.entries == 1 else "entries"
+        print(f"removed {done.entries} {noun} ({done.files} files, {_size(done.freed)}) from "
               f"{summary.directory}")
+        if done.failed:
+            for name, reason in done.failed:
+                print(f"pywave cache clear: cannot remove {name}: {reason}", file=sys.stderr)
+            print(f"pywave cache clear: {len(done.failed)} files left in "
+                  f"{summary.directory}", file=sys.stderr)
+            return 1
     return 0
 
 

@@ -105,7 +105,11 @@ def text_and_name(text: "str | os.PathLike[str] | MlirModule") -> tuple[str, str
         An unreadable file, or a module object whose printing fails.
     """
     if isinstance(text, str):
-        return text, "<input>"
+        return str(text), "<input>"    # a subclass as a plain str: it travels to the worker
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        raise TypeError(f"the module must be {ACCEPTED}; got {type(text).__name__}: decode "
+                        "MLIR source first (text.decode('utf-8')), or pass the path of its "
+                        "file")
     if isinstance(text, os.PathLike):
         return read_mlir(text), os.fspath(text)
     printed = module_text(text)

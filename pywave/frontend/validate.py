@@ -165,6 +165,13 @@ def options(text: Any, *, target: Any = None, opt_level: Any = 2, format: Any = 
         raise TypeError(f"filename must be a str, got {type(filename).__name__}")
     if dump_dir is not None and not isinstance(dump_dir, (str, os.PathLike)):
         raise TypeError(f"dump_dir must be a path (str or os.PathLike), got {dump_dir!r}")
+    if dump_dir is not None:
+        path = os.fspath(dump_dir)
+        if not isinstance(path, str) or "\0" in path:
+            raise CompileError(f"dump_dir={path!r} is not a usable path: "
+                               + ("it holds a NUL character, which no file name can hold"
+                                  if isinstance(path, str) and "\0" in path else
+                                  "expected a str path"))
     for name, value in (("keep_stages", keep_stages), ("library", library)):
         if not isinstance(value, bool):
             raise TypeError(f"{name} must be a bool, got {value!r}")
@@ -210,10 +217,29 @@ def timeout(value: Any, parameter: str = "timeout") -> float:
     return seconds
 
 
+#: Largest MLIR text compiled (bytes of UTF-8 are at least its characters): larger input is
+#: refused before parsing (MLIR's parser holds the whole text and its IR in memory).
+MAX_TEXT_CHARS = 256 << 20
+
+
 def source(text: Any) -> None:
-    """MLIR text must be a str that encodes to UTF-8 (no lone surrogates)."""
+    """MLIR text must be a str (an exact str: a subclass does not travel to the compile
+    worker; :func:`pywave.frontend.source.text_and_name` converts one) of at most
+    :data:`MAX_TEXT_CHARS` characters that encodes to UTF-8 (no lone surrogates) and holds no
+    NUL (MLIR's parser stops at one: whatever follows would be silently dropped)."""
     if not isinstance(text, str):
         raise TypeError(f"compile() takes MLIR text (str), got {type(text).__name__}")
+    if len(text) > MAX_TEXT_CHARS:
+        raise CompileError(f"the MLIR text has {len(text)} characters, more than the "
+                           f"{MAX_TEXT_CHARS} compiled (pywave.frontend.validate."
+                           "MAX_TEXT_CHARS)")
+    at = text.find("\0")
+    if at >= 0:
+        line = text.count("\n", 0, at) + 1
+        column = at - (text.rfind("\n", 0, at) + 1) + 1
+        raise CompileError(f"the MLIR text holds a NUL character at line {line}, column "
+                           f"{column}; MLIR's parser would stop there and drop the rest",
+                           line=line, column=column)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -240,6 +266,8 @@ def nesting(text: str) -> None:
     are not scanned."""
     if sum(map(text.count, _OPEN)) <= MAX_NESTING:
         return
+    if '"' not in text and "//" not in text and _shallow(text):
+        return
     depth = 0
     for match in _BRACKETS.finditer(text):
         token = match.group()
@@ -255,6 +283,36 @@ def nesting(text: str) -> None:
                     "expressions, attributes)", line=line, column=column)
         elif len(token) == 1:
             depth = max(depth - 1, 0)
+
+
+_STEPS = None
+
+
+def _shallow(text: str) -> bool:
+    """Whether brackets in ``text`` (which has no strings nor comments) nest at most
+    MAX_NESTING deep, computed at C speed: the depth after each bracket is the running sum
+    of +1/-1 less its running minimum (clamped at 0: a stray closer does not go below 0,
+    as in :func:`nesting`). Used only to skip the token scan, which finds the position."""
+    global _STEPS
+    try:
+        import numpy as np
+    except ImportError:
+        return False
+    if _STEPS is None:
+        table = np.zeros(256, dtype=np.int8)
+        for ch in _OPEN:
+            table[ord(ch)] = 1
+        for ch in ")}]":
+            table[ord(ch)] = -1
+        _STEPS = table
+    raw = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    if raw.size == 0:
+        return True
+    total = np.cumsum(_STEPS[raw], dtype=np.int32)     # MAX_TEXT_CHARS fits an int32
+    floor = np.minimum.accumulate(total)
+    np.minimum(floor, 0, out=floor)
+    np.subtract(total, floor, out=total)
+    return int(total.max()) <= MAX_NESTING
 
 
 def pipeline_value(what: str, value: str) -> str:
@@ -323,6 +381,27 @@ def single_threaded(ctx: "ir.Context") -> None:
     name: "redefinition of symbol") reaches the bindings' error-capture handler, which
     touches Python objects without the GIL: nanobind aborts the process (incref_check)."""
     ctx.enable_multithreading(False)
+
+
+def top_level(mod: "ir.Module") -> None:
+    """The parsed module must be one module pywave can use: no nested ``builtin.module``
+    (two top-level modules parse as one module holding both), and at least one host
+    ``func.func`` with a body or one ``gpu.module``. CompileError naming what was found."""
+    names = [op.operation.name for op in mod.body.operations]
+    nested = names.count("builtin.module")
+    if nested:
+        raise CompileError(
+            f"the MLIR text holds {nested} nested module{'s' if nested > 1 else ''} "
+            "(builtin.module inside the top-level module, or several top-level modules); "
+            "pywave compiles one module: put the functions and gpu.modules directly in one "
+            "top-level module")
+    callable_ = any(op.operation.name == "gpu.module" or (
+        op.operation.name == "func.func" and len(op.operation.regions[0].blocks) > 0)
+        for op in mod.body.operations)
+    if not callable_:
+        found = ", ".join(sorted(set(names))) or "nothing"
+        raise CompileError(f"the MLIR module has no function pywave can call: no func.func "
+                           f"with a body and no gpu.module at its top level (found: {found})")
 
 
 def module(mod: "ir.Module") -> None:

@@ -54,6 +54,35 @@ What each event does:
 - **fork() in the user's process**: the child forgets the parent's workers and connection
   and makes its own.
 
+Limits (issue 34)
+-----------------
+- **fds**: every wait is poll(2) or epoll (:mod:`selectors`), never select(): any fd number
+  works (a process with thousands of open files compiles). The server raises its
+  RLIMIT_NOFILE soft limit to the hard one and serves that many clients less
+  ``server.FD_RESERVE`` (64), 10,000 and more where the hard limit allows; a client past that
+  is greeted with a refusal naming the limit and starts its workers directly (said once in
+  its log, WARNING). The server never blocks on a client: its sockets are non-blocking, a
+  client that sends without reading (its socket full) or half a request is dropped.
+- **deadlines**: each wait is bounded by the call's ``timeout`` and its own patience:
+  connecting (``client.CONNECT_SECONDS``, 10: a full backlog of a stopped server), the
+  greeting (the same), each fork reply however it is split (``FORK_REPLY_SECONDS``, 10),
+  another process's server start (``START_LOCK_SECONDS``, 15; then this process starts its
+  workers directly and says so once; the server is tried again after
+  ``SERVER_RETRY_SECONDS``, 60), a start of its own (``SERVER_START_SECONDS``, 120; a start
+  still running then is killed). Ctrl-C interrupts every one of them.
+- **identity**: the server greets each client with pywave's version, the host ABI and the
+  executable (:func:`.protocol.identity`); a server that differs, greets otherwise or not at
+  all is retired (its path unlinked) and a server of this process's own started. When even
+  that one differs, pywave's files changed under this process: a CompileError says to
+  restart it. Every frame is checked before use (size at most ``protocol.MAX_FRAME_BYTES``,
+  tag, arity, field types): another shape is a CompileError naming the worker (no
+  reproducer).
+- **resource limits**: a worker that cannot start (fork/clone EAGAIN: RLIMIT_NPROC or the
+  cgroup's pids.max; EMFILE: RLIMIT_NOFILE; ENOMEM) is a CompileError naming the limit and
+  its value and ``isolate=False``; the build thread's 1 GiB stack shrinks to 256 or 64 MiB,
+  else the build runs on the worker's main thread, under ``ulimit -v``/``-u``; a worker that
+  dies out of memory under a limit is reported as that limit, never as a compiler crash.
+
 Where the server cannot run (not Linux, ``$PYWAVE_COMPILE_SERVER=0``, no private runtime
 folder, or it fails to start) each worker is started directly as ``python -c BOOT``.
 ``PYWAVE_ISOLATE=0`` or ``isolate=False`` compiles in-process (for debuggers).

@@ -16,6 +16,7 @@ a discard path blocks, so an interrupt, a timeout or a death always returns the 
 from __future__ import annotations
 
 import array
+import errno
 import fcntl
 import hashlib
 import json
@@ -54,6 +55,14 @@ SERVER_START_SECONDS = 120.0
 #: Seconds a running server may take to answer a fork request before it counts as stuck
 #: (a fork takes milliseconds; a stopped or deaf server is then replaced).
 FORK_REPLY_SECONDS = 10.0
+#: Seconds a connection may take to be accepted and greeted (a stopped server with a full
+#: backlog, or a foreign listener that never speaks, is then replaced).
+CONNECT_SECONDS = 10.0
+#: Seconds a process waits for another process's server start (the start lock) before it
+#: stops waiting and starts its workers as interpreters of their own.
+START_LOCK_SECONDS = 15.0
+#: Seconds after a fallback (no server) before a compile tries the server again.
+SERVER_RETRY_SECONDS = 60.0
 #: A compile that outlives a limit of at least this many seconds is reported as a hang in
 #: MLIR/LLVM, with a reproducer; a shorter limit is the caller's choice, not a bug.
 HANG_REPORT_SECONDS = 60.0
@@ -62,6 +71,14 @@ _STDERR_TAIL_BYTES = 64 * 1024
 
 class ServerUnavailable(Exception):
     """The compile server could not be started or stopped answering."""
+
+
+class ServerRefused(ServerUnavailable):
+    """The server answered, refusing this client (at its connection limit)."""
+
+
+class IdentityMismatch(ServerUnavailable):
+    """The server at the socket path is another pywave version, ABI or interpreter."""
 
 
 class NotStarted(Exception):
@@ -164,10 +181,19 @@ class Worker:
             try:
                 with shield.waiting():
                     got = reader.next(deadline)
+                if got is not None:
+                    got = protocol.check_worker_frame(got)
             except TimeoutError:
                 self.kill()
                 raise _timed_out(limit, started, _next_stage(finished),
                                  self.stderr_tail()) from None
+            except protocol.PeerError as exc:
+                self.kill()
+                raise crash.WorkerDied(f"worker {self.pid} sent {exc} (a foreign process or "
+                                       f"another pywave version; this is pywave "
+                                       f"{__version__}); it was killed",
+                                       _next_stage(finished), self.stderr_tail(),
+                                       crash=False) from None
             if got is None:
                 if not started:
                     raise NotStarted
@@ -255,10 +281,18 @@ class ForkedWorker(Worker):
     def __init__(self, server: "ServerConnection", deadline: protocol.Deadline,
                  shield: Shield) -> None:
         super().__init__()
-        requests_r, self._requests = os.pipe()
-        self._replies, replies_w = os.pipe()
-        self._status, status_w = os.pipe()
-        client = os.pidfd_open(os.getpid())
+        made: list[int] = []
+        try:
+            for _ in range(3):
+                made.extend(os.pipe())
+            made.append(os.pidfd_open(os.getpid()))
+        except OSError as exc:
+            for fd in made:
+                os.close(fd)
+            self.stderr.close()
+            raise crash.limit_error("open the compile worker's pipes", exc) from None
+        requests_r, self._requests, self._replies, replies_w, self._status, status_w, \
+            client = made
         try:
             self.pid, self._pidfd = server.fork(
                 [requests_r, replies_w, self.stderr.fileno(), status_w, client], deadline,
@@ -276,9 +310,9 @@ class ForkedWorker(Worker):
         log.debug("forked compile worker %d", self.pid)
 
     def alive(self) -> bool:
-        import select    # the pidfd turns readable when the worker exits (its status pipe
-        ready, _, _ = select.select([self._pidfd], [], [], 0)   # also ends with its server)
-        return not ready
+        # the pidfd turns readable when the worker exits (its status pipe also ends with
+        # its server); poll: any fd number
+        return not protocol.readable_now(self._pidfd)
 
     def kill(self) -> None:
         try:
@@ -305,10 +339,14 @@ class SpawnedWorker(Worker):
 
     def __init__(self) -> None:
         super().__init__()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", BOOT, json.dumps(sys.path), "worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
-            env=_process_env(), close_fds=True, start_new_session=True)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", BOOT, json.dumps(sys.path), "worker"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
+                env=_process_env(), close_fds=True, start_new_session=True)
+        except OSError as exc:
+            self.stderr.close()
+            raise crash.limit_error("start a compile worker", exc) from None
         self._requests = self.proc.stdin.fileno()
         self._replies = self.proc.stdout.fileno()
         self.pid = self.proc.pid
@@ -376,10 +414,11 @@ def server_key() -> str:
 
 
 class ServerConnection:
-    """A connection to the compile server; thread-safe (one fork request at a time)."""
+    """A connection to the compile server, greeted (:func:`_try_connect`); thread-safe (one
+    fork request at a time). Non-blocking: every send and receive waits with a deadline."""
 
-    def __init__(self, sock: socket.socket, path: str) -> None:
-        self.sock, self.path = sock, path
+    def __init__(self, sock: socket.socket, path: str, hello: dict[str, Any]) -> None:
+        self.sock, self.path, self.hello = sock, path, hello
         self.pid = _peer_creds(sock)[0]      # the server's pid (SO_PEERCRED)
         try:
             self.inode: int | None = os.lstat(path).st_ino
@@ -391,67 +430,119 @@ class ServerConnection:
     def fork(self, fds: list[int], deadline: protocol.Deadline,
              shield: Shield) -> tuple[int, int]:
         """A worker given ``fds`` (protocol.FORK_FDS); returns (pid, pidfd). Raises
-        ServerUnavailable (no answer within FORK_REPLY_SECONDS), WorkerDied (``deadline``
-        passed first); Ctrl-C only while waiting for the reply (``shield``)."""
+        ServerUnavailable (no answer within FORK_REPLY_SECONDS, half a reply, a reply of
+        another shape), WorkerDied (``deadline`` passed first, or the server cannot fork
+        for a resource limit); Ctrl-C while waiting to send or for the reply (``shield``)."""
         with self._lock:
             self._seq += 1
             seq = self._seq
+            patience = protocol.earliest(deadline, protocol.Deadline(FORK_REPLY_SECONDS))
             try:
-                # sendmsg, not socket.send_fds, which drops its flags: MSG_NOSIGNAL keeps a
-                # dead server's socket from raising SIGPIPE (EPIPE instead)
-                self.sock.sendmsg([protocol.FORK.pack(b"F", seq)],
-                                  [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))],
-                                  socket.MSG_NOSIGNAL)
-                return self._reply(seq, deadline, shield)
+                self._send(protocol.FORK.pack(b"F", seq), fds, patience, shield)
+                return self._reply(seq, deadline, patience, shield)
             except OSError as exc:
                 raise ServerUnavailable(f"compile server at {self.path}: {exc}") from None
 
-    def _reply(self, seq: int, deadline: protocol.Deadline,
-               shield: Shield) -> tuple[int, int]:
-        patience = protocol.Deadline(FORK_REPLY_SECONDS)
+    def _send(self, data: bytes, fds: list[int], patience: protocol.Deadline,
+              shield: Shield) -> None:
+        # sendmsg, not socket.send_fds, which drops its flags: MSG_NOSIGNAL keeps a dead
+        # server's socket from raising SIGPIPE (EPIPE instead)
+        rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
         while True:
+            try:
+                sent = self.sock.sendmsg([data], rights, socket.MSG_NOSIGNAL)
+                break
+            except BlockingIOError:
+                pass
             with shield.waiting():
-                ready = protocol.wait_readable(self.sock.fileno(),
-                                               protocol.earliest(deadline, patience))
-            if not ready:
+                if not protocol.wait_writable(self.sock.fileno(), patience):
+                    raise self._silent("take the request")
+        if sent != len(data):
+            raise ServerUnavailable(f"compile server {self.pid} took {sent} of a request's "
+                                    f"{len(data)} bytes")
+
+    def _silent(self, what: str) -> Exception:
+        return ServerUnavailable(f"compile server {self.pid} at {self.path} did not {what} "
+                                 f"within {FORK_REPLY_SECONDS:g} s (stopped or overloaded)")
+
+    def _reply(self, seq: int, deadline: protocol.Deadline, patience: protocol.Deadline,
+               shield: Shield) -> tuple[int, int]:
+        while True:
+            try:
+                data, fds = recv_exact(self.sock, protocol.FORK_REPLY.size, patience, shield,
+                                       max_fds=1)
+            except TimeoutError:
                 if deadline.passed():
-                    raise _no_worker_in_time()
-                raise ServerUnavailable(f"compile server {self.pid} at {self.path} did not "
-                                        f"answer within {FORK_REPLY_SECONDS:g} s")
-            data, fds, _, _ = socket.recv_fds(self.sock, protocol.FORK_REPLY.size, 1)
-            if len(data) < protocol.FORK_REPLY.size:
-                data += self._rest(protocol.FORK_REPLY.size - len(data))
+                    raise _no_worker_in_time() from None
+                raise self._silent("answer") from None
+            except EOFError:
+                raise ServerUnavailable(f"compile server {self.pid} at {self.path} closed "
+                                        "the connection") from None
             got, pid = protocol.FORK_REPLY.unpack(data)
             if got != seq:          # the reply to an interrupted request
                 for fd in fds:
                     os.close(fd)
+                if got > seq:
+                    raise ServerUnavailable(f"compile server {self.pid} answered request "
+                                            f"{got}, not one of the {seq} sent")
                 continue
             if pid <= 0:
-                raise ServerUnavailable(f"compile server cannot fork: {os.strerror(-pid)}")
-            if not fds:
-                raise ServerUnavailable("compile server sent no pidfd")
+                for fd in fds:
+                    os.close(fd)
+                err = -pid
+                if err in crash.LIMIT_ERRNOS:
+                    from ..errors import CompileError
+                    raise CompileError(crash.limit_text(f"fork a compile worker (in the "
+                                                        f"compile server {self.pid})", err))
+                raise ServerUnavailable(f"compile server cannot fork: "
+                                        f"{os.strerror(err) if err else 'no pid'}")
+            if len(fds) != 1:
+                raise ServerUnavailable(f"compile server {self.pid} sent {len(fds)} pidfds "
+                                        "with a reply (1 expected)")
             return pid, fds[0]
-
-    def _rest(self, size: int) -> bytes:
-        rest = b""
-        while len(rest) < size:
-            chunk = self.sock.recv(size - len(rest))
-            if not chunk:
-                raise ServerUnavailable(f"compile server at {self.path} closed the connection")
-            rest += chunk
-        return rest
 
     def close(self) -> None:
         self.sock.close()
 
     def retire(self) -> None:
         """Close, and unlink the socket path if it still names this server's socket."""
-        try:
-            if os.lstat(self.path).st_ino == self.inode:
-                os.unlink(self.path)
-        except OSError:
-            pass
+        _unlink_if(self.path, self.inode)
         self.close()
+
+
+def _unlink_if(path: str, inode: int | None) -> None:
+    try:
+        if inode is not None and os.lstat(path).st_ino == inode:
+            os.unlink(path)
+    except OSError:
+        pass
+
+
+def recv_exact(sock: socket.socket, size: int, deadline: protocol.Deadline, shield: Shield,
+               max_fds: int = 0) -> tuple[bytes, list[int]]:
+    """Exactly ``size`` bytes from non-blocking ``sock`` (and the fds that came with them),
+    however they are split, waiting at most until ``deadline`` in all (Ctrl-C through
+    ``shield``). Raises TimeoutError at the deadline, EOFError at EOF; fds received are
+    closed on either."""
+    data, fds = b"", []
+    try:
+        while len(data) < size:
+            try:
+                chunk, got, _, _ = socket.recv_fds(sock, size - len(data), max_fds)
+            except BlockingIOError:
+                with shield.waiting():
+                    if not protocol.wait_readable(sock.fileno(), deadline):
+                        raise TimeoutError from None
+                continue
+            fds.extend(got)
+            if not chunk:
+                raise EOFError
+            data += chunk
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return data, fds
 
 
 def _no_worker_in_time() -> crash.WorkerDied:
@@ -467,17 +558,78 @@ def _peer_creds(sock: socket.socket) -> tuple[int, int]:
             int.from_bytes(creds[4:8], sys.byteorder))
 
 
-def _try_connect(path: str) -> ServerConnection | None:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+def _try_connect(path: str, shield: Shield, deadline: protocol.Deadline
+                 ) -> ServerConnection | None:
+    """A greeted connection to the server at ``path``; None when nothing listens there.
+    Waits at most CONNECT_SECONDS (and ``deadline``) for the server to accept and greet.
+    Raises ServerRefused (at its connection limit), IdentityMismatch (another version, ABI
+    or interpreter), ServerUnavailable (another user's, a full backlog, silent, a greeting
+    of another shape)."""
+    patience = protocol.earliest(deadline, protocol.Deadline(CONNECT_SECONDS))
     try:
-        sock.connect(path)
-    except OSError:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    except OSError as exc:
+        raise ServerUnavailable(f"no socket for the compile server: {exc}") from None
+    try:
+        sock.setblocking(False)
+        pause = 0.001
+        while True:
+            try:
+                sock.connect(path)
+                break
+            except BlockingIOError:     # EAGAIN: its backlog is full
+                if patience.passed():
+                    raise ServerUnavailable(f"compile server at {path} accepted no "
+                                            f"connection within {CONNECT_SECONDS:g} s (its "
+                                            "backlog is full: stopped or overloaded)") from None
+                with shield.waiting():
+                    time.sleep(pause)
+                pause = min(pause * 2, 0.05)
+            except OSError:
+                sock.close()
+                return None
+        if _peer_creds(sock)[1] != os.getuid():
+            raise ServerUnavailable(f"{path} is served by another user")
+        hello = _greeting(sock, path, patience, shield)
+        return ServerConnection(sock, path, hello)
+    except BaseException:
         sock.close()
-        return None
-    if _peer_creds(sock)[1] != os.getuid():
-        sock.close()
-        raise ServerUnavailable(f"{path} is served by another user")
-    return ServerConnection(sock, path)
+        raise
+
+
+def _greeting(sock: socket.socket, path: str, patience: protocol.Deadline,
+              shield: Shield) -> dict[str, Any]:
+    """The server's greeting (protocol.HELLO), checked: its identity must be this
+    process's (:func:`protocol.identity`)."""
+    try:
+        head, _ = recv_exact(sock, protocol.HELLO.size, patience, shield)
+        kind, size = protocol.HELLO.unpack(head)
+        if kind not in (b"H", b"R") or size > protocol.MAX_HELLO_BYTES:
+            raise ValueError(f"a greeting of kind {kind!r} and {size} bytes")
+        body, _ = recv_exact(sock, size, patience, shield)
+        hello = json.loads(body)
+        if not isinstance(hello, dict) or not all(isinstance(v, (str, int))
+                                                  for v in hello.values()):
+            raise ValueError(f"a greeting of another shape: {body[:120]!r}")
+    except TimeoutError:
+        raise ServerUnavailable(f"the process at {path} did not greet within "
+                                f"{CONNECT_SECONDS:g} s (not a pywave compile server of "
+                                "this version, or stopped)") from None
+    except EOFError:
+        raise ServerUnavailable(f"the process at {path} closed the connection before its "
+                                "greeting") from None
+    except (ValueError, UnicodeError) as exc:
+        raise IdentityMismatch(f"the process at {path} is not a pywave {__version__} "
+                               f"compile server: {exc}") from None
+    if kind == b"R":
+        raise ServerRefused(str(hello.get("reason", "refused")))
+    mine = protocol.identity()
+    differ = [f"{name} {hello.get(name)!r} (this process: {mine[name]!r})"
+              for name in mine if hello.get(name) != mine[name]]
+    if differ:
+        raise IdentityMismatch(f"compile server {hello.get('pid')} at {path} differs: "
+                               + "; ".join(differ))
+    return hello
 
 
 def server_path() -> str:
@@ -485,31 +637,60 @@ def server_path() -> str:
     return os.path.join(files.runtime_dir(), f"srv-{server_key()}.sock")
 
 
+class StartBusy(ServerUnavailable):
+    """Another process has been starting the server for longer than this one waits."""
+
+
 def connect_server(shield: Shield, deadline: protocol.Deadline) -> ServerConnection:
-    """A connection to this set-up's compile server, started (detached) when none runs.
-    Raises ServerUnavailable when it cannot be started, WorkerDied when ``deadline`` passes
-    first."""
+    """A connection to this set-up's compile server, started (detached) when none runs, or
+    when the one there is another version, ABI or interpreter (it is retired: the path is
+    unlinked). Raises ServerUnavailable when it cannot be started (StartBusy: another
+    process holds the start lock past START_LOCK_SECONDS), ServerRefused at its connection
+    limit, WorkerDied when ``deadline`` passes first, and CompileError when even a server
+    started here is another pywave version (pywave was upgraded under this process)."""
     idle = options.server_idle()        # validated even when a server already runs
     try:
         path = server_path()
     except OSError as exc:
         raise ServerUnavailable(f"no private folder for the server's socket: {exc}") from None
-    connection = _try_connect(path)
+    connection = _connect_mine(path, shield, deadline)
     if connection is not None:
         return connection
     with _Locked(path + ".lock", shield, deadline) as lock_fd:
-        connection = _try_connect(path)
+        connection = _connect_mine(path, shield, deadline)
         if connection is None:
             _start_server(path, idle, lock_fd, shield, deadline)
-            connection = _try_connect(path)
+            try:
+                connection = _try_connect(path, shield, deadline)
+            except IdentityMismatch as exc:
+                from ..errors import CompileError
+                raise CompileError(f"this process runs pywave {__version__}, but a compile "
+                                   f"server started from its files now is not: {exc}. "
+                                   "pywave was upgraded or changed while this process ran; "
+                                   "restart the process") from None
     if connection is None:
         raise ServerUnavailable(f"compile server for {path} did not start")
     return connection
 
 
+def _connect_mine(path: str, shield: Shield, deadline: protocol.Deadline
+                  ) -> ServerConnection | None:
+    """:func:`_try_connect`, with a server of another identity retired (None then)."""
+    try:
+        return _try_connect(path, shield, deadline)
+    except IdentityMismatch as exc:
+        log.warning("%s; starting a compile server of this process's own", exc)
+        try:
+            _unlink_if(path, os.lstat(path).st_ino)
+        except OSError:
+            pass
+        return None
+
+
 class _Locked:
     """An exclusive flock on ``path`` (created 0600), waited for interruptibly until
-    ``deadline``; the context value is the locked fd."""
+    ``deadline``, and at most START_LOCK_SECONDS (StartBusy then: a start that hangs in
+    another process must not hold this one); the context value is the locked fd."""
 
     def __init__(self, path: str, shield: Shield, deadline: protocol.Deadline) -> None:
         self.path, self.shield, self.deadline = path, shield, deadline
@@ -526,6 +707,7 @@ class _Locked:
 
     def _wait(self) -> None:
         pause = 0.001
+        patience = protocol.Deadline(START_LOCK_SECONDS)
         while True:
             try:
                 fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -534,6 +716,10 @@ class _Locked:
                 pass
             if self.deadline.passed():
                 raise _no_worker_in_time()
+            if patience.passed():
+                raise StartBusy(f"another process has been starting the compile server "
+                                f"for over {START_LOCK_SECONDS:g} s (it holds "
+                                f"{self.path})")
             with self.shield.waiting():
                 time.sleep(pause)
             pause = min(pause * 2, 0.05)
@@ -547,7 +733,9 @@ def _start_server(path: str, idle: float, lock_fd: int, shield: Shield,
     """Start a server for ``path`` and wait until it listens (its first process exits 0
     once the server has bound the socket, non-zero when it failed). The server's processes
     hold ``lock_fd`` (a flock) until it listens: another process that wants a server
-    waits for this one, even when this process stops waiting (Ctrl-C, its deadline)."""
+    waits for this one (at most START_LOCK_SECONDS), even when this process stops waiting
+    (Ctrl-C, its deadline). A start still running after SERVER_START_SECONDS is killed (its
+    session), which frees the lock."""
     try:
         os.unlink(path)             # a dead server's socket: nobody answered on it
     except FileNotFoundError:
@@ -565,22 +753,32 @@ def _start_server(path: str, idle: float, lock_fd: int, shield: Shield,
              str(lock_fd)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fd,
             env=_process_env(), close_fds=True, pass_fds=(lock_fd,), start_new_session=True)
+    except OSError as exc:
+        raise ServerUnavailable(crash.limit_text("start the compile server", exc.errno)
+                                if exc.errno in crash.LIMIT_ERRNOS else
+                                f"cannot start the compile server: {exc}") from None
     finally:
         os.close(fd)
     log.debug("starting the compile server for %s", path)
-    patience = protocol.earliest(deadline, protocol.Deadline(SERVER_START_SECONDS))
+    started = protocol.Deadline(SERVER_START_SECONDS)
+    patience = protocol.earliest(deadline, started)
     try:
         with shield.waiting():
             while proc.poll() is None and not patience.passed():
                 time.sleep(0.002)
     finally:
+        if proc.returncode is None and started.passed():
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)     # its session: both its processes
+            except OSError:
+                pass
         if proc.returncode is None:         # not waited for: reaped in the background
             threading.Thread(target=proc.wait, daemon=True, name="pywave-server-reaper").start()
     if proc.returncode is None:
         if deadline.passed():
             raise _no_worker_in_time()
         raise ServerUnavailable(f"compile server did not start within "
-                                f"{SERVER_START_SECONDS:g} s")
+                                f"{SERVER_START_SECONDS:g} s; it was killed")
     if proc.returncode != 0:
         said = ""
         try:
@@ -596,7 +794,7 @@ def _start_server(path: str, idle: float, lock_fd: int, shield: Shield,
 def stop_server() -> bool:
     """Ask this set-up's compile server to exit; whether one was running."""
     try:
-        connection = _try_connect(server_path())
+        connection = _try_connect(server_path(), Shield(), protocol.Deadline(5.0))
     except (OSError, ServerUnavailable):
         return False
     if connection is None:
@@ -625,6 +823,7 @@ class Pool:
         self._server: ServerConnection | None = None
         self._server_lock = threading.Lock()
         self._server_broken: str | None = None
+        self._retry_at = 0.0
         self._bursts = 0            # calls running with workers= above the default bound
 
     # Leases -----------------------------------------------------------------------------
@@ -746,16 +945,25 @@ class Pool:
 
     def _connection(self, shield: Shield, deadline: protocol.Deadline
                     ) -> ServerConnection | None:
+        """The server connection, or None: workers are then started directly. A server that
+        cannot be had (it cannot start, another process's start hangs, it refuses this
+        client at its connection limit) is said once in the log (WARNING), and tried again
+        SERVER_RETRY_SECONDS later."""
         if not options.server_enabled():
             return None
         with self._server_lock:
-            if self._server is None and self._server_broken is None:
+            if self._server is None and (self._server_broken is None
+                                         or self._retry_at <= time.monotonic()):
                 try:
                     self._server = connect_server(shield, deadline)
+                    self._server_broken = None
                 except (ServerUnavailable, OSError) as exc:
+                    self._retry_at = time.monotonic() + SERVER_RETRY_SECONDS
+                    level = logging.DEBUG if self._server_broken is not None else \
+                        logging.WARNING
                     self._server_broken = str(exc)
-                    log.warning("compile server unavailable (%s); starting each compile "
-                                "worker as an interpreter of its own", exc)
+                    log.log(level, "compile server unavailable (%s); starting each compile "
+                            "worker as an interpreter of its own", exc)
             return self._server
 
     def _drop_server(self, server: ServerConnection, exc: Exception) -> None:

@@ -9,6 +9,7 @@ are created with ``O_EXCL | O_NOFOLLOW``, never overwritten.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -61,8 +62,94 @@ def describe_exit(code: int | None) -> str:
     return f"exited with status {code}"
 
 
+#: errnos that mean a resource limit, not a fault: fork/clone/thread (EAGAIN), memory
+#: (ENOMEM), this process's fds (EMFILE), the system's (ENFILE).
+LIMIT_ERRNOS = (errno.EAGAIN, errno.ENOMEM, errno.EMFILE, errno.ENFILE)
+#: What a worker that ran out of memory writes (C++ std::bad_alloc, Python, LLVM).
+_OUT_OF_MEMORY = re.compile(r"bad_alloc|MemoryError|Cannot allocate memory|out of memory|"
+                            r"can't start new thread|Resource temporarily unavailable", re.I)
+IN_PROCESS_HINT = ("compile in-process instead with isolate=False or PYWAVE_ISOLATE=0 (no "
+                   "worker process or thread is needed)")
+
+
+def _rlimit(name: str, unit: str = "") -> str:
+    import resource
+    soft, _hard = resource.getrlimit(getattr(resource, name))
+    if soft == resource.RLIM_INFINITY:
+        return "unlimited"
+    if unit == "KiB":
+        return f"{soft // 1024} KiB"
+    return str(soft)
+
+
+def _cgroup(name: str) -> str | None:
+    """This process's cgroup v2 limit ``name`` (``pids.max``, ``memory.max``), None when
+    unset or unknown."""
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("0::"):
+                    with open(f"/sys/fs/cgroup{line[3:].strip()}/{name}",
+                              encoding="utf-8") as limit:
+                        value = limit.read().strip()
+                    return None if value == "max" else value
+    except OSError:
+        pass
+    return None
+
+
+def limit_text(action: str, err: int | None) -> str:
+    """'cannot ACTION: why' naming the limit an errno of :data:`LIMIT_ERRNOS` means, its
+    value here, and the in-process option."""
+    reason = os.strerror(err) if err else "a resource limit"
+    if err == errno.EAGAIN:
+        pids = _cgroup("pids.max")
+        which = (f"the per-user process and thread limit (RLIMIT_NPROC, `ulimit -u`: "
+                 f"{_rlimit('RLIMIT_NPROC')})" + (f" or the cgroup's pids.max ({pids})"
+                                                  if pids else ""))
+    elif err == errno.EMFILE:
+        which = f"the open-file limit (RLIMIT_NOFILE, `ulimit -n`: {_rlimit('RLIMIT_NOFILE')})"
+    elif err == errno.ENFILE:
+        which = "the system's open-file table (fs.file-max)"
+    else:
+        which = memory_limit()
+    return f"cannot {action}: {reason}; {which} is reached; {IN_PROCESS_HINT}"
+
+
+def memory_limit() -> str:
+    """The memory limits in force, named (for an out-of-memory report)."""
+    mem = _cgroup("memory.max")
+    return (f"the address-space limit (RLIMIT_AS, `ulimit -v`: {_rlimit('RLIMIT_AS', 'KiB')})"
+            f" or the data limit (RLIMIT_DATA: {_rlimit('RLIMIT_DATA', 'KiB')})"
+            + (f" or the cgroup's memory.max ({mem} bytes)" if mem else ""))
+
+
+def limited() -> bool:
+    """Whether a memory or process limit is set on this process (ulimit or cgroup)."""
+    import resource
+    for name in ("RLIMIT_AS", "RLIMIT_DATA", "RLIMIT_NPROC"):
+        if resource.getrlimit(getattr(resource, name))[0] != resource.RLIM_INFINITY:
+            return True
+    return _cgroup("memory.max") is not None or _cgroup("pids.max") is not None
+
+
+def limit_error(action: str, exc: OSError) -> CompileError:
+    """The CompileError for an OSError of starting a worker (its pipes, its process)."""
+    if exc.errno in LIMIT_ERRNOS:
+        return CompileError(limit_text(action, exc.errno))
+    return CompileError(f"cannot {action}: {exc.strerror or exc}; {IN_PROCESS_HINT}")
+
+
 def died(code: int | None, stage: str, stderr: str) -> WorkerDied:
-    """The WorkerDied for a worker that ended with ``code`` (None: unknown) mid-request."""
+    """The WorkerDied for a worker that ended with ``code`` (None: unknown) mid-request. One
+    that ran out of memory or threads under a limit (its last words say so, and a limit
+    is set) is a resource limit, not a crash: no reproducer."""
+    if code is not None and code != 0 and _OUT_OF_MEMORY.search(stderr[-4096:]) \
+            and limited():
+        return WorkerDied(f"worker ran out of memory or threads ({describe_exit(code)}: "
+                          f"{last_message(stderr)}); {memory_limit()}, or the process limit "
+                          f"(RLIMIT_NPROC: {_rlimit('RLIMIT_NPROC')}), is in force; "
+                          f"{IN_PROCESS_HINT}", stage, stderr, crash=False)
     if code is None:
         said = last_message(stderr)
         if _CRASH_WORDS.search(said):   # its exit status is lost, its last words are not

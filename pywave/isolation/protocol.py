@@ -13,10 +13,17 @@ pid is > 0. A client that was interrupted leaves replies unread: it skips replie
 sequence number is not the one it waits for (closing their fds). ``b"Q"`` + u64 asks the
 server to exit. When a worker exits, the server writes its wait status (i64) to the
 worker's status pipe and closes it.
+
+On accepting a connection the server speaks first: a greeting of :data:`HELLO` (``b"H"``
+and the size of a JSON body: :func:`identity` and the server's pid) or, at its connection
+limit, ``b"R"`` and a JSON body with the reason. Waits use poll(2) (any fd number); every
+frame is checked before use (:data:`MAX_FRAME_BYTES`, :func:`check_worker_frame`) and a
+peer that breaks the format is :class:`PeerError`.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import pickle
 import select
@@ -28,16 +35,48 @@ HEADER = struct.Struct("<Q")
 FORK = struct.Struct("<cQ")
 FORK_REPLY = struct.Struct("<Qq")
 STATUS = struct.Struct("<q")
+#: The server's greeting header: b"H" (hello) or b"R" (refused) and the JSON body's size.
+HELLO = struct.Struct("<cI")
+#: Largest greeting body a client reads (a greeting is a few hundred bytes).
+MAX_HELLO_BYTES = 1 << 16
 #: fds carried by a fork request, in this order.
 FORK_FDS = ("requests", "replies", "stderr", "status", "client")
-#: Longest single wait: select() takes no larger timeout on every platform.
+#: Largest frame a client or worker accepts (a compiled program with its kernel images is
+#: megabytes; a size above this is a foreign or corrupt peer, refused before it is read).
+MAX_FRAME_BYTES = 1 << 32
+#: Longest single poll(): its timeout is a C int of milliseconds.
 _MAX_WAIT = 3600.0
+
+
+class PeerError(Exception):
+    """A peer (worker or server) sent something that is not pywave's protocol: a frame of
+    another shape, type or size (a foreign process or another pywave version)."""
 
 
 def frame(value: object) -> bytes:
     """``value`` as one frame."""
     payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     return HEADER.pack(len(payload)) + payload
+
+
+def identity() -> dict[str, str]:
+    """Who a compile process is, as the handshake compares it: pywave's version, the host
+    ABI (interpreter implementation and version, SOABI, machine, pointer size, byte order)
+    and the Python executable."""
+    global _IDENTITY
+    if _IDENTITY is None:
+        import platform
+        import sys
+        import sysconfig
+        from .._version import __version__
+        abi = "-".join([sys.implementation.cache_tag or sys.implementation.name,
+                        str(sysconfig.get_config_var("SOABI")), platform.machine(),
+                        str(struct.calcsize("P") * 8), sys.byteorder])
+        _IDENTITY = {"pywave": __version__, "abi": abi, "executable": sys.executable}
+    return dict(_IDENTITY)
+
+
+_IDENTITY: dict[str, str] | None = None
 
 
 class Deadline:
@@ -61,13 +100,16 @@ def earliest(*deadlines: Deadline) -> Deadline:
     return first
 
 
-def _wait(fd: int, deadline: Deadline, write: bool) -> bool:
+def _wait(fd: int, deadline: Deadline, events: int) -> bool:
+    """poll(2) on one fd (any fd number: select() stops at FD_SETSIZE, 1024) until
+    ``deadline``, in waits of at most an hour; a signal handler's exception (Ctrl-C) ends
+    it. POLLHUP/POLLERR count as ready: the next read or write reports them."""
+    poller = select.poll()
+    poller.register(fd, events)
     while True:
         left = deadline.left()
         chunk = _MAX_WAIT if left is None else min(left, _MAX_WAIT)
-        ready = select.select([], [fd], [], chunk)[1] if write else \
-            select.select([fd], [], [], chunk)[0]
-        if ready:
+        if poller.poll(math.ceil(chunk * 1000)):
             return True
         if left is not None and left <= _MAX_WAIT:
             return False
@@ -76,30 +118,77 @@ def _wait(fd: int, deadline: Deadline, write: bool) -> bool:
 def wait_readable(fd: int, deadline: Deadline) -> bool:
     """Whether ``fd`` became readable before ``deadline``. Interruptible (KeyboardInterrupt
     from the main thread), and any deadline works, 1e300 s included."""
-    return _wait(fd, deadline, write=False)
+    return _wait(fd, deadline, select.POLLIN)
 
 
 def wait_writable(fd: int, deadline: Deadline) -> bool:
     """Whether ``fd`` became writable before ``deadline`` (as :func:`wait_readable`)."""
-    return _wait(fd, deadline, write=True)
+    return _wait(fd, deadline, select.POLLOUT)
+
+
+def readable_now(fd: int) -> bool:
+    """Whether ``fd`` is readable (or at EOF / hung up) without waiting."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+#: What a worker may send: tag -> the types of the fields after it.
+_WORKER_FRAMES = {"start": (), "stage": (str,), "log": (dict,),
+                  "done": (str, object, int)}
+
+
+def check_worker_frame(value: object) -> tuple:
+    """``value`` if it is a frame a worker sends (:data:`_WORKER_FRAMES`: a tuple of a
+    known tag and fields of the right types; ``done`` with ``ok`` or ``error`` and an
+    exception for ``error``), else PeerError naming what came."""
+    if not isinstance(value, tuple) or not value or value[0] not in _WORKER_FRAMES:
+        raise PeerError(f"a frame that is not pywave's: {_short(value)}")
+    kinds = _WORKER_FRAMES[value[0]]
+    if len(value) != 1 + len(kinds) or not all(
+            isinstance(field, kind) for field, kind in zip(value[1:], kinds)):
+        raise PeerError(f"a {value[0]!r} frame of another shape: {_short(value)}")
+    if value[0] == "done" and (value[1] not in ("ok", "error") or (
+            value[1] == "error" and not isinstance(value[2], BaseException))):
+        raise PeerError(f"a 'done' frame of another shape: {_short(value)}")
+    return value
+
+
+def _short(value: object) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a foreign object's repr
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 class FrameReader:
-    """Frames from a pipe fd, buffered."""
+    """Frames from a pipe fd, buffered; each is checked against :data:`MAX_FRAME_BYTES`
+    before it is read, and decoded without letting a decoding error escape untyped."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
-        self._buffer = b""
+        self._buffer = bytearray()
 
     def next(self, deadline: Deadline) -> tuple | None:
-        """The next frame; None at EOF. Raises TimeoutError when ``deadline`` passes."""
+        """The next frame (not yet shape-checked: :func:`check_worker_frame`); None at EOF.
+        Raises TimeoutError when ``deadline`` passes (a partial frame included), PeerError
+        for an oversized or undecodable frame."""
         while True:
             if len(self._buffer) >= HEADER.size:
                 (size,) = HEADER.unpack_from(self._buffer)
+                if size > MAX_FRAME_BYTES:
+                    raise PeerError(f"a frame of {size} bytes (the limit is "
+                                    f"{MAX_FRAME_BYTES})")
                 end = HEADER.size + size
                 if len(self._buffer) >= end:
-                    body, self._buffer = self._buffer[HEADER.size:end], self._buffer[end:]
-                    return pickle.loads(body)
+                    body = bytes(self._buffer[HEADER.size:end])
+                    del self._buffer[:end]
+                    try:
+                        return pickle.loads(body)
+                    except Exception as exc:  # noqa: BLE001 - any decoding failure
+                        raise PeerError(f"a frame that does not decode "
+                                        f"({type(exc).__name__}: {exc})") from None
             if not wait_readable(self.fd, deadline):
                 raise TimeoutError
             chunk = os.read(self.fd, 1 << 20)

@@ -12,14 +12,23 @@ that came with it. It exits after ``$PYWAVE_COMPILE_SERVER_IDLE`` seconds (defau
 no client connected, on a ``Q`` request, or when its socket path no longer names its socket
 (a newer server took the name). SIGINT and SIGHUP are ignored: it belongs to no terminal.
 Workers live on without it (they end with their client).
+
+Limits: it waits through epoll (:mod:`selectors`), raises its RLIMIT_NOFILE soft limit to
+the hard one (:func:`raise_fd_limit`) and serves that many connections less
+:data:`FD_RESERVE`; it greets each (``protocol.HELLO``) or refuses one past the limit with
+the reason (and with a spare fd when even accept() fails with EMFILE), never dying. Its
+sockets are non-blocking: a client that does not read its replies, or sends half a request,
+is dropped; nobody else waits for it.
 """
 
 from __future__ import annotations
 
 import errno
 import gc
+import json
 import os
-import select
+import resource
+import selectors
 import signal
 import socket
 import sys
@@ -30,6 +39,10 @@ from . import protocol, worker
 
 #: How often an idle server checks that its socket path still names its socket.
 _CHECK_SECONDS = 30.0
+#: Connections waiting to be accepted (the kernel caps it at net.core.somaxconn).
+BACKLOG = 4096
+#: File descriptors kept free for requests in flight; the rest serve connections.
+FD_RESERVE = 64
 
 
 def main(path: str, idle: float, lock_fd: int) -> None:
@@ -75,40 +88,82 @@ def _bind(path: str) -> tuple[socket.socket, int]:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     temporary = os.path.join(os.path.dirname(path), f".{os.getpid()}.tmp")
     listener.bind(temporary)
-    listener.listen(64)
+    listener.listen(BACKLOG)
+    listener.setblocking(False)
     os.rename(temporary, path)
     return listener, os.lstat(path).st_ino
 
 
+def raise_fd_limit() -> int:
+    """Raise this process's RLIMIT_NOFILE soft limit to its hard limit (allowed without
+    privileges); returns the soft limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY:
+        hard = 1 << 20
+    if soft == resource.RLIM_INFINITY or soft >= hard:
+        return soft if soft != resource.RLIM_INFINITY else hard
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        return hard
+    except (ValueError, OSError):
+        return soft
+
+
+def greeting(kind: bytes, body: dict) -> bytes:
+    """A greeting (protocol.HELLO): ``b"H"`` with this server's identity or ``b"R"`` with
+    the reason it refuses the connection."""
+    data = json.dumps(body).encode("utf-8", "surrogatepass")
+    return protocol.HELLO.pack(kind, len(data)) + data
+
+
 class _Loop:
-    """The server's select loop over its listener, its connections and SIGCHLD."""
+    """The server's loop (epoll through :mod:`selectors`: any fd number, any count) over
+    its listener, its connections and SIGCHLD. Connections are non-blocking: a client that
+    sends without reading, or half a request, costs only its own connection."""
 
     def __init__(self, listener: socket.socket, path: str, inode: int, idle: float) -> None:
         self.listener, self.path, self.inode, self.idle = listener, path, inode, idle
-        self.connections: list[socket.socket] = []
+        self.limit = raise_fd_limit()
+        #: Clients served at once: the fd limit less what a request needs in flight (the
+        #: five fds it carries, a pidfd, the status pipes of running workers).
+        self.capacity = max(1, self.limit - FD_RESERVE)
+        self.connections: set[socket.socket] = set()
         self.status: dict[int, int] = {}        # worker pid -> its status pipe
+        self.selector = selectors.DefaultSelector()
         self.wake_r, wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
         os.set_blocking(wake_w, False)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
+        self.selector.register(self.listener, selectors.EVENT_READ)
+        self.selector.register(self.wake_r, selectors.EVENT_READ)
+        self.hello = greeting(b"H", {**protocol.identity(), "pid": os.getpid()})
+        self.spare: int | None = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         self.quiet_since = time.monotonic()
 
     def run(self) -> None:
         while True:
-            ready, _, _ = select.select([self.listener, self.wake_r, *self.connections],
-                                        [], [], min(_CHECK_SECONDS, self.idle))
-            if self.wake_r in ready:
-                self._drain_wake()
-                self._reap()
-            if self.listener in ready:
-                self._accept()
-            for conn in [c for c in self.connections if c in ready]:
-                self._request(conn)
+            events = self.selector.select(min(_CHECK_SECONDS, self.idle))
+            for key, _mask in events:
+                if key.fileobj is self.wake_r:
+                    self._drain_wake()
+                    self._reap()
+                elif key.fileobj is self.listener:
+                    self._accept()
+                elif key.fileobj in self.connections:
+                    self._request(key.fileobj)
             if not self.connections:
                 self._maybe_exit()
             else:
                 self.quiet_since = time.monotonic()
+
+    def _drop(self, conn: socket.socket) -> None:
+        self.connections.discard(conn)
+        try:
+            self.selector.unregister(conn)
+        except (KeyError, ValueError):
+            pass
+        conn.close()
 
     def _drain_wake(self) -> None:
         try:
@@ -118,28 +173,77 @@ class _Loop:
             pass
 
     def _accept(self) -> None:
+        for _ in range(64):             # a burst of connections, without starving the rest
+            try:
+                conn, _ = self.listener.accept()
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE):
+                    self._refuse_one(f"the compile server is out of file descriptors "
+                                     f"({os.strerror(exc.errno)})")
+                return
+            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+            if int.from_bytes(creds[4:8], sys.byteorder) != os.getuid():
+                conn.close()
+                continue
+            conn.setblocking(False)
+            if len(self.connections) >= self.capacity:
+                self._refuse(conn, f"compile server {os.getpid()} serves "
+                             f"{len(self.connections)} clients, its limit (RLIMIT_NOFILE "
+                             f"{self.limit} less {FD_RESERVE} kept for requests)")
+                continue
+            if not self._send(conn, self.hello):
+                conn.close()
+                continue
+            self.connections.add(conn)
+            self.selector.register(conn, selectors.EVENT_READ)
+
+    def _refuse(self, conn: socket.socket, reason: str) -> None:
+        self._send(conn, greeting(b"R", {"reason": reason, "pid": os.getpid()}))
+        conn.close()
+
+    def _refuse_one(self, reason: str) -> None:
+        """Accept and refuse one waiting connection although no fd is free: the spare fd
+        makes room for it (else the listener would stay readable and spin the loop)."""
+        if self.spare is None:
+            return
+        os.close(self.spare)
+        self.spare = None
         try:
             conn, _ = self.listener.accept()
+            conn.setblocking(False)
+            self._refuse(conn, reason)
         except OSError:
-            return
-        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
-        uid = int.from_bytes(creds[4:8], sys.byteorder)
-        if uid != os.getuid():
-            conn.close()
-            return
-        self.connections.append(conn)
+            pass
+        try:
+            self.spare = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self.spare = None
+
+    @staticmethod
+    def _send(conn: socket.socket, data: bytes, fds: list[int] | None = None) -> bool:
+        """Send all of ``data`` without blocking; False when it does not fit at once (a
+        client that does not read its replies) or the client is gone."""
+        try:
+            sent = socket.send_fds(conn, [data], fds or [],
+                                   socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
+        except OSError:
+            return False
+        return sent == len(data)
 
     def _request(self, conn: socket.socket) -> None:
         try:
             message, fds, _, _ = socket.recv_fds(conn, protocol.FORK.size,
                                                  len(protocol.FORK_FDS))
+        except BlockingIOError:
+            return
         except OSError:
             message, fds = b"", []
         if len(message) != protocol.FORK.size:
-            for fd in fds:
+            for fd in fds:              # EOF, or half a request: the client is out of step
                 os.close(fd)
-            self.connections.remove(conn)
-            conn.close()
+            self._drop(conn)
             return
         kind, seq = protocol.FORK.unpack(message)
         if kind == b"Q":
@@ -166,11 +270,11 @@ class _Loop:
         self._reap()
 
     def _reply(self, conn: socket.socket, seq: int, pid: int, pidfd: int | None) -> None:
-        try:
-            socket.send_fds(conn, [protocol.FORK_REPLY.pack(seq, pid)],
-                            [pidfd] if pidfd is not None else [])
-        except OSError:             # the client went away; its worker sees EOF and exits
-            pass
+        """The reply, never blocking: a client whose socket is full (it does not read) is
+        dropped; its worker sees EOF and exits."""
+        if not self._send(conn, protocol.FORK_REPLY.pack(seq, pid),
+                          [pidfd] if pidfd is not None else []):
+            self._drop(conn)
 
     def _fork(self, fds: list[int]) -> int:
         """A worker with ``fds[:3]`` as its 0, 1, 2 and the client's pidfd as 3; every other
@@ -259,6 +363,5 @@ def close_fds_from(first: int) -> None:
 
 
 def _max_fd() -> int:
-    import resource
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     return soft if soft != resource.RLIM_INFINITY else 1 << 20

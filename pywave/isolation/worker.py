@@ -2,8 +2,9 @@
 
 Its fds 0 and 1 are the requests and replies pipes, fd 2 a stderr file the client reads
 after a crash. It reads a request, answers ``("start",)``, runs the pipeline on a thread
-with a 1 GiB stack (deeply nested input overflows 8 MiB in MLIR's parser), forwarding stage
-and log frames, and answers ``("done", ...)`` with its resident size. It exits at EOF on
+with a 1 GiB stack (deeply nested input overflows 8 MiB in MLIR's parser; under an
+address-space or thread limit a smaller stack, else the main thread: :func:`run_build`),
+forwarding stage and log frames, and answers ``("done", ...)`` with its resident size. It exits at EOF on
 its requests, and when the client's process is gone (a pidfd of the client, else polling
 its parent). SIGINT is ignored: Ctrl-C belongs to the client, which kills a worker it no
 longer waits for.
@@ -51,7 +52,6 @@ def serve() -> None:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     requests = os.fdopen(0, "rb", closefd=False)
-    threading.stack_size(STACK_BYTES)
     lock = threading.Lock()
 
     def send(value: tuple) -> None:
@@ -66,18 +66,42 @@ def serve() -> None:
         if len(header) < protocol.HEADER.size:
             return
         (size,) = protocol.HEADER.unpack(header)
+        if size > protocol.MAX_FRAME_BYTES:
+            return                      # not a client of this version: nothing to serve
         request = pickle.loads(requests.read(size))
         send(("start",))
         log.parent.setLevel(request["log_level"])
         result: list[tuple] = []
-        thread = threading.Thread(target=lambda: result.append(_serve_one(request)),
-                                  name="pywave-compile")
-        thread.start()
-        thread.join()
+        run_build(lambda: result.append(_serve_one(request)))
         if not result:                  # the thread died outside _serve_one's handler
             result.append(("error", CompileError("the compile worker's build thread ended "
                                                  "without a result; see its stderr")))
         send(("done", *result[0], protocol.rss_bytes()))
+
+
+#: Stacks tried for the build thread, largest first: under an address-space limit
+#: (``ulimit -v``) or a thread limit (``ulimit -u``) a smaller one may still start, and
+#: none at all means the build runs on the main thread (its stack: ``ulimit -s``).
+_STACKS = (STACK_BYTES, 256 << 20, 64 << 20, 0)
+
+
+def run_build(target: Callable[[], None]) -> None:
+    """Run ``target`` on a thread with the largest stack of :data:`_STACKS` that can be
+    created, else on this thread (a thread that cannot start is a resource limit, not a
+    reason to die: the compile itself may still fit)."""
+    for size in _STACKS:
+        try:
+            threading.stack_size(size)
+            thread = threading.Thread(target=target, name="pywave-compile")
+            thread.start()
+        except (RuntimeError, MemoryError, ValueError) as exc:
+            log.debug("compile thread with a %d-byte stack cannot start: %s", size, exc)
+            continue
+        finally:
+            threading.stack_size(0)
+        thread.join()
+        return
+    target()
 
 
 def watch_client(pidfd: int | None) -> None:
@@ -86,15 +110,21 @@ def watch_client(pidfd: int | None) -> None:
     parent = os.getppid()
 
     def wait() -> None:
-        select.select([pidfd], [], [])
+        poller = select.poll()          # poll, not select: the pidfd may be any fd number
+        poller.register(pidfd, select.POLLIN)
+        while not poller.poll():
+            pass
         os._exit(3)
 
     def poll() -> None:
         while os.getppid() == parent:
             time.sleep(1.0)
         os._exit(3)
-    threading.Thread(target=wait if pidfd is not None else poll, name="pywave-client-watch",
-                     daemon=True).start()
+    try:
+        threading.Thread(target=wait if pidfd is not None else poll,
+                         name="pywave-client-watch", daemon=True).start()
+    except RuntimeError as exc:     # a thread limit (ulimit -u): EOF on the requests pipe
+        log.debug("no client watch thread: %s", exc)    # still ends an idle worker
 
 
 def preload() -> None:
