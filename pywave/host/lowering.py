@@ -51,7 +51,7 @@ from mlir.dialects import gpu, llvm
 
 from .. import image_params, sparse
 from ..errors import CompileError
-from ..frontend import validate
+from ..frontend import cpu_lowering, validate
 from ..mlirutil import diagnostic_error, file_location, find_ops, run_pipeline, sym_name
 from .async_inline import inline_async_execute
 from ..program import (ENGINE_FINI, ENGINE_INIT, PACKED_PREFIX, RELEASE_KERNELS, RUN_ENTRY,
@@ -144,6 +144,11 @@ def lower(module: ir.Module, binaries: list[Binary], functions: list[HostSignatu
     _synchronous_ops_on_streams(module)
     validate.host_spaces(module)
     _check_wave_helpers(module)
+    cpu_lowering.check_no_tensors(module)
+    dialect_steps = cpu_lowering.steps(cpu_lowering.HOST_STEPS, cpu_lowering.host_ops(module))
+    if dialect_steps:
+        run_pipeline(module, f"builtin.module({', '.join(dialect_steps)})",
+                     "lowering host vector, math, complex and small-float ops", text)
     run_pipeline(module, host_pipeline(kernel_bare_ptr), "lowering host code to LLVM", text)
     _check_wave_declarations(module)
     if packed_interface:
