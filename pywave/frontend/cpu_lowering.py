@@ -13,7 +13,8 @@ Vector/CPU integration tests run, and the Complex/CPU and Math/CPU tests' RUN li
 * prepare stage (:data:`STRUCTURED_STEPS`, before ``convert-vector-to-scf`` and
   ``convert-scf-to-cf``): ``linalg`` ops on memrefs become loops
   (``convert-linalg-to-loops``);
-* host stage (:data:`HOST_STEPS`, before ``convert-to-llvm``): ``complex`` ops become
+* host stage (:data:`HOST_STEPS`, before ``convert-to-llvm``; :data:`LATE_STEPS` after it):
+  ``complex`` ops become
   arith/math (``convert-complex-to-standard``), ``math`` ops LLVM intrinsics
   (``convert-math-to-llvm``), then libm calls (``convert-math-to-libm``: ``tan``, ``atan2``,
   ``erf``, ``cbrt``, ... of f32/f64) and then functions of their own
@@ -24,22 +25,21 @@ Vector/CPU integration tests run, and the Complex/CPU and Math/CPU tests' RUN li
   ``maximumf``/``minimumf`` orders -0.0 and +0.0 unlike the ops' documentation, see
   :data:`pywave.frontend.prepare.PREPARE_PIPELINE`); ``vector`` ops get
   ``convert-vector-to-llvm`` with its default options (no reassociation of floating-point
-  reductions: MLIR's semantics).
+  reductions: MLIR's semantics), after ``vector.mask`` regions and multi-reductions are
+  rewritten (``lower-vector-mask``, ``lower-vector-multi-reduction``, which run on
+  ``func.func``, before it is lowered).
 
 Each step runs only when the host code holds an op of its dialect (:func:`host_ops`: one
 walk of the module, ``gpu.module`` bodies skipped), so a module without such ops compiles
 exactly as before and pays one walk. Tensors are not bufferized: a host op on tensors left
 after the user's passes is a CompileError naming the op and ``one-shot-bufferize``
-(:func:`check_no_tensors`), as MLIR's bufferization changes function signatures, which the
-caller of a pywave function would see.
+(:func:`pywave.frontend.validate.prepared`), as MLIR's bufferization changes function
+signatures, which the caller of a pywave function would see.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
-
-from ..errors import CompileError
-from ..mlirutil import file_location
 
 if TYPE_CHECKING:
     from mlir import ir
@@ -56,6 +56,14 @@ HOST_STEPS: tuple[tuple[str, str], ...] = (
     ("math.", "func.func(convert-math-to-llvm), convert-math-to-libm, convert-math-to-funcs"),
     ("small-float-casts", "convert-arith-to-llvm, "
                           "arith-expand{include-f4e2m1=true include-f8e8m0=true}"),
+    ("vector.", "func.func(lower-vector-mask, lower-vector-multi-reduction)"),
+)
+
+#: (trigger, pipeline elements) run after the host stage's ``convert-to-llvm`` (each followed
+#: by another): ``convert-vector-to-llvm`` then finds the LLVM functions that host code
+#: declares for ``vector.print`` (``func.func private @printF32(f32)``) already lowered (run
+#: before ``convert-func-to-llvm``, its ``printF32`` would redefine the symbol).
+LATE_STEPS: tuple[tuple[str, str], ...] = (
     ("vector.", "convert-vector-to-llvm"),
 )
 
@@ -102,46 +110,4 @@ def steps(table: tuple[tuple[str, str], ...], present: frozenset[str]) -> list[s
     return [elements for trigger, elements in table if trigger in present]
 
 
-def check_no_tensors(module: "ir.Module") -> None:
-    """CompileError naming the first host op (outside ``gpu.module``) with a tensor operand or
-    result, or a host function with a tensor argument or result: pywave does not bufferize;
-    MLIR's ``one-shot-bufferize{bufferize-function-boundaries}`` (in ``passes=`` /
-    ``--pass-pipeline``) turns tensors into memrefs."""
-    from mlir import ir
-
-    found: list[ir.Operation] = []
-
-    def tensor_typed(types) -> bool:
-        return any(isinstance(t, ir.RankedTensorType) or isinstance(t, ir.UnrankedTensorType)
-                   for t in types)
-
-    def visit(op: "ir.Operation") -> "ir.WalkResult":
-        if found:
-            return ir.WalkResult.INTERRUPT
-        if op.name == "gpu.module":
-            return ir.WalkResult.SKIP
-        types = [v.type for v in op.operands] + [v.type for v in op.results]
-        if op.name == "func.func":
-            ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
-            types += list(ftype.inputs) + list(ftype.results)
-        if tensor_typed(types):
-            found.append(op)
-            return ir.WalkResult.INTERRUPT
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
-    if not found:
-        return
-    op = found[0]
-    loc = file_location(op.location)
-    where = f" at line {loc[0]}, column {loc[1]}" if loc else ""
-    raise CompileError(
-        f"{op.name}{where} works on tensors, which pywave does not bufferize; lower them to "
-        "memrefs with MLIR's one-shot-bufferize, e.g. --pass-pipeline="
-        "'builtin.module(one-shot-bufferize{bufferize-function-boundaries})' "
-        "(passes= of pywave.compile)",
-        line=loc[0] if loc else None, column=loc[1] if loc else None)
-
-
-__all__ = ["HOST_STEPS", "SMALL_FLOAT_CASTS", "STRUCTURED_STEPS", "check_no_tensors",
-           "host_ops", "steps"]
+__all__ = ["HOST_STEPS", "LATE_STEPS", "SMALL_FLOAT_CASTS", "STRUCTURED_STEPS", "host_ops", "steps"]

@@ -579,10 +579,24 @@ def _check_lowerable(root: "ir.Operation", dialects: frozenset[str], stage: str,
     root.walk(visit, ir.WalkOrder.PRE_ORDER)      # the outermost unlowerable op
     if found:
         op = found[0]
+        hint = _tensor_hint(op, ir)
         raise CompileError(
             f"{op.name} at {_where(op)} cannot be lowered by the {stage} stage: it lowers the "
-            f"{', '.join(sorted(dialects - {'builtin', 'ub'}))} dialects; rewrite the op with "
-            "those (the IR after each stage is in a dump: dump_dir= or $PYWAVE_DUMP_DIR)")
+            f"{', '.join(sorted(dialects - {'builtin', 'ub'}))} dialects (and linalg on "
+            f"memrefs, to loops); {hint or 'rewrite the op with those'} (the IR after each "
+            "stage is in a dump: dump_dir= or $PYWAVE_DUMP_DIR)")
+
+
+def _tensor_hint(op: "ir.Operation", ir) -> str:
+    """How to lower an op on tensors (pywave does not bufferize: MLIR's bufferization
+    changes function signatures, which a caller would see), "" for another op."""
+    types = [v.type for v in op.operands] + [v.type for v in op.results]
+    if op.name.split(".", 1)[0] not in ("tensor", "bufferization") and not any(
+            isinstance(t, (ir.RankedTensorType, ir.UnrankedTensorType)) for t in types):
+        return ""
+    return ("it works on tensors, which pywave does not bufferize: turn them into memrefs "
+            "first with MLIR's one-shot-bufferize, e.g. --pass-pipeline='builtin.module("
+            "one-shot-bufferize{bufferize-function-boundaries})' (passes= of pywave.compile)")
 
 
 def _private(func: "ir.Operation", ir) -> bool:

@@ -57,13 +57,18 @@ from .async_inline import inline_async_execute
 from ..program import (ENGINE_FINI, ENGINE_INIT, PACKED_PREFIX, RELEASE_KERNELS, RUN_ENTRY,
                        Binary, HostModule, HostSignature)
 
-def host_pipeline(kernel_bare_ptr: bool = False) -> str:
+def host_pipeline(kernel_bare_ptr: bool = False, late: "list[str] | tuple[str, ...]" = ()
+                  ) -> str:
     """Host lowering to the LLVM dialect; gpu.launch_func survives with LLVM-typed operands
-    (bare pointers for memrefs with ``kernel_bare_ptr``, as the kernels then expect)."""
+    (bare pointers for memrefs with ``kernel_bare_ptr``, as the kernels then expect).
+    ``late``: pipeline elements run after ``convert-to-llvm``, each followed by another
+    ``convert-to-llvm`` for the ops they produce
+    (:data:`pywave.frontend.cpu_lowering.LATE_STEPS`)."""
     gpu_to_llvm = "gpu-to-llvm{use-bare-pointers-for-kernels=1}" if kernel_bare_ptr \
         else "gpu-to-llvm"
-    return (f"builtin.module({gpu_to_llvm}, convert-to-llvm, reconcile-unrealized-casts, "
-            "canonicalize)")
+    after = "".join(f"{step}, convert-to-llvm, " for step in late)
+    return (f"builtin.module({gpu_to_llvm}, convert-to-llvm, {after}"
+            "reconcile-unrealized-casts, canonicalize)")
 
 
 #: The host pipeline of the default options.
@@ -144,12 +149,14 @@ def lower(module: ir.Module, binaries: list[Binary], functions: list[HostSignatu
     _synchronous_ops_on_streams(module)
     validate.host_spaces(module)
     _check_wave_helpers(module)
-    cpu_lowering.check_no_tensors(module)
-    dialect_steps = cpu_lowering.steps(cpu_lowering.HOST_STEPS, cpu_lowering.host_ops(module))
-    if dialect_steps:
-        run_pipeline(module, f"builtin.module({', '.join(dialect_steps)})",
-                     "lowering host vector, math, complex and small-float ops", text)
-    run_pipeline(module, host_pipeline(kernel_bare_ptr), "lowering host code to LLVM", text)
+    present = cpu_lowering.host_ops(module)
+    before = cpu_lowering.steps(cpu_lowering.HOST_STEPS, present)
+    if before:
+        run_pipeline(module, f"builtin.module({', '.join(before)})",
+                     "lowering host math, complex and small-float ops", text)
+    run_pipeline(module, host_pipeline(kernel_bare_ptr,
+                                       cpu_lowering.steps(cpu_lowering.LATE_STEPS, present)),
+                 "lowering host code to LLVM", text)
     _check_wave_declarations(module)
     if packed_interface:
         add_packed_interface(module)
