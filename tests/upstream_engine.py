@@ -21,14 +21,14 @@ from pathlib import Path
 #: MLIR's CPU lowering, in upstream's order (mlir/test/lib/Dialect/LLVM/TestLowerToLLVM.cpp,
 #: mlir/test/Integration/Dialect/Complex/CPU/correctness.mlir): vector-to-scf, linalg to
 #: loops, affine, scf-to-cf; complex-to-standard; the small-float casts; vector-to-llvm (masks
-#: and multi-reductions first); math to intrinsics, libm and functions; memref, func, complex,
+#: and multi-reductions first); math to intrinsics, functions and libm; memref, func, complex,
 #: arith, index, cf and ub to LLVM.
 UPSTREAM_CPU_PIPELINE = (
     "builtin.module(func.func(convert-vector-to-scf), func.func(convert-linalg-to-loops), "
     "lower-affine, convert-scf-to-cf, canonicalize, cse, convert-complex-to-standard, "
     "convert-arith-to-llvm, arith-expand{include-f4e2m1=true include-f8e8m0=true}, "
     "func.func(lower-vector-mask, lower-vector-multi-reduction), convert-vector-to-llvm, "
-    "func.func(convert-math-to-llvm), convert-math-to-libm, convert-math-to-funcs, "
+    "func.func(convert-math-to-llvm), convert-math-to-funcs, convert-math-to-libm, "
     "expand-strided-metadata, lower-affine, finalize-memref-to-llvm, convert-func-to-llvm, "
     "convert-complex-to-llvm, convert-arith-to-llvm, convert-index-to-llvm, "
     "convert-cf-to-llvm, convert-ub-to-llvm, reconcile-unrealized-casts)")

@@ -14,12 +14,12 @@ Vector/CPU integration tests run, and the Complex/CPU and Math/CPU tests' RUN li
   ``convert-scf-to-cf``): ``linalg`` ops on memrefs become loops
   (``convert-linalg-to-loops``);
 * host stage (:data:`HOST_STEPS`, before ``convert-to-llvm``; :data:`LATE_STEPS` after it):
-  ``complex`` ops become
-  arith/math (``convert-complex-to-standard``), ``math`` ops LLVM intrinsics
-  (``convert-math-to-llvm``), then libm calls (``convert-math-to-libm``: ``tan``, ``atan2``,
-  ``erf``, ``cbrt``, ... of f32/f64) and then functions of their own
-  (``convert-math-to-funcs``: ``ipowi``, ``fpowi`` of integer exponents); the extension and
-  truncation of ``f4E2M1FN`` and ``f8E8M0FNU``, which have no LLVM type, become integer
+  ``complex`` ops become arith/math (``convert-complex-to-standard``), ``math`` ops LLVM
+  intrinsics (``convert-math-to-llvm``), then functions of their own
+  (``convert-math-to-funcs``: ``ipowi``, ``fpowi``; first, as ``convert-math-to-libm``
+  refuses ``ipowi``) and then libm calls (``convert-math-to-libm``: ``tan``, ``atan2``,
+  ``erf``, ``cbrt``, ... of f32/f64); the extension and truncation of ``f4E2M1FN`` and
+  ``f8E8M0FNU``, which have no LLVM type, become integer
   arithmetic (``arith-expand{include-f4e2m1 include-f8e8m0}``, after
   ``convert-arith-to-llvm`` so that no other arith op is expanded: arith-expand's select-based
   ``maximumf``/``minimumf`` orders -0.0 and +0.0 unlike the ops' documentation, see
@@ -53,7 +53,7 @@ STRUCTURED_STEPS: tuple[tuple[str, str], ...] = (
 #: :data:`SMALL_FLOAT_CASTS` for an ``arith.extf``/``truncf`` of a type without an LLVM type.
 HOST_STEPS: tuple[tuple[str, str], ...] = (
     ("complex.", "convert-complex-to-standard"),
-    ("math.", "func.func(convert-math-to-llvm), convert-math-to-libm, convert-math-to-funcs"),
+    ("math.", "func.func(convert-math-to-llvm), convert-math-to-funcs, convert-math-to-libm"),
     ("small-float-casts", "convert-arith-to-llvm, "
                           "arith-expand{include-f4e2m1=true include-f8e8m0=true}"),
     ("vector.", "func.func(lower-vector-mask, lower-vector-multi-reduction)"),
