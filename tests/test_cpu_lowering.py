@@ -101,3 +101,22 @@ def test_small_float_step_expands_no_other_arith_op(tmp_path):
     got = pywave_output(path)
     assert got.returncode == 0, got.stderr
     assert got.stdout.split() == ["0", "-0", "1.5"]
+
+
+def test_a_transform_schedule_left_in_the_module_names_the_passes(tmp_path):
+    path = tmp_path / "schedule.mlir"
+    path.write_text("""
+      func.func @main() {
+        return
+      }
+      module attributes {transform.with_named_sequence} {
+        transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {
+          transform.yield
+        }
+      }""")
+    got = pywave_output(path)
+    assert got.returncode != 0 and "Traceback" not in got.stderr
+    assert "transform schedule" in got.stderr and "transform-interpreter" in got.stderr
+    assert "pywave-erase-transform-schedule" in got.stderr
+    erased = pywave_output(path, "builtin.module(pywave-erase-transform-schedule)")
+    assert erased.returncode == 0, erased.stderr

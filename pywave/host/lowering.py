@@ -271,6 +271,13 @@ def _check_all_llvm(module: ir.Module, kept: tuple[str, ...] = ()) -> None:
     op = next((o for o in left if o.name != "builtin.unrealized_conversion_cast"), left[0])
     loc = file_location(op.location)
     where = f" at line {loc[0]}, column {loc[1]}" if loc else ""
+    if op.name.startswith("transform."):
+        raise CompileError(
+            f"{op.name}{where} belongs to a transform schedule, which is no program: apply it "
+            "and erase it with your passes, e.g. --pass-pipeline='builtin.module("
+            "transform-interpreter, pywave-erase-transform-schedule)' (passes= of "
+            "pywave.compile), or erase it alone with pywave-erase-transform-schedule",
+            line=loc[0] if loc else None, column=loc[1] if loc else None)
     types = ", ".join(str(v.type) for v in op.operands)
     raise CompileError(
         f"{op.name}{where} (operands: {types or 'none'}) was not lowered to LLVM by the host "
