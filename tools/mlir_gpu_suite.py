@@ -158,13 +158,13 @@ def run_lines(text: str) -> list[str]:
     commands: list[str] = []
     defines: dict[str, str] = {}
     kind, current = None, ""
-    for line in text.splitlines() + [""]:
+    for line in text.splitlines():
         match = re.match(r"\s*//\s*(RUN|DEFINE|REDEFINE):(.*)$", line)
-        if kind and (not match or match.group(1) != kind):   # a continuation ended early
+        if not match:
+            continue        # as lit does: a continuation goes on at the next directive line
+        if kind and match.group(1) != kind:                  # a continuation ended early
             _finish(kind, current, commands, defines)
             kind, current = None, ""
-        if not match:
-            continue
         part = match.group(2).rstrip()
         kind = kind or match.group(1)
         if part.endswith("\\"):
@@ -172,6 +172,8 @@ def run_lines(text: str) -> list[str]:
         else:
             _finish(kind, current + part, commands, defines)
             kind, current = None, ""
+    if kind:
+        _finish(kind, current, commands, defines)
     return [c for c in commands if c]
 
 
@@ -324,6 +326,9 @@ def _opt_stage(tokens: list[str], spec: RunSpec) -> None:
             spec.debug_only = value
         elif name == "sparsifier":
             _sparsifier(value, spec)
+        elif name == "pass-pipeline" and not spec.lowering and \
+                _prelude_pipeline(value, spec):
+            continue                                    # no lowering in it: prelude
         elif _lowering_flag(name, value, spec):
             spec.lowering = True
         elif not spec.lowering:
@@ -350,6 +355,18 @@ def _lowering_flag(name: str, value: str, spec: RunSpec) -> bool:
             spec.compile["format"] = match.group(1)
     else:
         return bool(LOWERING_RE.fullmatch(name))
+    return True
+
+
+def _prelude_pipeline(value: str, spec: RunSpec) -> bool:
+    """A hand-written ``-pass-pipeline="builtin.module(...)"`` holding no lowering pass (a CPU
+    test's bufferization, say) is prelude: its inner text becomes one prelude element."""
+    inner = value.strip().strip("'\"").strip()
+    match = re.fullmatch(r"builtin\.module\((.*)\)", inner, re.S)
+    names = re.findall(r"[\w-]+", re.sub(r"\{[^}]*\}", "", match.group(1))) if match else []
+    if not match or any(LOWERING_RE.fullmatch(n) for n in names):
+        return False
+    spec.prelude.append(" ".join(match.group(1).split()))
     return True
 
 

@@ -39,6 +39,7 @@ def prepare(module: ir.Module, text: str, *,
     module's first GPU op (None: a host program); CompileError for what the later stages
     cannot take."""
     dense.empty_resources(module)
+    validate.no_host_tensors(module)
     bool_args = widen_bool_memrefs(module)
     structured = cpu_lowering.steps(cpu_lowering.STRUCTURED_STEPS,
                                     cpu_lowering.host_ops(module))

@@ -587,6 +587,30 @@ def _check_lowerable(root: "ir.Operation", dialects: frozenset[str], stage: str,
             "stage is in a dump: dump_dir= or $PYWAVE_DUMP_DIR)")
 
 
+def no_host_tensors(mod: "ir.Module") -> None:
+    """CompileError naming the first op outside ``gpu.module`` bodies that works on tensors
+    (a tensor operand or result, or a ``tensor``/``bufferization`` op): the prepare stage's
+    loop lowering would fail on it with a message about ``scf.for`` instead
+    (:func:`_tensor_hint` says what to run)."""
+    from mlir import ir
+
+    found: list[ir.Operation] = []
+
+    def visit(op: "ir.Operation") -> "ir.WalkResult":
+        if op.name == "gpu.module":
+            return ir.WalkResult.SKIP
+        if op.name != "func.func" and _tensor_hint(op, ir):
+            found.append(op)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    mod.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    if found:
+        op = found[0]
+        raise CompileError(f"{op.name} at {_where(op)} cannot be lowered by pywave: "
+                           f"{_tensor_hint(op, ir)}")
+
+
 def _tensor_hint(op: "ir.Operation", ir) -> str:
     """How to lower an op on tensors (pywave does not bufferize: MLIR's bufferization
     changes function signatures, which a caller would see), "" for another op."""
