@@ -33,7 +33,7 @@ Each step runs only when the host code holds an op of its dialect (:func:`host_o
 walk of the module, ``gpu.module`` bodies skipped), so a module without such ops compiles
 exactly as before and pays one walk. Tensors are not bufferized: a host op on tensors left
 after the user's passes is a CompileError naming the op and ``one-shot-bufferize``
-(:func:`pywave.frontend.validate.prepared`), as MLIR's bufferization changes function
+(:func:`pywave.frontend.validate.no_host_tensors`), as MLIR's bufferization changes function
 signatures, which the caller of a pywave function would see.
 """
 
