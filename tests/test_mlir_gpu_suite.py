@@ -288,3 +288,29 @@ def test_data_files_come_from_the_mlir_source_folder(tmp_path):
     # Without a source folder the substitution stays, and the file counts as missing.
     assert suite.missing_data_files(_one(text)) == [
         "%mlir_src_dir/test/Integration/data/block.mtx"]
+
+
+def test_a_continuation_goes_on_at_the_next_run_line_past_other_lines():
+    text = ("// RUN: mlir-opt %s -canonicalize | \\\n\n// a comment\n"
+            "// RUN: mlir-runner -e main -entry-point-result=void | FileCheck %s\n")
+    spec = _one(text)
+    assert spec.runs_program and spec.filecheck and spec.prelude == ["canonicalize"]
+
+
+def test_cpu_lowering_flags_end_the_prelude_and_own_lowering_drops_it():
+    spec = _one("// RUN: mlir-opt %s -one-shot-bufferize -test-lower-to-llvm | "
+                "mlir-runner -e entry -entry-point-result=void | FileCheck %s")
+    assert spec.prelude == ["one-shot-bufferize"] and spec.lowering and not spec.unknown
+    assert "--pass-pipeline=builtin.module(one-shot-bufferize)" in spec.pywave_args()
+    assert spec.pywave_args(own_lowering=True) == ["-e", "entry",
+                                                    "--entry-point-result=void"]
+
+
+def test_a_pass_pipeline_without_lowering_passes_is_prelude():
+    spec = _one('// RUN: mlir-opt %s -pass-pipeline="builtin.module(func.func(canonicalize,'
+                'cse),one-shot-bufferize{bufferize-function-boundaries})" | mlir-opt '
+                '-pass-pipeline="builtin.module(convert-linalg-to-loops, lower-affine)" | '
+                'mlir-runner -e main -entry-point-result=void | FileCheck %s')
+    assert spec.prelude == [
+        "func.func(canonicalize,cse),one-shot-bufferize{bufferize-function-boundaries}"]
+    assert spec.lowering

@@ -30,6 +30,9 @@ maps them to ``python -m pywave run FILE [--pass-pipeline=...] [options]`` and c
 output with FileCheck. One line per test (PASS / FAIL with the first reason / SKIP with why)
 and a final summary.
 
+``--own-lowering`` runs each program with no ``--pass-pipeline`` at all (the prelude dropped,
+a missing prelude pass no reason to skip): pywave's own lowering of the module as written.
+
 ``--compile-only`` compiles each program for the chip its RUN line names, without a GPU, with
 ``python -m pywave run --compile-only FILE --target CHIP -e ENTRY [--pass-pipeline=...]`` (the
 program compiled as a run compiles it: its entry and result checked, other host functions
@@ -87,9 +90,11 @@ PYWAVE_OPTIONS = {
     "format": "--format={}",
 }
 
-# Passes of upstream's GPU lowering, which pywave does itself: the first one ends a RUN line's
-# prelude. The lowering pipelines and hand-written pipelines are handled in _opt_stage.
+# Passes of upstream's GPU and CPU lowering, which pywave does itself: the first one ends a RUN
+# line's prelude (mlir-opt's test-only `test-lower-to-llvm`, the CPU tests' usual pipeline,
+# is a lowering to LLVM: pywave's own host lowering stands in for it). The lowering pipelines and hand-written pipelines are handled in _opt_stage.
 LOWERING_RE = re.compile(r"convert-[\w-]+-to-(?:llvm|nvvm|rocdl|cf)|naive-convert-vector-to-llvm|"
+                         r"test-lower-to-llvm|"
                          r"finalize-[\w-]+|expand-strided-metadata|lower-affine|gpu-[\w-]+|"
                          r"async-[\w-]+|reconcile-unrealized-casts|strip-debuginfo")
 # Clean-ups between upstream's lowering steps; harmless for pywave to skip.
@@ -122,9 +127,10 @@ class RunSpec:
     needs: str | None = None                        # what the program needs that pywave lacks
     unknown: list[str] = dataclasses.field(default_factory=list)       # options not understood
 
-    def pywave_args(self) -> list[str]:
-        """``pywave run`` options (the file name excluded)."""
-        args = ["-e", self.entry] + pass_pipeline_args(self.prelude)
+    def pywave_args(self, own_lowering: bool = False) -> list[str]:
+        """``pywave run`` options (the file name excluded); ``own_lowering``: without the
+        prelude's passes (pywave's own lowering of the module as written)."""
+        args = ["-e", self.entry] + ([] if own_lowering else pass_pipeline_args(self.prelude))
         if self.entry_result:
             args.append(f"--entry-point-result={self.entry_result}")
         if self.opt_level is not None:
@@ -152,13 +158,13 @@ def run_lines(text: str) -> list[str]:
     commands: list[str] = []
     defines: dict[str, str] = {}
     kind, current = None, ""
-    for line in text.splitlines() + [""]:
+    for line in text.splitlines():
         match = re.match(r"\s*//\s*(RUN|DEFINE|REDEFINE):(.*)$", line)
-        if kind and (not match or match.group(1) != kind):   # a continuation ended early
+        if not match:
+            continue        # as lit does: a continuation goes on at the next directive line
+        if kind and match.group(1) != kind:                  # a continuation ended early
             _finish(kind, current, commands, defines)
             kind, current = None, ""
-        if not match:
-            continue
         part = match.group(2).rstrip()
         kind = kind or match.group(1)
         if part.endswith("\\"):
@@ -166,6 +172,8 @@ def run_lines(text: str) -> list[str]:
         else:
             _finish(kind, current + part, commands, defines)
             kind, current = None, ""
+    if kind:
+        _finish(kind, current, commands, defines)
     return [c for c in commands if c]
 
 
@@ -318,6 +326,9 @@ def _opt_stage(tokens: list[str], spec: RunSpec) -> None:
             spec.debug_only = value
         elif name == "sparsifier":
             _sparsifier(value, spec)
+        elif name == "pass-pipeline" and not spec.lowering and \
+                _prelude_pipeline(value, spec):
+            continue                                    # no lowering in it: prelude
         elif _lowering_flag(name, value, spec):
             spec.lowering = True
         elif not spec.lowering:
@@ -344,6 +355,18 @@ def _lowering_flag(name: str, value: str, spec: RunSpec) -> bool:
             spec.compile["format"] = match.group(1)
     else:
         return bool(LOWERING_RE.fullmatch(name))
+    return True
+
+
+def _prelude_pipeline(value: str, spec: RunSpec) -> bool:
+    """A hand-written ``-pass-pipeline="builtin.module(...)"`` holding no lowering pass (a CPU
+    test's bufferization, say) is prelude: its inner text becomes one prelude element."""
+    inner = value.strip().strip("'\"").strip()
+    match = re.fullmatch(r"builtin\.module\((.*)\)", inner, re.S)
+    names = re.findall(r"[\w-]+", re.sub(r"\{[^}]*\}", "", match.group(1))) if match else []
+    if not match or any(LOWERING_RE.fullmatch(n) for n in names):
+        return False
+    spec.prelude.append(" ".join(match.group(1).split()))
     return True
 
 
@@ -671,7 +694,7 @@ class Suite:
                                    "mlir/test/Integration/data; --mlir-src-dir names the mlir "
                                    "folder holding it)")
         missing = missing_passes(spec.prelude)
-        if missing:
+        if missing and not self.args.own_lowering:
             return Outcome("SKIP", f"needs mlir-opt pass {', '.join(missing)} (neither the MLIR "
                                    "bindings nor pywave provide it)")
         chip = self._chip(spec, text)
@@ -704,7 +727,7 @@ class Suite:
         return Outcome("PASS", f"compiled for {chip}{note}")
 
     def _execute(self, spec: RunSpec, path: str) -> Outcome:
-        cmd = self.pywave + ["run", path] + spec.pywave_args()
+        cmd = self.pywave + ["run", path] + spec.pywave_args(self.args.own_lowering)
         if self.args.verbose:
             print("  $ " + shlex.join(cmd), flush=True)
         env = dict(os.environ, **spec.env)
@@ -799,6 +822,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="lit's %%mlir_src_dir: the mlir folder of an llvm-project checkout "
                         "(its test/Integration/data holds the files sparse tests read); "
                         "default: the one above each test, when there is one")
+    parser.add_argument("--own-lowering", action="store_true",
+                        help="run each program without its RUN line's prelude passes: "
+                        "pywave's own lowering of the module as written (no --pass-pipeline)")
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("-v", "--verbose", action="store_true", help="print the pywave command")
     args = parser.parse_args(argv)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith
 
-from . import dense, gpu_use, validate
+from . import cpu_lowering, dense, gpu_use, validate
 from ..errors import CompileError
 from ..mlirutil import file_location, find_ops, gpu_modules, kernels_of, run_pipeline, sym_name
 
@@ -39,7 +39,13 @@ def prepare(module: ir.Module, text: str, *,
     module's first GPU op (None: a host program); CompileError for what the later stages
     cannot take."""
     dense.empty_resources(module)
+    validate.no_host_tensors(module)
     bool_args = widen_bool_memrefs(module)
+    structured = cpu_lowering.steps(cpu_lowering.STRUCTURED_STEPS,
+                                    cpu_lowering.host_ops(module))
+    if structured:      # before PREPARE_PIPELINE's vector-to-scf and scf-to-cf (upstream's order)
+        run_pipeline(module, f"builtin.module({', '.join(structured)})",
+                     "lowering structured ops to loops", text)
     run_pipeline(module, PREPARE_PIPELINE, "preparing the module", text)
     check_kernels(module)
     gpu_op = gpu_use.first_gpu_op(module)

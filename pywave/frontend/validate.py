@@ -663,10 +663,48 @@ def _check_lowerable(root: "ir.Operation", dialects: frozenset[str], stage: str,
     root.walk(visit, ir.WalkOrder.PRE_ORDER)      # the outermost unlowerable op
     if found:
         op = found[0]
+        hint = _tensor_hint(op, ir)
         raise CompileError(
             f"{op.name} at {_where(op)} cannot be lowered by the {stage} stage: it lowers the "
-            f"{', '.join(sorted(dialects - {'builtin', 'ub'}))} dialects; rewrite the op with "
-            "those (the IR after each stage is in a dump: dump_dir= or $PYWAVE_DUMP_DIR)")
+            f"{', '.join(sorted(dialects - {'builtin', 'ub'}))} dialects (and linalg on "
+            f"memrefs, to loops); {hint or 'rewrite the op with those'} (the IR after each "
+            "stage is in a dump: dump_dir= or $PYWAVE_DUMP_DIR)")
+
+
+def no_host_tensors(mod: "ir.Module") -> None:
+    """CompileError naming the first op outside ``gpu.module`` bodies that works on tensors
+    (a tensor operand or result, or a ``tensor``/``bufferization`` op): the prepare stage's
+    loop lowering would fail on it with a message about ``scf.for`` instead
+    (:func:`_tensor_hint` says what to run)."""
+    from mlir import ir
+
+    found: list[ir.Operation] = []
+
+    def visit(op: "ir.Operation") -> "ir.WalkResult":
+        if op.name == "gpu.module":
+            return ir.WalkResult.SKIP
+        if op.name != "func.func" and _tensor_hint(op, ir):
+            found.append(op)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    mod.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    if found:
+        op = found[0]
+        raise CompileError(f"{op.name} at {_where(op)} cannot be lowered by pywave: "
+                           f"{_tensor_hint(op, ir)}")
+
+
+def _tensor_hint(op: "ir.Operation", ir) -> str:
+    """How to lower an op on tensors (pywave does not bufferize: MLIR's bufferization
+    changes function signatures, which a caller would see), "" for another op."""
+    types = [v.type for v in op.operands] + [v.type for v in op.results]
+    if op.name.split(".", 1)[0] not in ("tensor", "bufferization") and not any(
+            isinstance(t, (ir.RankedTensorType, ir.UnrankedTensorType)) for t in types):
+        return ""
+    return ("it works on tensors, which pywave does not bufferize: turn them into memrefs "
+            "first with MLIR's one-shot-bufferize, e.g. --pass-pipeline='builtin.module("
+            "one-shot-bufferize{bufferize-function-boundaries})' (passes= of pywave.compile)")
 
 
 def _private(func: "ir.Operation", ir) -> bool:

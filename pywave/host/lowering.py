@@ -53,19 +53,24 @@ from mlir.dialects import gpu, llvm
 
 from .. import image_params, sparse
 from ..errors import CompileError
-from ..frontend import validate
+from ..frontend import cpu_lowering, validate
 from ..mlirutil import diagnostic_error, file_location, find_ops, run_pipeline, sym_name
 from .async_inline import ASYNC_RUNTIME_PIPELINE, inline_async_execute, uses_async_groups
 from ..program import (ENGINE_FINI, ENGINE_INIT, PACKED_PREFIX, RELEASE_KERNELS, RUN_ENTRY,
                        Binary, HostModule, HostSignature)
 
-def host_pipeline(kernel_bare_ptr: bool = False) -> str:
+def host_pipeline(kernel_bare_ptr: bool = False, late: "list[str] | tuple[str, ...]" = ()
+                  ) -> str:
     """Host lowering to the LLVM dialect; gpu.launch_func survives with LLVM-typed operands
-    (bare pointers for memrefs with ``kernel_bare_ptr``, as the kernels then expect)."""
+    (bare pointers for memrefs with ``kernel_bare_ptr``, as the kernels then expect).
+    ``late``: pipeline elements run after ``convert-to-llvm``, each followed by another
+    ``convert-to-llvm`` for the ops they produce
+    (:data:`pywave.frontend.cpu_lowering.LATE_STEPS`)."""
     gpu_to_llvm = "gpu-to-llvm{use-bare-pointers-for-kernels=1}" if kernel_bare_ptr \
         else "gpu-to-llvm"
-    return (f"builtin.module({gpu_to_llvm}, convert-to-llvm, reconcile-unrealized-casts, "
-            "canonicalize)")
+    after = "".join(f"{step}, convert-to-llvm, " for step in late)
+    return (f"builtin.module({gpu_to_llvm}, convert-to-llvm, {after}"
+            "reconcile-unrealized-casts, canonicalize)")
 
 
 #: The host pipeline of the default options.
@@ -151,7 +156,14 @@ def lower(module: ir.Module, binaries: list[Binary], functions: list[HostSignatu
     _synchronous_ops_on_streams(module)
     validate.host_spaces(module)
     _check_wave_helpers(module)
-    run_pipeline(module, host_pipeline(kernel_bare_ptr), "lowering host code to LLVM", text)
+    present = cpu_lowering.host_ops(module)
+    before = cpu_lowering.steps(cpu_lowering.HOST_STEPS, present)
+    if before:
+        run_pipeline(module, f"builtin.module({', '.join(before)})",
+                     "lowering host math, complex and small-float ops", text)
+    run_pipeline(module, host_pipeline(kernel_bare_ptr,
+                                       cpu_lowering.steps(cpu_lowering.LATE_STEPS, present)),
+                 "lowering host code to LLVM", text)
     _check_wave_declarations(module)
     if packed_interface:
         add_packed_interface(module)
@@ -266,6 +278,13 @@ def _check_all_llvm(module: ir.Module, kept: tuple[str, ...] = ()) -> None:
     op = next((o for o in left if o.name != "builtin.unrealized_conversion_cast"), left[0])
     loc = file_location(op.location)
     where = f" at line {loc[0]}, column {loc[1]}" if loc else ""
+    if op.name.startswith("transform."):
+        raise CompileError(
+            f"{op.name}{where} belongs to a transform schedule, which is no program: apply it "
+            "and erase it with your passes, e.g. --pass-pipeline='builtin.module("
+            "transform-interpreter, pywave-erase-transform-schedule)' (passes= of "
+            "pywave.compile), or erase it alone with pywave-erase-transform-schedule",
+            line=loc[0] if loc else None, column=loc[1] if loc else None)
     types = ", ".join(str(v.type) for v in op.operands)
     raise CompileError(
         f"{op.name}{where} (operands: {types or 'none'}) was not lowered to LLVM by the host "
