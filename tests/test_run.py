@@ -237,15 +237,9 @@ def test_run_missing_shared_lib(tmp_path):
 
 # -------------------------------------------------------------------------- on the GPU
 
-#: Programs the CPU device does not run yet: a strict xfail with the CompileError, so each
-#: fails once support lands. nvgpu_mbarrier (NVVM's mbarrier ops on sm_90a) is a GPU's.
-CPU_XFAIL = {
-    "kernel_coverage": "gpu.module @main_kernel: gpu.subgroup_reduce at line 20, column 14 "
-                       "cannot run on the CPU target",
-    "print_order": "gpu.module @main_kernel: gpu.printf at line 16, column 7 cannot run on "
-                   "the CPU target"}
-CPU_PROGRAMS = [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=CPU_XFAIL[name]))
-                if name in CPU_XFAIL else name for name in PROGRAMS if name != "nvgpu_mbarrier"]
+#: The programs the CPU device runs: all but nvgpu_mbarrier (NVVM's mbarrier ops on sm_90a,
+#: a GPU's).
+CPU_PROGRAMS = [name for name in PROGRAMS if name != "nvgpu_mbarrier"]
 
 
 @pytest.fixture(params=[pytest.param("gpu", marks=pytest.mark.gpu), "cpu"])
