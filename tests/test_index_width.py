@@ -339,12 +339,16 @@ def test_vector_program_compiles_at_both_widths():
         assert ptx.count("setp.") >= 4
 
 
-@pytest.mark.gpu
+@pytest.mark.parametrize("device_name", [pytest.param("gpu", marks=pytest.mark.gpu), "cpu"])
 @pytest.mark.parametrize("index_bitwidth", [64, 32])
-def test_vector_kernel_results_at_both_widths(index_bitwidth, compile_gpu):
-    if not runtime.device_count(runtime.KDLCUDA):
+def test_vector_kernel_results_at_both_widths(index_bitwidth, device_name, compile_gpu):
+    """On an NVIDIA GPU and on the CPU device (target="cpu"): the same results."""
+    target = {}
+    if device_name == "cpu":
+        target = {"target": "cpu"}
+    elif not runtime.device_count(runtime.KDLCUDA):
         pytest.skip("needs an NVIDIA GPU")
-    mod = compile_gpu(VECTOR_PROGRAM, lowering={"index_bitwidth": index_bitwidth})
+    mod = compile_gpu(VECTOR_PROGRAM, lowering={"index_bitwidth": index_bitwidth}, **target)
     got = np.from_dlpack(mod.main())
     k = np.arange(64, dtype=np.float32)
     expected = np.where(k < 62, k * np.float32(0.5), np.float32(-1)) + k

@@ -211,6 +211,27 @@ def test_replaced_binary_runs(torch_cuda, compile_gpu, ptx, own_ptx, tmp_path, w
     assert torch.equal(c, a + b)
 
 
+
+@pytest.mark.xfail(raises=pywave.CompileError, strict=True, reason=(
+    "k.so: an ELF file for machine 62, neither a CUDA cubin (EM_CUDA = 190) nor an AMD hsaco "
+    "(EM_AMDGPU = 224)"))
+def test_replaced_binary_runs_on_the_cpu_device(tmp_path):
+    """The CPU device's own image (a host shared object, format cpu-so) given back with
+    binaries=: the embedded and replaced PTX above are GPU-only by subject (a CPU cannot run
+    PTX), and binaries= does not take a CPU image yet."""
+    import numpy as np
+    [binary] = api.build(VECTOR_ADD, target="cpu").binaries
+    assert binary.format == "cpu-so"
+    path = tmp_path / "k.so"
+    path.write_bytes(binary.data)
+    with pywave.compile(VECTOR_ADD, target="cpu", binaries={"kernels": str(path)},
+                        disk_cache=False) as mod:
+        rng = np.random.default_rng(1)
+        a, b = rng.random((2, 4097), dtype=np.float32)
+        c = np.zeros(4097, dtype=np.float32)
+        mod(a, b, c)
+        assert np.array_equal(c, a + b)
+
 # --------------------------------------------------------------------------------------------
 # Every format round-trips: the parameters a launch passes are read from the image itself
 # --------------------------------------------------------------------------------------------

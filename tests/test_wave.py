@@ -19,6 +19,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import DATA, need_fake_driver, run_to_pass
@@ -507,34 +508,39 @@ def wave_mod(compile_gpu):
     return lambda name: compile_gpu(wave_text(name)).isolated_benchmark
 
 
-@pytest.mark.gpu
-def test_gpu_read_write(torch_cuda, wave_mod):
-    torch = torch_cuda
-    a = torch.randn(16, 16, dtype=torch.float16, device="cuda")
-    b = torch.zeros_like(a)
-    wave_mod("read_write")(a, b)
-    torch.cuda.synchronize()
-    assert torch.equal(a, b)
+def _f16(shape, seed=0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float16)
 
 
-@pytest.mark.gpu
-def test_gpu_scalars(torch_cuda, wave_mod):
-    torch = torch_cuda
-    d = torch.zeros(16, 16, dtype=torch.float16, device="cuda")
-    wave_mod("scalars")(2.5, 3, d)
-    torch.cuda.synchronize()
-    assert torch.equal(d, torch.full_like(d, 5.5))
+def test_read_write_on_the_device(device):
+    a = device.put(_f16((16, 16)))
+    b = device.zeros((16, 16), np.float16)
+    device.compile(wave_text("read_write")).isolated_benchmark(a, b)
+    assert np.array_equal(device.get(b), device.get(a))
 
 
-@pytest.mark.gpu
+def test_scalars_on_the_device(device):
+    d = device.zeros((16, 16), np.float16)
+    device.compile(wave_text("scalars")).isolated_benchmark(2.5, 3, d)
+    assert (device.get(d) == np.float16(5.5)).all()
+
+
 @pytest.mark.parametrize("shape", [(40, 20), (16, 16), (37, 5)])
-def test_gpu_dims_set_the_grid(torch_cuda, wave_mod, shape):
-    torch = torch_cuda
-    a = torch.randn(*shape, dtype=torch.float16, device="cuda")
-    b = torch.zeros_like(a)
-    wave_mod("dynamic_dims")(a, b)
-    torch.cuda.synchronize()
-    assert torch.equal(a, b)
+def test_dims_set_the_grid_on_the_device(device, shape):
+    a0 = _f16(shape)
+    b = device.zeros(shape, np.float16)
+    device.compile(wave_text("dynamic_dims")).isolated_benchmark(device.put(a0), b)
+    assert np.array_equal(device.get(b), a0)
+
+
+def test_cluster_launch_is_refused_on_the_cpu_device():
+    """Thread-block clusters are a GPU's (sm_90+): the CPU device refuses the launch, naming
+    the kernel, and writes nothing."""
+    with pywave.compile(wave_text("cluster"), target="cpu") as mod:
+        a, b = _f16((32, 32)), np.zeros((32, 32), np.float16)
+        with pytest.raises(pywave.DeviceError, match="'read_write'.*no thread-block clusters"):
+            mod.isolated_benchmark(a, b)
+        assert not b.any()
 
 
 @pytest.mark.gpu

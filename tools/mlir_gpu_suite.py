@@ -40,7 +40,7 @@ helpers); it is the ROCm check (every GPU/ROCM test that parses compiles for its
 
 Usage::
 
-    python tools/mlir_gpu_suite.py DIR [DIR...] [--gpu-chip sm_90] [--compile-only]
+    python tools/mlir_gpu_suite.py DIR [DIR...] [--gpu-chip sm_90 | --target cpu] [--compile-only]
         [--pywave-cmd "python -m pywave"] [--filecheck PATH] [--rocm-chip gfx942]
         [--mlir-src-dir LLVM/mlir] [-v]
 
@@ -89,6 +89,9 @@ PYWAVE_OPTIONS = {
     "host-bare-ptr": "--host-bare-ptr",
     "format": "--format={}",
 }
+#: The options that choose a chip's code, dropped where --target runs every program for one
+#: target (the CPU device: ``--target cpu``).
+TARGET_OPTIONS = ("chip", "features", "format")
 
 # Passes of upstream's GPU and CPU lowering, which pywave does itself: the first one ends a RUN
 # line's prelude (mlir-opt's test-only `test-lower-to-llvm`, the CPU tests' usual pipeline,
@@ -127,9 +130,15 @@ class RunSpec:
     needs: str | None = None                        # what the program needs that pywave lacks
     unknown: list[str] = dataclasses.field(default_factory=list)       # options not understood
 
-    def pywave_args(self, own_lowering: bool = False) -> list[str]:
+    def pywave_args(self, own_lowering: bool = False, target: str | None = None) -> list[str]:
         """``pywave run`` options (the file name excluded); ``own_lowering``: without the
-        prelude's passes (pywave's own lowering of the module as written)."""
+        prelude's passes (pywave's own lowering of the module as written); ``target``: run
+        for it instead of the chip the RUN line names (its chip options, TARGET_OPTIONS,
+        dropped)."""
+        compile = self.compile
+        if target is not None:
+            compile = {k: v for k, v in compile.items() if k not in TARGET_OPTIONS}
+            compile["chip"] = target
         args = ["-e", self.entry] + ([] if own_lowering else pass_pipeline_args(self.prelude))
         if self.entry_result:
             args.append(f"--entry-point-result={self.entry_result}")
@@ -137,7 +146,7 @@ class RunSpec:
             args.append(f"-O{self.opt_level}")
         for lib in self.shared_libs:
             args.append(f"--shared-libs={lib}")
-        return args + compile_args(self.compile)
+        return args + compile_args(compile)
 
 
 def compile_args(options: dict[str, str]) -> list[str]:
@@ -697,6 +706,8 @@ class Suite:
         if missing and not self.args.own_lowering:
             return Outcome("SKIP", f"needs mlir-opt pass {', '.join(missing)} (neither the MLIR "
                                    "bindings nor pywave provide it)")
+        if self.args.target and not self.args.compile_only:
+            return self._execute(spec, str(path))
         chip = self._chip(spec, text)
         if not self.args.compile_only and chip and self.args.gpu_chip \
                 and not chip_runs_on(chip, self.args.gpu_chip, spec.compile.get("format")):
@@ -727,7 +738,8 @@ class Suite:
         return Outcome("PASS", f"compiled for {chip}{note}")
 
     def _execute(self, spec: RunSpec, path: str) -> Outcome:
-        cmd = self.pywave + ["run", path] + spec.pywave_args(self.args.own_lowering)
+        cmd = self.pywave + ["run", path] + spec.pywave_args(self.args.own_lowering,
+                                                               self.args.target)
         if self.args.verbose:
             print("  $ " + shlex.join(cmd), flush=True)
         env = dict(os.environ, **spec.env)
@@ -805,6 +817,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--filecheck", default=default_filecheck())
     parser.add_argument("--gpu-chip", help="chip of the GPU (tests for newer chips SKIP); "
                         "default: asked from pywave")
+    parser.add_argument("--target", help="run every program for this target instead of the "
+                        "chip its RUN line names (cpu: the CPU device, no GPU needed; the "
+                        "RUN line's chip, features and format are dropped)")
     parser.add_argument("--rocm-chip", default="gfx942",
                         help="chip for ROCm tests whose RUN line says %%chip (default gfx942)")
     parser.add_argument("--rocm-wmma-chip", default="gfx1100",
@@ -829,7 +844,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true", help="print the pywave command")
     args = parser.parse_args(argv)
     args.cli_options = {o for o in args.cli_options.split(",") if o}
-    if not args.gpu_chip and not args.compile_only:
+    if not args.gpu_chip and not args.compile_only and not args.target:
         args.gpu_chip = detect_gpu_chip()
     suite = Suite(args)
     counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
