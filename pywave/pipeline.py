@@ -37,7 +37,8 @@ from .errors import Error
 from .frontend import gpu_use, passes, validate
 from .host import jit
 from .kernels import images, toolkit
-from .program import BACKENDS, HOST, HOST_ABI, Binary, HostModule, Program, Target, ptx_text
+from .program import (BACKENDS, CPU_KERNEL_ABI, HOST, HOST_ABI, Binary, HostModule, Program,
+                      Target, ptx_text)
 
 _lowering = lowering      # the module; Pipeline's parameter of the same name shadows it
 _passes = passes          # likewise
@@ -284,6 +285,7 @@ class Pipeline:
             out["binaries"] = images.digest(self.replacements)
         if self.target.chip == "cpu":   # kernels for this machine's CPU and its features
             out["kernel_cpu"] = list(llvm.host_cpu())
+            out["kernel_cpu_abi"] = CPU_KERNEL_ABI   # a layout change must miss old entries
         elif not self.target.chip.startswith("gfx"):  # NVIDIA or not yet known: ptxas counts
             found = toolkit.find_toolkit()
             out["cuda_toolkit"] = found.version if found else None

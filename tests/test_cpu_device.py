@@ -824,3 +824,12 @@ def test_cpu_modules_come_back_from_the_disk_cache(tmp_path, monkeypatch, caplog
     mod(a, a, c)
     assert (c == 2 * a).all()
     mod.close()
+
+
+def test_the_cpu_image_abi_is_part_of_the_cache_key():
+    """A CPU-target module's cache key holds the image ABI version, so an entry built for
+    another thread-record layout is never loaded (one was, and the launch crashed)."""
+    from pywave import pipeline, program
+    options = pipeline.Pipeline(VECTOR_ADD, target="cpu").options()
+    assert options["kernel_cpu_abi"] == program.CPU_KERNEL_ABI
+    assert "kernel_cpu_abi" not in pipeline.Pipeline(VECTOR_ADD, target="sm_90").options()

@@ -91,14 +91,14 @@ from ..errors import CompileError
 from ..mlirutil import diagnostic_error, file_location, find_ops, gpu_modules, sym_name
 from ..image_params import undefined_symbols
 from ..llvm import host_cpu
-from ..program import Binary
+from ..program import CPU_KERNEL_ABI, Binary
 from . import params
 from .rewrites import gpu_ids
 
 log = logging.getLogger("pywave.kernels.cpu")
 
-#: Version of the image ABI; libwavert's WAVERT_CPU_ABI (backend_cpu.c) must be equal.
-CPU_ABI = 2
+#: Version of the image ABI (:data:`pywave.program.CPU_KERNEL_ABI`).
+CPU_ABI = CPU_KERNEL_ABI
 #: Bytes of dynamic workgroup memory every block has (libwavert's WAVERT_CPU_DYNAMIC_SHARED,
 #: the CPU device's MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: launches asking more are refused).
 DYNAMIC_SHARED_BYTES = 65536
