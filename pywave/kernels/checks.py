@@ -100,12 +100,12 @@ def instrument(gmod: ir.Operation, name: str, text: str | None) -> "_Sites":
                                text) from None
     sites = _Sites(gmod, text)
     with gmod.context, gmod.location:
+        for op in find_ops(gmod, lambda o: o.name == "cf.assert"):
+            _fault(op, sites)       # first: each assert is right before the op it guards
         for op in find_ops(gmod, lambda o: o.name in ("memref.load", "memref.store")):
             target = op.operands[0 if op.name == "memref.load" else 1]
             if _is_workgroup(target.type):
                 _access(op, target, sites)
-        for op in find_ops(gmod, lambda o: o.name == "cf.assert"):
-            _fault(op, sites)
     return sites
 
 
