@@ -34,6 +34,16 @@
  * by the launch. Fibers run in thread order: a block's execution is deterministic.
  * $WAVERT_CPU_THREADS sets the pool size (1: every block on the calling thread, in order,
  * a deterministic run); default: the online CPUs.
+ *
+ * Checked mode (images exporting `__wavert_cpu_checked`, pywave's checks=True): every kernel
+ * runs as fibers; a failed check (`fault`: an out-of-bounds access) stops the block (the
+ * failing fiber is never resumed) and the launch fails with WAVERT_ERROR_KERNEL_FAULT, the
+ * message naming the kernel, block, thread, op, index and memref (the first failing block's
+ * of the launch). Barriers need every thread of the block (or warp), at the same op: a thread
+ * returning while another waits, or threads at different barriers, are such failures.
+ * `access` keeps, per workgroup-memory element, its writer and readers since the block's last
+ * barrier (a hash table per pool thread, emptied by a new epoch) and reports a conflicting
+ * pair of threads as a data race.
  */
 #define _GNU_SOURCE /* memfd_create, MAP_ANONYMOUS */
 #include <dlfcn.h>
@@ -273,7 +283,6 @@ typedef struct {
   size_t stride, stack_bytes, page;
   int capacity, count, current, live;
   unsigned long progress; /* arrivals and returns: a round without any is a deadlock */
-  int deadlock;
   const cpu_function *function;
   void **params;
   /* Checked mode and the precise deadlock message: what each thread waits at. */
@@ -780,7 +789,6 @@ static int run_block(cpu_job *job, int64_t linear) {
   if (fibers_reserve(set, count) != 0) return 1;
   set->count = count;
   set->live = count;
-  set->deadlock = 0;
   set->faulted = 0;
   set->checked = job->function->checked;
   set->job = job;

@@ -58,8 +58,9 @@ read then returns any thread's published value).
 - ``gpu.all_reduce`` (an operation or a region, which becomes a private function): the
   combination, in linear thread order, of every thread's value; it is a barrier of the block.
 - Threads of a block that wait at different points (a barrier in some, a warp exchange in
-  others) so that none can go on: the launch fails with an error (libwavert); a barrier
-  reached a different number of times by different threads is not detected.
+  others) so that none can go on: the launch fails with an error naming the kernel, the block
+  and two of the threads with what each waits at (libwavert); a barrier reached a different
+  number of times by different threads is detected only in checked mode.
 
 ``gpu.printf``: NVIDIA's ``vprintf`` ABI (convert-gpu-to-nvvm's lowering) implemented by
 libwavert: C printf formatting, each argument's size taken from its conversion as the CUDA
@@ -67,6 +68,14 @@ driver does; a launch's output goes to the process's stdout, each call whole, fl
 the launch returns (the CPU device's launches are synchronous). ``memref.atomic_rmw`` and
 ``memref.generic_atomic_rmw`` are LLVM atomics (sequentially consistent, as MLIR lowers them):
 blocks run in parallel on the pool's threads.
+
+Checked mode (``checks=True``, :mod:`pywave.kernels.checks`): the module is instrumented
+before step 2 (MLIR's runtime verification, its asserts into calls of ``__wavert_cpu_fault``,
+workgroup-memory accesses into ``__wavert_cpu_access``), ``gpu.barrier`` becomes
+``__wavert_cpu_barrier_at`` with its line, every kernel runs one fiber per thread (a failing
+check stops its thread: the fiber is never resumed, no longjmp), and the image exports
+``__wavert_cpu_checked``, which makes libwavert require every thread of a block at each
+barrier. Record words :data:`FAULT_FIELD`, :data:`ACCESS_FIELD`, :data:`SITE_FIELD`.
 
 The image's undefined symbols are checked against the process before it is returned (a
 missing one would fail the ``dlopen`` at the first launch): a CompileError names them.
