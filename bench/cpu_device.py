@@ -12,7 +12,11 @@ elements, and its time is scaled per element to the row's size (marked ``*``).
 
 Run: ``python bench/cpu_device.py`` ($WAVERT_CPU_THREADS sets the pool size). Targets (issue
 33): vector add 2^16 <= 5.6 ms and >= 1000x the simulator; 2^24 within 3x of numpy.add;
-the reduction over 2^20 <= 50 ms."""
+the reduction over 2^20 <= 50 ms.
+
+``python bench/cpu_device.py --checks`` instead times the checked mode (``checks=True``:
+bounds, barrier and race checks; every thread a fiber) against the unchecked one: the vector
+add at 2^16 and 2^20 and the reduction at 2^20, with the slowdown."""
 
 from __future__ import annotations
 
@@ -134,5 +138,39 @@ def main() -> int:
     return 0
 
 
+def checks_main() -> int:
+    """The checked mode's slowdown (``--checks``)."""
+    text = (ROOT / "examples" / "vector_add.mlir").read_text()
+    plain = pywave.compile(text, target="cpu")
+    checked = pywave.compile(text, target="cpu", checks=True)
+    print(f"{'case':<28} {'unchecked ms':>13} {'checked ms':>11} {'slowdown':>9}")
+    for log2 in (16, 20):
+        n = 1 << log2
+        a = np.random.rand(n).astype(np.float32)
+        b = np.random.rand(n).astype(np.float32)
+        c = np.empty_like(a)
+        times = []
+        for mod in (plain, checked):
+            c[:] = 0
+            mod(a, b, c)
+            assert np.array_equal(c, a + b)
+            times.append(median_seconds(lambda: mod(a, b, c), repeat=5, number=3))
+        print(f"{'vector add 2^' + str(log2):<28} {times[0] * 1e3:>13.3f} "
+              f"{times[1] * 1e3:>11.3f} {times[1] / times[0]:>8.1f}x")
+    n = 1 << 20
+    x = np.random.default_rng(0).integers(0, 8, n).astype(np.float32)
+    want = x.reshape(-1, 256).sum(axis=1)
+    times = []
+    for mod in (pywave.compile(reduce_f32_text(), target="cpu"),
+                pywave.compile(reduce_f32_text(), target="cpu", checks=True)):
+        out = np.zeros(n // 256, dtype=np.float32)
+        mod.run(x, out)
+        assert np.array_equal(out, want)
+        times.append(median_seconds(lambda: mod.run(x, out), repeat=3, number=2))
+    print(f"{'barrier reduction 2^20':<28} {times[0] * 1e3:>13.3f} {times[1] * 1e3:>11.3f} "
+          f"{times[1] / times[0]:>8.1f}x")
+    return 0
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(checks_main() if "--checks" in sys.argv[1:] else main())

@@ -9,7 +9,8 @@ from __future__ import annotations
 import logging
 
 from ._version import __version__
-from .errors import ArgumentError, CompileError, ConfigWarning, DeviceError, Error, NotBuiltError
+from .errors import (ArgumentError, CompileError, ConfigWarning, DeviceError, Error,
+                     KernelFaultError, NotBuiltError)
 
 
 def _check_built() -> None:
@@ -53,7 +54,7 @@ from .api import CompiledModule, compile, device_count, synchronize  # noqa: E40
 
 __all__ = ["compile", "compile_many", "CompileManyError", "export", "synchronize",
            "device_count", "CompiledModule", "Error", "CompileError", "ArgumentError",
-           "DeviceError", "NotBuiltError", "ConfigWarning", "ExecutionEngine", "__version__"]
+           "DeviceError", "KernelFaultError", "NotBuiltError", "ConfigWarning", "ExecutionEngine", "__version__"]
 
 logging.getLogger("pywave").addHandler(logging.NullHandler())
 

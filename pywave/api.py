@@ -22,7 +22,7 @@ from .errors import ArgumentError, CompileError, DeviceError, Error
 from .frontend import validate
 from .frontend.source import MlirModule, text_and_name
 from .host import jit, sharedobj
-from .lowering import LoweringOptions, options_of
+from .lowering import LoweringOptions, options_of, with_checks
 from .pipeline import Artifacts
 from .program import BACKENDS, PACKED_PREFIX, RELEASE_KERNELS, Binary, Program
 from .runtime import kernel_api
@@ -103,7 +103,7 @@ def compile(text: "str | os.PathLike[str] | MlirModule", *,
             opt_level: int = 2, format: str = "auto", disk_cache: bool = True,
             dump_dir: str | None = None, binaries: dict | None = None,
             lowering: LoweringOptions | Mapping | None = None,
-            passes: str | None = None,
+            passes: str | None = None, checks: bool | None = None,
             isolate: bool | None = None, timeout: float | None = None) -> CompiledModule:
     """Compile an MLIR module of ``gpu.module`` kernels and host ``func.func``s.
 
@@ -155,6 +155,14 @@ def compile(text: "str | os.PathLike[str] | MlirModule", *,
         (:mod:`pywave.frontend.passes`). Part of the cache key. An unknown pass, a bad option
         or a failing pass is a ``CompileError`` naming the pass (a failure also the op and its
         location).
+    checks : bool, optional
+        The checked mode of ``target="cpu"``: every memref access bounds-checked, every
+        ``gpu.barrier`` required of all threads of a block, data races on workgroup memory
+        reported; a failure raises :class:`pywave.KernelFaultError` naming the kernel, block,
+        thread(s), op, index and memref, never a hang or a crash
+        (:mod:`pywave.kernels.checks`). Default: ``$PYWAVE_CHECKS`` (``1``: on for
+        ``target="cpu"``, ignored for GPU targets). ``True`` with another target is a
+        ``CompileError``. Part of the cache key; kernels run slower.
     isolate : bool, optional
         Run MLIR and LLVM in a compile worker process (the default; ``$PYWAVE_ISOLATE=0``
         turns it off): a crash, abort or hang there becomes a ``CompileError`` naming the
@@ -180,7 +188,8 @@ def compile(text: "str | os.PathLike[str] | MlirModule", *,
     text, filename = text_and_name(text)
     compiler = pipeline.Pipeline(text, target=target, opt_level=opt_level, format=format,
                                  filename=filename, replacements=binaries, dump_dir=dump_dir,
-                                 lowering=options_of(lowering), launchers=True, passes=passes)
+                                 lowering=with_checks(options_of(lowering), checks, target),
+                                 launchers=True, passes=passes)
     validate.isolate(isolate)                                # checked on hits too
     if timeout is not None:
         validate.timeout(timeout)

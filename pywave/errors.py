@@ -44,6 +44,14 @@ class DeviceError(Error, RuntimeError):
     The message carries the driver call and its error name and text."""
 
 
+class KernelFaultError(DeviceError):
+    """A kernel failed a check of the CPU target's checked mode (``checks=True``): an
+    out-of-bounds memref access, a ``gpu.barrier`` not reached by every thread of its block
+    (divergence, an early return), or a data race on workgroup memory. The message names the
+    kernel, the block (x, y, z), the thread(s) (x, y, z), the op, the index, the memref and
+    the source line. The process goes on; what the kernel wrote before it is undefined."""
+
+
 class NotBuiltError(Error, ImportError):
     """pywave's built parts (its C extensions, ``libwavert.so``) are missing: the package was
     imported from a source tree that was never built, or a build output was removed. The

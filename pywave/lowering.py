@@ -124,6 +124,13 @@ class LoweringOptions:
         launches pass only the rest (:mod:`pywave.kernels.params`), which saves the driver
         about 3 ns a parameter per launch. Set it for kernel images that code other than
         pywave's launches with MLIR's argument layout (``pywave.api.build(...).binaries``).
+    checks : bool
+        The CPU target's checked mode (``target="cpu"`` only: a CompileError for a GPU
+        target): every memref access bounds-checked (MLIR's ``generate-runtime-verification``),
+        every ``gpu.barrier`` required of all threads of the block, workgroup-memory data races
+        reported; a failure raises :class:`pywave.KernelFaultError` naming the kernel, the
+        block, the thread(s), the op, the index and the memref
+        (:mod:`pywave.kernels.checks`). Kernels run slower (one fiber per thread).
     """
 
     index_bitwidth: int = 64
@@ -135,6 +142,7 @@ class LoweringOptions:
     max_registers: int | None = None
     ptxas_options: tuple[str, ...] = ()
     keep_kernel_params: bool = False
+    checks: bool = False
 
     def __post_init__(self) -> None:
         if self.index_bitwidth not in (32, 64):
@@ -145,7 +153,8 @@ class LoweringOptions:
         if self.features and not re.fullmatch(r"(\+[\w.]+)(,\+[\w.]+)*", self.features):
             raise CompileError(f"features must look like '+ptx80' (comma-separated, each "
                                f"starting with '+'), got {self.features!r}")
-        for name in ("kernel_bare_ptr", "line_info", "fast_math", "keep_kernel_params"):
+        for name in ("kernel_bare_ptr", "line_info", "fast_math", "keep_kernel_params",
+                     "checks"):
             if not isinstance(getattr(self, name), bool):
                 raise CompileError(f"{name} must be a bool, got {getattr(self, name)!r}")
         regs = self.max_registers
@@ -193,6 +202,36 @@ def options_of(value: "LoweringOptions | Mapping[str, object] | None"
         return LoweringOptions(**value)
     raise TypeError(f"lowering must be a pywave.lowering.LoweringOptions or a dict, got "
                     f"{type(value).__name__}")
+
+
+#: Environment variable that turns the checked mode on for ``target="cpu"`` compiles that do
+#: not pass ``checks=`` (``1``; ``0`` or unset: off). GPU targets ignore it (logged).
+CHECKS_ENV = "PYWAVE_CHECKS"
+
+
+def with_checks(options: LoweringOptions | None, checks: "bool | None",
+                target: object) -> LoweringOptions | None:
+    """``options`` with the ``checks=`` of :func:`pywave.compile` applied: None reads
+    :data:`CHECKS_ENV` (on for ``target="cpu"`` only). TypeError for a non-bool,
+    CompileError for ``checks=True`` with a target other than ``"cpu"``."""
+    if checks is None:
+        value = os.environ.get(CHECKS_ENV, "").strip().lower()
+        if value in ("", "0", "false", "no", "off"):
+            return options
+        if target != "cpu":
+            log.info("%s=%s: ignored for target %r (the checked mode is the CPU target's)",
+                     CHECKS_ENV, value, target)
+            return options
+        checks = True
+    if not isinstance(checks, bool):
+        raise TypeError(f"checks must be a bool, got {checks!r}")
+    if not checks:
+        return options
+    if target != "cpu":
+        raise CompileError(f"checks=True needs target='cpu' (got target={target!r}): the "
+                           "checked mode (bounds, barrier and race checks) runs the kernels "
+                           "on the CPU device")
+    return dataclasses.replace(options or LoweringOptions(), checks=True)
 
 
 def _checked_ptxas_options(options: object) -> tuple[str, ...]:

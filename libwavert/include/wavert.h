@@ -181,6 +181,11 @@ typedef enum wavert_status {
   WAVERT_ERROR_OUT_OF_MEMORY = 6,
   /* The request is valid but not supported by this backend or build. */
   WAVERT_ERROR_UNSUPPORTED = 7,
+  /* A kernel faulted and the device reported it: on the CPU device in checked mode, an
+   * out-of-bounds memref access, a barrier not reached by every thread of a block, or a data
+   * race on workgroup memory. The message names the kernel, the block, the thread(s), the
+   * op, the index and the memref. */
+  WAVERT_ERROR_KERNEL_FAULT = 8,
 } wavert_status;
 
 /* Static English text for a status code ("invalid argument", ...). Never NULL. */

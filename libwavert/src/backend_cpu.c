@@ -34,6 +34,16 @@
  * by the launch. Fibers run in thread order: a block's execution is deterministic.
  * $WAVERT_CPU_THREADS sets the pool size (1: every block on the calling thread, in order,
  * a deterministic run); default: the online CPUs.
+ *
+ * Checked mode (images exporting `__wavert_cpu_checked`, pywave's checks=True): every kernel
+ * runs as fibers; a failed check (`fault`: an out-of-bounds access) stops the block (the
+ * failing fiber is never resumed) and the launch fails with WAVERT_ERROR_KERNEL_FAULT, the
+ * message naming the kernel, block, thread, op, index and memref (the first failing block's
+ * of the launch). Barriers need every thread of the block (or warp), at the same op: a thread
+ * returning while another waits, or threads at different barriers, are such failures.
+ * `access` keeps, per workgroup-memory element, its writer and readers since the block's last
+ * barrier (a hash table per pool thread, emptied by a new epoch) and reports a conflicting
+ * pair of threads as a data race.
  */
 #define _GNU_SOURCE /* memfd_create, MAP_ANONYMOUS */
 #include <dlfcn.h>
@@ -45,12 +55,13 @@
 #include <sys/mman.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <unistd.h>
 
 #include "backend.h"
 
 /* Version of the image ABI above; pywave/kernels/cpu.py's CPU_ABI must equal it. */
-#define WAVERT_CPU_ABI 2
+#define WAVERT_CPU_ABI 3
 /* Default stack of one GPU thread run as a fiber, a guard page below it
  * ($WAVERT_CPU_STACK_KIB overrides it, 16 to 65536). 64 KiB hold the kernel's frames (its
  * private memref.alloca buffers included) and the C library's printf; a fiber that runs
@@ -86,8 +97,20 @@ struct wavert__cpu_thread {
   /* gpu.printf: the format and the argument buffer of NVIDIA's vprintf ABI. */
   void (*print)(const char *format, const void *args);
   int64_t index; /* linear thread id in the block */
+  /* Checked mode (images with `__wavert_cpu_checked`). fault: a failed check; `what` names
+   * the op, the failure and the memref, `where` the source line; with `rank` in 1..4 the
+   * index values and the memref's sizes follow. The thread is stopped (not resumed). */
+  void (*fault)(wavert__cpu_thread *thread, const char *what, const char *where, int64_t rank,
+                int64_t i0, int64_t i1, int64_t i2, int64_t i3, int64_t s0, int64_t s1,
+                int64_t s2, int64_t s3);
+  /* A load (write 0) or store (write 1) of the workgroup-memory element at `address`
+   * (`what` names the op and the memref, `where` the line; `rank` index values follow). */
+  void (*access)(wavert__cpu_thread *thread, const void *address, int64_t write,
+                 const char *what, const char *where, int64_t rank, int64_t i0, int64_t i1,
+                 int64_t i2, int64_t i3);
+  const char *site; /* set before a barrier call: the gpu.barrier's source line, else NULL */
 };
-_Static_assert(sizeof(wavert__cpu_thread) == 18 * 8, "wavert__cpu_thread layout");
+_Static_assert(sizeof(wavert__cpu_thread) == 21 * 8, "wavert__cpu_thread layout");
 
 typedef void (*cpu_kernel)(void **params, wavert__cpu_thread *thread);
 
@@ -95,11 +118,14 @@ typedef struct cpu_function {
   struct cpu_function *next; /* the module's list, freed with it */
   cpu_kernel block;          /* NULL: the kernel needs fibers */
   cpu_kernel thread;
+  int checked;               /* the image was compiled with checks (pywave checks=True) */
+  char name[];               /* the kernel's name */
 } cpu_function;
 
 typedef struct {
   void *handle; /* dlopen's */
   int fd;
+  int checked;
   cpu_function *functions; /* appended under the wavert_module's mutex */
 } cpu_module;
 
@@ -210,7 +236,9 @@ typedef struct {
   int64_t blocks; /* grid x * y * z */
   atomic_llong next;
   atomic_int active; /* pool threads still working on this job */
-  atomic_int failed; /* a block's fibers: 1 no memory, 2 deadlock */
+  atomic_int failed; /* a block's fibers: 1 no memory, 2 deadlock, 3 a check failed */
+  atomic_int reported; /* the first failing block's message is in `message` */
+  char message[2048];
 } cpu_job;
 
 static struct {
@@ -229,7 +257,17 @@ static struct {
 typedef struct {
   int live, arrived;
   unsigned generation;
+  int first;        /* checked mode: the first thread that arrived since it last opened */
+  int base, size;   /* its threads: [base, base + size) */
 } fiber_group;
+
+/* Checked mode: the last accesses to one workgroup-memory element since the last barrier. */
+typedef struct {
+  uintptr_t address;
+  uint64_t epoch; /* valid only when equal to the set's race_epoch */
+  int writer, reader, reader2; /* thread indices (-1 none): the last writer, two readers */
+  const char *write_what, *write_where, *read_what, *read_where;
+} race_entry;
 
 /* Fibers of the block a pool thread is running (per thread, grown on demand). */
 typedef struct {
@@ -245,9 +283,16 @@ typedef struct {
   size_t stride, stack_bytes, page;
   int capacity, count, current, live;
   unsigned long progress; /* arrivals and returns: a round without any is a deadlock */
-  int deadlock;
   const cpu_function *function;
   void **params;
+  /* Checked mode and the precise deadlock message: what each thread waits at. */
+  int checked, faulted;
+  const char **wait_site;     /* per thread: the gpu.barrier's line, or NULL */
+  unsigned char *wait_kind;   /* per thread: 0 running, 1 barrier, 2 warp, 3 block exchange */
+  cpu_job *job;
+  race_entry *races;
+  size_t race_capacity, race_count;
+  uint64_t race_epoch;
 } fiber_set;
 
 static _Thread_local fiber_set fibers;
@@ -339,12 +384,121 @@ static void fiber_yield(fiber_set *set) {
   context_switch(&set->contexts[from], &set->contexts[next]);
 }
 
-/* Arrive at `group` and return when every live thread of it has arrived. */
-static void group_wait(fiber_set *set, fiber_group *group) {
+/* A barrier of the block opened (or a new block starts): the race table starts empty. */
+static void race_new_epoch(fiber_set *set) {
+  set->race_epoch += 1;
+  set->race_count = 0;
+}
+
+static const char *wait_name(int kind) {
+  switch (kind) {
+    case 1: return "gpu.barrier";
+    case 2: return "a warp exchange (gpu.shuffle or gpu.subgroup_reduce)";
+    case 3: return "a block exchange (gpu.all_reduce)";
+  }
+  return "nothing";
+}
+
+/* "(x, y, z)": thread `index`'s id in the block. */
+static const char *thread_text(const fiber_set *set, int index, char *buffer, size_t size) {
+  const wavert__cpu_thread *t = &set->threads[index];
+  snprintf(buffer, size, "(%lld, %lld, %lld)", (long long)t->thread_id[0],
+           (long long)t->thread_id[1], (long long)t->thread_id[2]);
+  return buffer;
+}
+
+/* "gpu.barrier at line 5, column 7": what thread `index` waits at. */
+static const char *wait_text(const fiber_set *set, int index, char *buffer, size_t size) {
+  const char *site = set->wait_site[index];
+  snprintf(buffer, size, "%s%s%s", wait_name(set->wait_kind[index]), site ? " at " : "",
+           site ? site : "");
+  return buffer;
+}
+
+/* Record the block's failure (the launch's first one is kept: "kernel K, block (x, y, z): "
+ * and the formatted text) and stop the block: the running fiber is not resumed. */
+static void block_fail(fiber_set *set, int code, const char *format, ...) {
+  cpu_job *job = set->job;
+  int expected = 0;
+  if (atomic_compare_exchange_strong(&job->reported, &expected, 1)) {
+    const wavert__cpu_thread *t = &set->threads[0];
+    int n = snprintf(job->message, sizeof(job->message), "kernel %s, block (%lld, %lld, %lld): ",
+                     set->function->name, (long long)t->block_id[0], (long long)t->block_id[1],
+                     (long long)t->block_id[2]);
+    va_list ap;
+    va_start(ap, format);
+    if (n > 0 && (size_t)n < sizeof(job->message))
+      vsnprintf(job->message + n, sizeof(job->message) - (size_t)n, format, ap);
+    va_end(ap);
+  }
+  set->faulted = code;
+  context_switch(&set->contexts[set->current], &set->scheduler); /* not resumed */
+}
+
+/* The first thread of `group` that has returned, else -1. */
+static int group_returned(const fiber_set *set, const fiber_group *group) {
+  for (int i = group->base; i < group->base + group->size; ++i)
+    if (set->done[i]) return i;
+  return -1;
+}
+
+/* Deadlock: name two threads waiting at different points (or the one waiting). */
+static void deadlock_fail(fiber_set *set) {
+  int a = -1, b = -1;
+  for (int i = 0; i < set->count; ++i) {
+    if (set->done[i]) continue;
+    if (a < 0) {
+      a = i;
+    } else if (set->wait_kind[i] != set->wait_kind[a] || set->wait_site[i] != set->wait_site[a]) {
+      b = i;
+      break;
+    }
+  }
+  char ta[48], tb[48], wa[512], wb[512];
+  if (a >= 0 && b >= 0)
+    block_fail(set, 2,
+               "the threads wait at different barriers or subgroup operations and none can go "
+               "on: thread %s waits at %s, thread %s at %s (every live thread of the block, or "
+               "of the warp, must reach the same one)",
+               thread_text(set, a, ta, sizeof(ta)), wait_text(set, a, wa, sizeof(wa)),
+               thread_text(set, b, tb, sizeof(tb)), wait_text(set, b, wb, sizeof(wb)));
+  block_fail(set, 2,
+             "the threads wait at different barriers or subgroup operations and none can go on "
+             "(thread %s waits at %s)", a >= 0 ? thread_text(set, a, ta, sizeof(ta)) : "?",
+             a >= 0 ? wait_text(set, a, wa, sizeof(wa)) : "?");
+}
+
+/* Arrive at `group` (waiting at `kind`, `site`) and return when every live thread of it has
+ * arrived. Checked mode: every thread of the group must arrive, at the same op. */
+static void group_wait(fiber_set *set, fiber_group *group, int kind, const char *site) {
+  int self = set->current;
+  set->wait_kind[self] = (unsigned char)kind;
+  set->wait_site[self] = site;
+  if (set->checked) {
+    char ts[48], to[48], ws[512], wo[512];
+    int gone = group_returned(set, group);
+    if (gone >= 0)
+      block_fail(set, 3,
+                 "thread %s waits at %s, which thread %s never reached: it returned first (a "
+                 "barrier in divergent control flow or after an early return)",
+                 thread_text(set, self, ts, sizeof(ts)), wait_text(set, self, ws, sizeof(ws)),
+                 thread_text(set, gone, to, sizeof(to)));
+    if (group->arrived == 0) {
+      group->first = self;
+    } else if (set->wait_kind[group->first] != kind || set->wait_site[group->first] != site) {
+      block_fail(set, 3, "thread %s waits at %s while thread %s waits at %s (divergent "
+                 "barriers: every thread must reach the same one)",
+                 thread_text(set, self, ts, sizeof(ts)), wait_text(set, self, ws, sizeof(ws)),
+                 thread_text(set, group->first, to, sizeof(to)),
+                 wait_text(set, group->first, wo, sizeof(wo)));
+    }
+  }
   set->progress += 1;
   if (++group->arrived >= group->live) {
     group->arrived = 0;
     group->generation += 1;
+    if (group == &set->block) race_new_epoch(set);
+    set->wait_kind[self] = 0;
     return;
   }
   unsigned generation = group->generation;
@@ -352,28 +506,30 @@ static void group_wait(fiber_set *set, fiber_group *group) {
   int idle = 0;
   while (group->generation == generation) {
     fiber_yield(set);
-    if (set->deadlock) break;
     if (set->progress != seen) {
       seen = set->progress;
       idle = 0;
     } else if (++idle >= 2) { /* a whole round of waiting threads: none can go on */
-      set->deadlock = 1;
-      context_switch(&set->contexts[set->current], &set->scheduler); /* not resumed */
+      deadlock_fail(set);
     }
   }
+  set->wait_kind[self] = 0;
 }
 
-static void group_leave(fiber_group *group) {
+static void group_leave(fiber_set *set, fiber_group *group) {
   group->live -= 1;
   if (group->live > 0 && group->arrived >= group->live) {
     group->arrived = 0;
     group->generation += 1;
+    if (group == &set->block) race_new_epoch(set);
   }
 }
 
 static void fiber_barrier(wavert__cpu_thread *thread) {
   fiber_set *set = thread->fibers;
-  group_wait(set, &set->block);
+  const char *site = thread->site;
+  thread->site = NULL;
+  group_wait(set, &set->block, 1, site);
 }
 
 static void fiber_publish(wavert__cpu_thread *thread, int64_t scope, int64_t value) {
@@ -383,7 +539,7 @@ static void fiber_publish(wavert__cpu_thread *thread, int64_t scope, int64_t val
   int parity = (int)(group->generation & 1);
   set->parity[2 * index + (scope != 0)] = (unsigned char)parity;
   set->slots[(size_t)set->count * (size_t)(2 * (scope != 0) + parity) + (size_t)index] = value;
-  group_wait(set, group);
+  group_wait(set, group, scope == 0 ? 2 : 3, NULL);
 }
 
 static int64_t fiber_read(wavert__cpu_thread *thread, int64_t scope, int64_t index) {
@@ -400,6 +556,102 @@ static int64_t fiber_read(wavert__cpu_thread *thread, int64_t scope, int64_t ind
     source = index >= 0 && index < set->count ? index : self;
   }
   return buffer[source];
+}
+
+/* "[1, 2]": the first `rank` (at most 4) of `values`. */
+static const char *values_text(int64_t rank, const int64_t *values, char *buffer, size_t size) {
+  size_t n = 0;
+  buffer[0] = '\0';
+  for (int64_t k = 0; k < rank && k < 4 && n < size; ++k) {
+    int w = snprintf(buffer + n, size - n, "%s%lld", k ? ", " : "[", (long long)values[k]);
+    if (w < 0) break;
+    n += (size_t)w;
+  }
+  if (n < size) snprintf(buffer + n, size - n, "]");
+  return buffer;
+}
+
+static void fiber_fault(wavert__cpu_thread *thread, const char *what, const char *where,
+                        int64_t rank, int64_t i0, int64_t i1, int64_t i2, int64_t i3, int64_t s0,
+                        int64_t s1, int64_t s2, int64_t s3) {
+  fiber_set *set = thread->fibers;
+  char tt[48], index[160], sizes[160];
+  const int64_t idx[4] = {i0, i1, i2, i3}, dims[4] = {s0, s1, s2, s3};
+  if (rank >= 1 && rank <= 4)
+    block_fail(set, 3, "thread %s: %s: index %s is outside the sizes %s (%s)",
+               thread_text(set, (int)thread->index, tt, sizeof(tt)), what,
+               values_text(rank, idx, index, sizeof(index)),
+               values_text(rank, dims, sizes, sizeof(sizes)), where);
+  block_fail(set, 3, "thread %s: %s (%s)", thread_text(set, (int)thread->index, tt, sizeof(tt)),
+             what, where);
+}
+
+static size_t race_slot(const race_entry *table, size_t capacity, uintptr_t address,
+                        uint64_t epoch) {
+  size_t mask = capacity - 1, i = (size_t)((address >> 2) * 0x9E3779B97F4A7C15ull) & mask;
+  while (table[i].epoch == epoch && table[i].address != address) i = (i + 1) & mask;
+  return i; /* the element's entry, or a free one (stale entries of older epochs are free) */
+}
+
+/* The entry of `address` in this barrier interval, made when missing; NULL without memory. */
+static race_entry *race_find(fiber_set *set, uintptr_t address) {
+  if (set->race_count * 2 + 2 > set->race_capacity) {
+    size_t capacity = set->race_capacity ? set->race_capacity * 2 : 4096;
+    race_entry *table = calloc(capacity, sizeof(*table));
+    if (table == NULL) return NULL;
+    size_t live = 0;
+    for (size_t i = 0; i < set->race_capacity; ++i) {
+      race_entry *e = &set->races[i];
+      if (e->epoch != set->race_epoch) continue;
+      table[race_slot(table, capacity, e->address, set->race_epoch)] = *e;
+      live += 1;
+    }
+    free(set->races);
+    set->races = table;
+    set->race_capacity = capacity;
+    set->race_count = live;
+  }
+  race_entry *e = &set->races[race_slot(set->races, set->race_capacity, address, set->race_epoch)];
+  if (e->epoch != set->race_epoch || e->address != address) {
+    *e = (race_entry){address, set->race_epoch, -1, -1, -1, NULL, NULL, NULL, NULL};
+    set->race_count += 1;
+  }
+  return e;
+}
+
+static void fiber_access(wavert__cpu_thread *thread, const void *address, int64_t write,
+                         const char *what, const char *where, int64_t rank, int64_t i0,
+                         int64_t i1, int64_t i2, int64_t i3) {
+  fiber_set *set = thread->fibers;
+  int self = (int)thread->index;
+  race_entry *e = race_find(set, (uintptr_t)address);
+  if (e == NULL) return; /* no memory for the race table: this access is not checked */
+  int other = -1;
+  const char *other_what = NULL, *other_where = NULL, *other_verb = NULL;
+  if (e->writer >= 0 && e->writer != self) { /* write-write or read-after-write */
+    other = e->writer, other_what = e->write_what, other_where = e->write_where;
+    other_verb = "wrote";
+  } else if (write && (e->reader >= 0 || e->reader2 >= 0)) { /* write-after-read */
+    other = e->reader != self ? e->reader : e->reader2;
+    other_what = e->read_what, other_where = e->read_where, other_verb = "read";
+  }
+  if (other >= 0) {
+    const int64_t idx[4] = {i0, i1, i2, i3};
+    char ts[48], to[48], index[160];
+    block_fail(set, 3,
+               "data race on workgroup memory: thread %s %s index %s of %s (%s) after thread "
+               "%s %s the same element (%s, %s) with no gpu.barrier between them",
+               thread_text(set, self, ts, sizeof(ts)), write ? "writes" : "reads",
+               values_text(rank, idx, index, sizeof(index)), what, where,
+               thread_text(set, other, to, sizeof(to)), other_verb, other_what, other_where);
+  }
+  if (write) {
+    e->writer = self, e->write_what = what, e->write_where = where;
+  } else if (e->reader < 0) {
+    e->reader = self, e->read_what = what, e->read_where = where;
+  } else if (e->reader != self && e->reader2 < 0) {
+    e->reader2 = self;
+  }
 }
 
 static void fiber_print(const char *format, const void *args);
@@ -422,11 +674,24 @@ static void fiber_main(void *opaque) {
   fiber_set *set = opaque;
   int index = set->current;
   set->function->thread(set->params, &set->threads[index]);
+  if (set->checked) { /* returning while others wait for it at a barrier is divergence */
+    fiber_group *groups[2] = {&set->block, &set->warps[index / WAVERT_CPU_WARP]};
+    for (int g = 0; g < 2; ++g) {
+      if (groups[g]->arrived == 0) continue;
+      char ts[48], to[48], wo[512];
+      int waiting = groups[g]->first;
+      block_fail(set, 3,
+                 "thread %s returned while thread %s waits for it at %s (a barrier in divergent "
+                 "control flow or after an early return)", thread_text(set, index, ts, sizeof(ts)),
+                 thread_text(set, waiting, to, sizeof(to)),
+                 wait_text(set, waiting, wo, sizeof(wo)));
+    }
+  }
   set->done[index] = 1;
   set->progress += 1;
   set->live -= 1;
-  group_leave(&set->warps[index / WAVERT_CPU_WARP]);
-  group_leave(&set->block);
+  group_leave(set, &set->warps[index / WAVERT_CPU_WARP]);
+  group_leave(set, &set->block);
   if (set->live == 0) {
     context_switch(&set->contexts[index], &set->scheduler); /* not resumed */
   }
@@ -452,10 +717,14 @@ static int fibers_reserve(fiber_set *set, int count) {
   unsigned char *parity = calloc((size_t)count, 2);
   int64_t *slots = calloc((size_t)count * 4, sizeof(int64_t));
   fiber_group *groups = calloc((size_t)warps, sizeof(*groups));
+  const char **wait_site = calloc((size_t)count, sizeof(*wait_site));
+  unsigned char *wait_kind = calloc((size_t)count, 1);
   void *stacks = mmap(NULL, stride * (size_t)count, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (contexts == NULL || threads == NULL || done == NULL || parity == NULL || slots == NULL ||
-      groups == NULL || stacks == MAP_FAILED) {
+      groups == NULL || wait_site == NULL || wait_kind == NULL || stacks == MAP_FAILED) {
+    free(wait_site);
+    free(wait_kind);
     free(contexts);
     free(threads);
     free(done);
@@ -474,6 +743,10 @@ static int fibers_reserve(fiber_set *set, int count) {
   free(set->parity);
   free(set->slots);
   free(set->warps);
+  free(set->wait_site);
+  free(set->wait_kind);
+  set->wait_site = wait_site;
+  set->wait_kind = wait_kind;
   set->contexts = contexts;
   set->threads = threads;
   set->done = done;
@@ -489,8 +762,9 @@ static int fibers_reserve(fiber_set *set, int count) {
 }
 
 /* Run block `linear` of `job` on this thread. Returns 0, 1 when the fibers cannot be made, 2
- * when its threads wait at different barriers. */
-static int run_block(const cpu_job *job, int64_t linear) {
+ * when its threads wait at different barriers, 3 when a check failed (checked mode); 2 and 3
+ * leave the message in the job. */
+static int run_block(cpu_job *job, int64_t linear) {
   wavert__cpu_thread thread;
   memset(&thread, 0, sizeof(thread));
   thread.block_id[0] = linear % job->grid[0];
@@ -501,6 +775,8 @@ static int run_block(const cpu_job *job, int64_t linear) {
     thread.grid_dim[i] = job->grid[i];
   }
   thread.print = fiber_print;
+  thread.fault = fiber_fault;
+  thread.access = fiber_access;
   if (job->function->block != NULL) {
     thread.barrier = lone_barrier;
     thread.publish = lone_publish;
@@ -513,13 +789,17 @@ static int run_block(const cpu_job *job, int64_t linear) {
   if (fibers_reserve(set, count) != 0) return 1;
   set->count = count;
   set->live = count;
-  set->deadlock = 0;
+  set->faulted = 0;
+  set->checked = job->function->checked;
+  set->job = job;
   set->function = job->function;
   set->params = job->params;
-  set->block = (fiber_group){count, 0, 0};
+  race_new_epoch(set);
+  set->block = (fiber_group){count, 0, 0, 0, 0, count};
   for (int w = 0; w * WAVERT_CPU_WARP < count; ++w) {
     int lanes = count - w * WAVERT_CPU_WARP;
-    set->warps[w] = (fiber_group){lanes < WAVERT_CPU_WARP ? lanes : WAVERT_CPU_WARP, 0, 0};
+    lanes = lanes < WAVERT_CPU_WARP ? lanes : WAVERT_CPU_WARP;
+    set->warps[w] = (fiber_group){lanes, 0, 0, 0, w * WAVERT_CPU_WARP, lanes};
   }
   thread.barrier = fiber_barrier;
   thread.publish = fiber_publish;
@@ -533,12 +813,14 @@ static int run_block(const cpu_job *job, int64_t linear) {
     t->thread_id[2] = i / (job->block[0] * job->block[1]);
     t->index = i;
     set->done[i] = 0;
+    set->wait_kind[i] = 0;
+    set->wait_site[i] = NULL;
     char *stack = set->stacks + set->stride * (size_t)i + set->page;
     context_make(&set->contexts[i], stack, set->stack_bytes, fiber_main, set);
   }
   set->current = 0;
-  context_switch(&set->scheduler, &set->contexts[0]); /* back when all returned or deadlock */
-  return set->deadlock ? 2 : 0;
+  context_switch(&set->scheduler, &set->contexts[0]); /* back when all returned or failed */
+  return set->faulted;
 }
 
 /* Take blocks of `job` until none is left. */
@@ -834,6 +1116,7 @@ static wavert_status cpu_module_load(wavert_device *device, const void *image, s
   }
   module->handle = handle;
   module->fd = fd;
+  module->checked = dlsym(handle, "__wavert_cpu_checked") != NULL;
   module->functions = NULL;
   *out_module = module;
   return WAVERT_OK;
@@ -864,10 +1147,12 @@ static wavert_status cpu_module_get_function(void *opaque, const char *name, voi
   free(symbol);
   if (thread == NULL)
     return wavert__error(WAVERT_ERROR_NOT_FOUND, "the CPU module has no kernel '%s'", name);
-  cpu_function *function = malloc(sizeof(*function));
+  cpu_function *function = malloc(sizeof(*function) + length + 1);
   if (function == NULL) return wavert__error(WAVERT_ERROR_OUT_OF_MEMORY, "out of host memory");
   function->thread = thread;
   function->block = block;
+  function->checked = module->checked;
+  memcpy(function->name, name, length + 1);
   function->next = module->functions;
   module->functions = function;
   *out_function = function;
@@ -920,6 +1205,8 @@ static wavert_status cpu_launch(void *opaque, const uint32_t grid[3], const uint
   }
   atomic_init(&job.next, 0);
   atomic_init(&job.failed, 0);
+  atomic_init(&job.reported, 0);
+  job.message[0] = '\0';
   atomic_init(&job.active, 0);
   pthread_mutex_lock(&pool.launch);
   int helpers = pool.size - 1;
@@ -973,12 +1260,13 @@ static wavert_status cpu_launch(void *opaque, const uint32_t grid[3], const uint
                          "stack per thread)", block[0], block[1], block[2],
                          fiber_stack_bytes() / 1024);
   if (failed == 2)
-    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
-                         "CPU launch: the threads of a %u x %u x %u block wait at different "
-                         "barriers or subgroup operations (gpu.barrier, gpu.shuffle, "
-                         "gpu.subgroup_reduce or gpu.all_reduce in divergent control flow: "
-                         "every live thread of the block, or of the warp, must reach the same one)",
-                         block[0], block[1], block[2]);
+    return wavert__error(job.function->checked ? WAVERT_ERROR_KERNEL_FAULT
+                                               : WAVERT_ERROR_INVALID_ARGUMENT,
+                         "CPU launch of a %u x %u x %u block: %s", block[0], block[1], block[2],
+                         job.message);
+  if (failed == 3)
+    return wavert__error(WAVERT_ERROR_KERNEL_FAULT, "CPU launch, checked mode: %s",
+                         job.message);
   return WAVERT_OK;
 }
 

@@ -36,6 +36,8 @@ const char *wavert_status_string(wavert_status status) {
       return "out of memory";
     case WAVERT_ERROR_UNSUPPORTED:
       return "unsupported";
+    case WAVERT_ERROR_KERNEL_FAULT:
+      return "kernel fault";
   }
   return "unknown status";
 }

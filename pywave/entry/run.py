@@ -100,14 +100,19 @@ def add_lowering_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep-kernel-params", action="store_true",
                         help="kernels keep MLIR's whole kernel ABI, also parameters they never "
                         "read (for images that other code launches)")
+    parser.add_argument("--checks", action="store_true", default=None,
+                        help="checked mode of --target cpu: bounds, barrier and workgroup-memory "
+                        "race checks, a failure a KernelFaultError naming kernel, block, thread, "
+                        "index and memref (default: $PYWAVE_CHECKS)")
     parser.add_argument("--ptxas-option", dest="ptxas_options", action="append", default=[],
                         metavar="OPT", help="extra ptxas option, one per flag, written with "
                         "'=': --ptxas-option=--warn-on-spills")
 
 
 def lowering_options(args: argparse.Namespace) -> lowering.LoweringOptions:
-    """The LoweringOptions of parsed ``add_lowering_options`` arguments."""
-    return lowering.LoweringOptions(index_bitwidth=args.index_bitwidth,
+    """The LoweringOptions of parsed ``add_lowering_options`` arguments (``--checks``, else
+    ``$PYWAVE_CHECKS``: :func:`pywave.lowering.with_checks`)."""
+    options = lowering.LoweringOptions(index_bitwidth=args.index_bitwidth,
                                     kernel_bare_ptr=args.kernel_bare_ptr,
                                     features=args.features,
                                     kernel_opt_level=args.kernel_opt_level,
@@ -115,6 +120,7 @@ def lowering_options(args: argparse.Namespace) -> lowering.LoweringOptions:
                                     max_registers=args.max_registers,
                                     ptxas_options=tuple(args.ptxas_options),
                                     keep_kernel_params=args.keep_kernel_params)
+    return lowering.with_checks(options, args.checks, getattr(args, "target", None)) or options
 
 
 def load_shared_libs(specs: list[str]) -> None:

@@ -49,9 +49,13 @@ def lower(module: "ir.Module", *, requested: "Target | None", found: "Target | N
                                "format='cpu-so' (or 'auto')")
         binaries, dropped = cpu.lower_cpu(module, text=text,
                                           opt_level=min(options.kernel_opt_level, 3),
-                                          keep_params=options.keep_kernel_params)
+                                          keep_params=options.keep_kernel_params,
+                                          checks=options.checks)
         binaries = [b._replace(params=dropped.get(b.name, ())) for b in binaries]
         return requested, images.replace(binaries, replacements, requested)
+    if options.checks:
+        raise CompileError("checks=True needs target='cpu': the checked mode (bounds, barrier "
+                           "and race checks) runs the kernels on the CPU device")
     targets.add_ptxas_arguments(module, options)
     targets.add_features(module, options)
     targets.attach_nvvm_targets(module, requested or found, options)

@@ -58,8 +58,9 @@ read then returns any thread's published value).
 - ``gpu.all_reduce`` (an operation or a region, which becomes a private function): the
   combination, in linear thread order, of every thread's value; it is a barrier of the block.
 - Threads of a block that wait at different points (a barrier in some, a warp exchange in
-  others) so that none can go on: the launch fails with an error (libwavert); a barrier
-  reached a different number of times by different threads is not detected.
+  others) so that none can go on: the launch fails with an error naming the kernel, the block
+  and two of the threads with what each waits at (libwavert); a barrier reached a different
+  number of times by different threads is detected only in checked mode.
 
 ``gpu.printf``: NVIDIA's ``vprintf`` ABI (convert-gpu-to-nvvm's lowering) implemented by
 libwavert: C printf formatting, each argument's size taken from its conversion as the CUDA
@@ -67,6 +68,14 @@ driver does; a launch's output goes to the process's stdout, each call whole, fl
 the launch returns (the CPU device's launches are synchronous). ``memref.atomic_rmw`` and
 ``memref.generic_atomic_rmw`` are LLVM atomics (sequentially consistent, as MLIR lowers them):
 blocks run in parallel on the pool's threads.
+
+Checked mode (``checks=True``, :mod:`pywave.kernels.checks`): the module is instrumented
+before step 2 (MLIR's runtime verification, its asserts into calls of ``__wavert_cpu_fault``,
+workgroup-memory accesses into ``__wavert_cpu_access``), ``gpu.barrier`` becomes
+``__wavert_cpu_barrier_at`` with its line, every kernel runs one fiber per thread (a failing
+check stops its thread: the fiber is never resumed, no longjmp), and the image exports
+``__wavert_cpu_checked``, which makes libwavert require every thread of a block at each
+barrier. Record words :data:`FAULT_FIELD`, :data:`ACCESS_FIELD`, :data:`SITE_FIELD`.
 
 The image's undefined symbols are checked against the process before it is returned (a
 missing one would fail the ``dlopen`` at the first launch): a CompileError names them.
@@ -108,6 +117,8 @@ THREAD_FIELDS = {"gpu.thread_id": 0, "gpu.block_id": 3, "gpu.block_dim": 6, "gpu
 BARRIER_FIELD = 12
 #: Words of the record's lane-exchange functions (publish, read) and of its printf function.
 PUBLISH_FIELD, READ_FIELD, PRINT_FIELD = 14, 15, 16
+#: Words of the checked mode's fault and access functions and of the barrier site pointer.
+FAULT_FIELD, ACCESS_FIELD, SITE_FIELD = 18, 19, 20
 #: Lanes of a subgroup, as on NVIDIA GPUs (libwavert's WAVERT_CPU_WARP).
 SUBGROUP_SIZE = 32
 #: The ``gpu`` ops a CPU kernel may hold (the others are refused, naming them).
@@ -133,13 +144,16 @@ CIFACE = "_mlir_ciface_"
 
 
 def lower_cpu(module: ir.Module, *, text: str | None = None, opt_level: int = 3,
-              keep_params: bool = False) -> tuple[list[Binary], dict[str, tuple]]:
+              keep_params: bool = False,
+              checks: bool = False) -> tuple[list[Binary], dict[str, tuple]]:
     """Compile every ``gpu.module`` of ``module`` for the host CPU and replace it with a
     ``gpu.binary`` of the same name. Returns one :class:`pywave.program.Binary` (format
     ``"cpu-so"``, chip ``"cpu"``) per module and what :func:`pywave.kernels.params.drop_unused`
     dropped (nothing with ``keep_params``). CompileError for an op a CPU cannot run (named,
     with its line), a failed lowering, a math function libm lacks, or no C compiler driver
-    to link with."""
+    to link with. ``checks``: the checked mode (:mod:`pywave.kernels.checks`): every kernel
+    runs one fiber per thread, its memref accesses bounds-checked, its workgroup-memory
+    accesses race-checked, its barriers required of every thread."""
     out, dropped = [], {}
     for gmod in gpu_modules(module):
         name = sym_name(gmod)
@@ -147,10 +161,14 @@ def lower_cpu(module: ir.Module, *, text: str | None = None, opt_level: int = 3,
             gmod.erase()
             continue
         _refuse_gpu_only(gmod, name)
-        barriers = bool(find_ops(gmod, lambda op: op.name in SYNC_OPS))
+        barriers = checks or bool(find_ops(gmod, lambda op: op.name in SYNC_OPS))
+        sites = None
+        if checks:
+            from . import checks as checked
+            sites = checked.instrument(gmod, name, text)
         gpu_ids.lower_id_queries(gmod, "nvvm")
         _rewrite_lane_ops(gmod, name)
-        _rewrite_queries(gmod)
+        _rewrite_queries(gmod, sites)
         try:
             passmanager.PassManager.parse(CPU_PIPELINE, module.context).run(gmod)
         except ir.MLIRError as exc:
@@ -166,7 +184,7 @@ def lower_cpu(module: ir.Module, *, text: str | None = None, opt_level: int = 3,
                    if op.operation.name == "llvm.func" and "gpu.kernel" in op.operation.attributes]
         llvm_ir = _host_ir(_translate(gmod), name)
         obj = compile_object(llvm_ir, kernels, barriers=barriers, opt_level=opt_level,
-                             what=f"gpu.module @{name}")
+                             what=f"gpu.module @{name}", checks=checks)
         image = link(obj, what=f"gpu.module @{name}")
         with module.context, gmod.location:
             # The target is a placeholder the host stage erases with the gpu.binary (the
@@ -201,20 +219,21 @@ def _refuse_gpu_only(gmod: ir.Operation, name: str) -> None:
             "gpu.printf; GPU intrinsics, MMA, TMA and clusters need a GPU target)")
 
 
-def _rewrite_queries(gmod: ir.Operation) -> None:
-    """Step 2 of the module docstring: the queries and ``gpu.barrier`` into ABI calls."""
+def _rewrite_queries(gmod: ir.Operation, sites=None) -> None:
+    """Step 2 of the module docstring: the queries and ``gpu.barrier`` into ABI calls
+    (checked mode, ``sites`` given: ``__wavert_cpu_barrier_at`` with the barrier's line)."""
     ctx = gmod.context
     with ctx, gmod.location:
         index = ir.IndexType.get()
         body = gmod.regions[0].blocks[0]
         declared: set[str] = set()
 
-        def declare(symbol: str, results: list) -> None:
+        def declare(symbol: str, results: list, inputs: list = ()) -> None:
             if symbol in declared:
                 return
             declared.add(symbol)
             with ir.InsertionPoint.at_block_begin(body):
-                f = func.FuncOp(symbol, ir.FunctionType.get([], results))
+                f = func.FuncOp(symbol, ir.FunctionType.get(list(inputs), results))
                 f.sym_visibility = ir.StringAttr.get("private")
 
         def query(name: str, dim: str) -> ir.Value:
@@ -226,8 +245,13 @@ def _rewrite_queries(gmod: ir.Operation) -> None:
                 "gpu.barrier", "gpu.lane_id", "gpu.subgroup_size", "gpu.global_id")):
             with ir.InsertionPoint(op), op.location:
                 if op.name == "gpu.barrier":
-                    declare(PREFIX + "barrier", [])
-                    func.CallOp([], PREFIX + "barrier", [])
+                    if sites is not None:
+                        from .checks import barrier_site
+                        declare(PREFIX + "barrier_at", [], [ir.Type.parse("!llvm.ptr")])
+                        func.CallOp([], PREFIX + "barrier_at", [barrier_site(sites, op)])
+                    else:
+                        declare(PREFIX + "barrier", [])
+                        func.CallOp([], PREFIX + "barrier", [])
                     op.erase()
                     continue
                 if op.name == "gpu.lane_id":   # linear thread id % 32
@@ -557,11 +581,40 @@ def _process_has(symbol: str) -> bool:
     return False
 
 
-def abi_ir(kernels: dict[str, list[str]], barriers: bool) -> str:
+def abi_ir(kernels: dict[str, list[str]], barriers: bool, checks: bool = False) -> str:
     """The image's ABI in LLVM IR: the thread-local record pointer, the query and barrier
-    functions, and the per-kernel entries (``kernels``: name -> LLVM argument types)."""
+    functions, and the per-kernel entries (``kernels``: name -> LLVM argument types); with
+    ``checks`` the checked mode's functions and the ``__wavert_cpu_checked`` marker."""
     lines = [f"@{PREFIX}abi = constant i32 {CPU_ABI}",
              f"@{PREFIX}current = internal thread_local global ptr null"]
+    if checks:
+        lines.append(f"@{PREFIX}checked = constant i32 1")
+        values = ", ".join(f"i64 %v{k}" for k in range(8))
+        lines.append(
+            f"define linkonce_odr hidden void @{CIFACE}{PREFIX}fault(ptr %what, ptr %where, "
+            f"i64 %rank, {values}) noinline {{\n"
+            f"  %t = load ptr, ptr @{PREFIX}current\n"
+            f"  %p = getelementptr inbounds i64, ptr %t, i64 {FAULT_FIELD}\n"
+            "  %f = load ptr, ptr %p\n"
+            f"  call void %f(ptr %t, ptr %what, ptr %where, i64 %rank, {values})\n"
+            "  unreachable\n}")
+        idx = ", ".join(f"i64 %v{k}" for k in range(4))
+        lines.append(
+            f"define linkonce_odr hidden void @{CIFACE}{PREFIX}access(i64 %addr, i64 %write, "
+            f"ptr %what, ptr %where, i64 %rank, {idx}) noinline {{\n"
+            f"  %t = load ptr, ptr @{PREFIX}current\n"
+            f"  %p = getelementptr inbounds i64, ptr %t, i64 {ACCESS_FIELD}\n"
+            "  %f = load ptr, ptr %p\n  %a = inttoptr i64 %addr to ptr\n"
+            f"  call void %f(ptr %t, ptr %a, i64 %write, ptr %what, ptr %where, i64 %rank, "
+            f"{idx})\n  ret void\n}}")
+        lines.append(
+            f"define linkonce_odr hidden void @{CIFACE}{PREFIX}barrier_at(ptr %site) noinline {{\n"
+            f"  %t = load ptr, ptr @{PREFIX}current\n"
+            f"  %s = getelementptr inbounds i64, ptr %t, i64 {SITE_FIELD}\n"
+            "  store ptr %site, ptr %s\n"
+            f"  %p = getelementptr inbounds i64, ptr %t, i64 {BARRIER_FIELD}\n"
+            "  %f = load ptr, ptr %p\n  call void %f(ptr %t)\n"
+            f"  store ptr %t, ptr @{PREFIX}current\n  ret void\n}}")
     for op, base in THREAD_FIELDS.items():
         for i, dim in enumerate("xyz"):
             lines.append(
@@ -640,7 +693,7 @@ def abi_ir(kernels: dict[str, list[str]], barriers: bool) -> str:
 
 
 def compile_object(llvm_ir: str, kernels: list[str], *, barriers: bool, opt_level: int = 3,
-                   what: str = "the kernels") -> bytes:
+                   what: str = "the kernels", checks: bool = False) -> bytes:
     """Step 4: the kernels' IR with the ABI, optimised for this CPU, as an ELF object."""
     from ..llvm import native_target
     llvm = native_target()
@@ -654,7 +707,7 @@ def compile_object(llvm_ir: str, kernels: list[str], *, barriers: bool, opt_leve
         for name in kernels:
             fn = mod.get_function(name)
             types[name] = [str(arg.type) for arg in fn.arguments]
-        mod.link_in(llvm.parse_assembly(abi_ir(types, barriers)))
+        mod.link_in(llvm.parse_assembly(abi_ir(types, barriers, checks)))
         for fn in mod.functions:    # only the kernel entries are exported
             if not fn.is_declaration and \
                     not fn.name.startswith((PREFIX + "thread_", PREFIX + "block_")):

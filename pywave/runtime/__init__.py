@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from .. import layout
 from .._libwavert import ffi, lib
-from ..errors import ArgumentError, DeviceError, Error
+from ..errors import ArgumentError, DeviceError, Error, KernelFaultError
 
 #: The libwavert.so this binding links (in the package folder, or Meson's build folder for an
 #: editable install: :mod:`pywave.layout`).
@@ -29,6 +29,7 @@ UNAVAILABLE = lib.WAVERT_ERROR_UNAVAILABLE
 DRIVER = lib.WAVERT_ERROR_DRIVER
 OUT_OF_MEMORY = lib.WAVERT_ERROR_OUT_OF_MEMORY
 UNSUPPORTED = lib.WAVERT_ERROR_UNSUPPORTED
+KERNEL_FAULT = lib.WAVERT_ERROR_KERNEL_FAULT
 
 DYNAMIC = lib.WAVERT_DYNAMIC                  # MLIR's `?` in sizes, strides and offsets
 SIGNLESS = lib.WAVERT_MEMREF_SIGNLESS         # wavert_memref_type.flags
@@ -52,6 +53,7 @@ STATUS_ERRORS: dict[int, type[Error]] = {
     DRIVER: DeviceError,
     OUT_OF_MEMORY: DeviceError,
     UNSUPPORTED: DeviceError,
+    KERNEL_FAULT: KernelFaultError,
 }
 
 #: The libwavert version this binding was built against (wavert_version()'s encoding).
