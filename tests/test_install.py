@@ -69,7 +69,7 @@ def test_source_tree_without_built_parts_is_a_pywave_error(tmp_path):
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("pywave.errors.NotBuiltError: ")
-    assert "pip install" in last and "run from another folder" in last
+    assert "is not built" in last and "pip install" in last
 
 
 def test_not_built_error_is_a_pywave_error_and_an_import_error():
