@@ -228,3 +228,16 @@ def test_example_makefile_builds_against_the_package_pkg_config(tmp_path):
                           env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode in (0, 77), proc.stdout + proc.stderr
     assert "error while loading shared libraries" not in proc.stderr
+
+
+def test_the_session_writes_no_file_of_the_users():
+    """The tests wrote into the user's ~/.cache/pywave and /tmp/pywave-<uid>; conftest now
+    points the compile cache and the runtime folder into the session's own temporary folder
+    (removed at the end), and the pywave of each test resolves them there."""
+    import conftest
+    from pywave import files
+    from pywave.isolation import files as isolation_files
+    assert conftest.PRIVATE is not None and conftest.PRIVATE.is_dir()
+    assert Path(os.environ["PYWAVE_CACHE_DIR"]) == conftest.PRIVATE / "cache"
+    assert Path(isolation_files.runtime_dir()).parent == conftest.PRIVATE / "run"
+    assert files.directory() == str(conftest.PRIVATE / "cache")
