@@ -605,3 +605,27 @@ def test_license_is_the_apache_license_2_0():
     text = (ROOT / "LICENSE").read_text()
     assert "Apache License\n                           Version 2.0, January 2004" in text
     assert "END OF TERMS AND CONDITIONS" in text and "APPENDIX: How to apply" in text
+
+
+@pytest.mark.parametrize("setting", ["PYWAVE_CACHE", "PYWAVE_CACHE_DIR"])
+def test_cache_warnings_reach_python_at_the_callers_line(private_cache, monkeypatch, tmp_path,
+                                                        setting):
+    """`PYWAVE_CACHE=maybe` was logged only (silent in Python without logging set up), and a
+    refused cache folder's ConfigWarning named a line of pywave's: both are ConfigWarnings
+    now, attributed to the line of the program that compiled."""
+    if setting == "PYWAVE_CACHE":
+        monkeypatch.setenv("PYWAVE_CACHE", "maybe")
+    else:
+        shared = tmp_path / "shared"
+        shared.mkdir(mode=0o777)
+        shared.chmod(0o777)                       # writable by others: refused
+        monkeypatch.setenv("PYWAVE_CACHE_DIR", str(shared))
+    monkeypatch.setattr(files, "_warned", set())
+    text = VECTOR_ADD.read_text() + f"\n// {tmp_path}\n"     # not in the in-memory cache
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pywave.compile(text, target="sm_90")
+    ours = [w for w in caught if issubclass(w.category, pywave.ConfigWarning)]
+    assert ours, [str(w.message) for w in caught]
+    assert setting in str(ours[0].message) or "compile cache" in str(ours[0].message)
+    assert ours[0].filename == __file__, (ours[0].filename, ours[0].lineno)
