@@ -38,6 +38,7 @@ kernels' parameter counts (n for args<n>) and builds and loads the floor librari
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import ctypes
 import functools
@@ -182,9 +183,12 @@ def measure_interleaved(loops: dict[str, Loop], sync: Callable[[], object], call
 def build_library(source: str) -> str | None:
     """Path of bench/``source`` (a C file) built as a shared library in a fresh temporary
     folder, with Python's and pywave's DLPack headers on the include path, or None when the C
-    compiler fails."""
+    compiler fails. The folder is removed when the process exits (the loaded library stays
+    mapped)."""
     stem = os.path.splitext(source)[0]
-    lib = os.path.join(tempfile.mkdtemp(prefix=f"pywave-{stem}-"), f"lib{stem}.so")
+    folder = tempfile.mkdtemp(prefix=f"pywave-{stem}-")
+    atexit.register(shutil.rmtree, folder, True)
+    lib = os.path.join(folder, f"lib{stem}.so")
     root = os.path.dirname(HERE)
     build = ["cc", "-std=c11", "-O2", "-shared", "-fPIC",
              f"-I{sysconfig.get_paths()['include']}",

@@ -35,6 +35,7 @@ import ctypes
 import logging
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -73,7 +74,6 @@ module attributes {gpu.container_module} {
 def missing_tools() -> list[str]:
     """What this machine lacks to run the benchmark: valgrind's callgrind tools and a C
     compiler, each with what provides it."""
-    import shutil
     needed = {"valgrind": "valgrind (apt-get install valgrind)",
               "callgrind_annotate": "callgrind_annotate (valgrind)", "cc": "a C compiler (cc)"}
     return [what for tool, what in needed.items() if shutil.which(tool) is None]
@@ -219,21 +219,25 @@ def main() -> None:
         LOG.error("bench/launch_instructions.py: the driver stand-in is not built (meson "
                   "setup build/tests -Dtests=true && ninja -C build/tests); nothing measured")
         raise SystemExit(SKIPPED)
+    # Callgrind's files stay only in the --annotate folder; a temporary one goes at the end.
     out_dir = Path(args.annotate or tempfile.mkdtemp(prefix="pywave-instructions-"))
     out_dir.mkdir(parents=True, exist_ok=True)
-    standin = build_standin(out_dir)
-    for warm in ("empty", "streams", "exchange16"):  # fill the compile cache outside callgrind
-        subprocess.run([sys.executable, __file__, "--worker", warm, "1", str(standin)],
-                       env=dict(os.environ, WAVERT_CUDA_LIBRARY=str(fake)), check=True)
-    LOG.info("%-10s %10s %10s %10s", "case", "whole", "native", "stand-in")
-    for case in args.cases.split(","):
-        if case not in CASES:
-            parser.error(f"--cases: unknown case {case!r} (known: {', '.join(CASES)})")
-        r = measure(case, fake, standin, out_dir)
-        LOG.info("%-10s %10.0f %10.0f %10.0f", case, r["whole"], r["native"], r["stand-in"])
-    LOG.info("instructions per call (callgrind, %d - %d calls); files in %s", CALLS[1],
-             CALLS[0], out_dir)
-
+    try:
+        standin = build_standin(out_dir)
+        for warm in ("empty", "streams", "exchange16"):  # the compile cache, outside callgrind
+            subprocess.run([sys.executable, __file__, "--worker", warm, "1", str(standin)],
+                           env=dict(os.environ, WAVERT_CUDA_LIBRARY=str(fake)), check=True)
+        LOG.info("%-10s %10s %10s %10s", "case", "whole", "native", "stand-in")
+        for case in args.cases.split(","):
+            if case not in CASES:
+                parser.error(f"--cases: unknown case {case!r} (known: {', '.join(CASES)})")
+            r = measure(case, fake, standin, out_dir)
+            LOG.info("%-10s %10.0f %10.0f %10.0f", case, r["whole"], r["native"], r["stand-in"])
+        LOG.info("instructions per call (callgrind, %d - %d calls)%s", CALLS[1], CALLS[0],
+                 f"; files in {out_dir}" if args.annotate else "")
+    finally:
+        if not args.annotate:
+            shutil.rmtree(out_dir, ignore_errors=True)
 
 if __name__ == "__main__":
     main()

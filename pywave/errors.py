@@ -7,6 +7,8 @@ where natural, also derive from the matching built-in so ``except ValueError`` k
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import warnings
 
 
@@ -66,9 +68,14 @@ class ConfigWarning(UserWarning):
     it an exception."""
 
 
-def warn_config(logger: logging.Logger, message: str, stacklevel: int = 3) -> None:
+def warn_config(logger: logging.Logger, message: str) -> None:
     """Report a :class:`ConfigWarning` both ways: on ``logger`` at WARNING (what the command
     line prints) and through :mod:`warnings` (what a Python program sees by default, pywave's
-    loggers having only a NullHandler). The caller issues it once per setting."""
+    loggers having only a NullHandler), attributed to the first caller outside pywave (the
+    user's line that compiled, not pywave's own). The caller issues it once per setting."""
     logger.warning("%s", message)
-    warnings.warn(message, ConfigWarning, stacklevel=stacklevel)
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(), 1           # level 1: this function
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, ConfigWarning, stacklevel=level)

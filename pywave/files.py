@@ -138,7 +138,7 @@ def _warn_config(what: str, message: str) -> None:
     if ("config", what) in _warned:
         return
     _warned.add(("config", what))
-    warn_config(log, message, stacklevel=4)
+    warn_config(log, message)
 
 
 _OFF = ("0", "false", "no", "off")
@@ -147,10 +147,12 @@ _warned: set[tuple[str, str]] = set()
 
 
 def warn_once(variable: str, value: str, message: str) -> None:
-    """Log ``message`` about ``variable=value`` once per process and value."""
+    """Issue ``message`` about ``variable=value`` as a ConfigWarning (logged and through
+    :mod:`warnings`, so a Python program sees it without logging set up) once per process
+    and value."""
     if (variable, value) not in _warned:
         _warned.add((variable, value))
-        log.warning("%s=%r %s", variable, value, message)
+        warn_config(log, f"{variable}={value!r} {message}")
 
 
 def _cache_enabled() -> bool:

@@ -4,8 +4,10 @@ test module imports on a machine without them; GPU tests skip with a reason ther
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +40,32 @@ _skip_the_source_tree()
 import pywave  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
+
+#: The session's private folder (pytest_configure): its compile cache and runtime folder.
+PRIVATE: Path | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The tests write no file of the user's: the compile cache ($PYWAVE_CACHE_DIR, else
+    ~/.cache/pywave) and the runtime folder of the compile server's socket, lock and log
+    ($XDG_RUNTIME_DIR/pywave, else /tmp/pywave-<uid>) go into one temporary folder, made
+    here and removed at the end of the session (pytest_unconfigure). Every process a test
+    starts inherits the two variables. A test that needs another cache sets its own."""
+    global PRIVATE
+    if PRIVATE is not None:
+        return
+    PRIVATE = Path(tempfile.mkdtemp(prefix="pywave-tests-"))
+    (PRIVATE / "run").mkdir(mode=0o700)
+    os.environ["PYWAVE_CACHE_DIR"] = str(PRIVATE / "cache")
+    os.environ["XDG_RUNTIME_DIR"] = str(PRIVATE / "run")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    global PRIVATE
+    if PRIVATE is not None:
+        shutil.rmtree(PRIVATE, ignore_errors=True)
+        PRIVATE = None
+
 
 # Compile servers started by the tests (one per boot line the tests patch in) exit soon after
 # the last test process using them is gone, instead of the default 600 s.

@@ -300,8 +300,11 @@ def test_missing_linker_is_a_compile_error_naming_the_install(mlir, monkeypatch)
 
 def test_missing_device_libraries_is_a_compile_error(mlir, monkeypatch):
     monkeypatch.setattr(rocdl, "device_library_dir", lambda: None)
-    with pytest.raises(pywave.CompileError, match="rocm-device-libs"):
+    with pytest.raises(pywave.CompileError, match="rocm-device-libs") as error:
         build(mlir("exp.mlir"), target="gfx942")
+    # It read "gpu.module @kernels call the ROCm device library": now a sentence.
+    assert "@kernels needs the ROCm device library (it calls __o" in str(error.value)
+    assert " call the " not in str(error.value)
 
 
 def test_unknown_chip_is_a_compile_error(mlir):

@@ -160,3 +160,33 @@ def test_toolkit_version_is_in_the_cache_key(tmp_path, monkeypatch):
     assert options["cuda_toolkit"] == "98.7.6"
     assert "cuda_toolkit" not in pipeline.Pipeline("module {}", target="gfx942").options()
 
+
+
+@pytest.mark.parametrize("args, usage", [
+    (["compile", "x.mlir", "--bogus"], "usage: pywave compile "),
+    (["cache", "info", "--bogus"], "usage: pywave cache "),
+    (["--bogus", "cache", "info"], "usage: pywave [-h]")])
+def test_a_bad_flag_prints_the_usage_of_the_command_it_was_given_to(capsys, args, usage):
+    """`pywave compile x.mlir --bogus` printed the top-level usage (`pywave [-h] ...
+    COMMAND ...`); the usage is now the subcommand's, exit status 2."""
+    with pytest.raises(SystemExit) as exit_:
+        main(args)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(usage) and "unrecognized arguments: --bogus" in err
+
+
+def test_info_says_why_the_driver_is_missing(monkeypatch, capsys):
+    """`pywave info` showed the driver as `-` with no reason: it now says what failed."""
+    import ctypes
+    from pywave.entry import info
+
+    def no_library(name, *args, **kwargs):
+        raise OSError(f"{name}: cannot open shared object file")
+    monkeypatch.setattr(info, "cuda_driver_version", lambda: None)
+    monkeypatch.setattr(ctypes, "CDLL", no_library)
+    driver = info.cuda_driver()
+    assert driver["cuda"] is None
+    assert driver["cuda missing"].startswith("no NVIDIA driver: libcuda.so.1: cannot open")
+    monkeypatch.setattr(info, "cuda_driver_version", lambda: "13.0")
+    assert info.cuda_driver() == {"cuda": "13.0", "cuda missing": None}

@@ -67,8 +67,8 @@ def test_cli_in_an_unbuilt_tree_is_one_error_line(tmp_path, args):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     (line,) = proc.stderr.splitlines()
-    assert line.startswith(f"error: pywave at {tmp_path / 'pywave'} has no built C extensions")
-    assert "`pywave` command or `python3 -P -m pywave`" in line and "Traceback" not in line
+    assert line.startswith(f"error: pywave at {tmp_path / 'pywave'} is not built")
+    assert "pip install" in line and "Traceback" not in line
 
 
 def _installed_copy(site: Path) -> Path:
@@ -83,6 +83,70 @@ def _installed_copy(site: Path) -> Path:
     shutil.copy(layout.libwavert(), package / "libwavert.so")
     shutil.copytree(layout.include_dir(), package / "include")
     return package
+
+
+def _root_with_an_install(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    """(repository root with an unbuilt ./pywave, the installed package, the environment
+    that puts the install on sys.path): ``pip install .`` run in the root, emulated."""
+    installed = _installed_copy(tmp_path / "site")
+    repo = tmp_path / "repo"
+    _unbuilt_tree(repo)
+    site_packages = Path(pytest.__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path / 'site'}{os.pathsep}{site_packages}",
+           "LD_LIBRARY_PATH": str(installed)}
+    return repo, installed, env
+
+
+#: What pywave imported, and which of its modules came from the current folder.
+PROBE = ("import os, sys, pywave; print(pywave.__file__); print(pywave.compile.__module__); "
+         "print(sorted(m for m, v in sys.modules.items() if m.startswith('pywave') and "
+         "(getattr(v, '__file__', None) or '').startswith(os.getcwd() + os.sep)))")
+
+
+@pytest.mark.parametrize("how", ["-c", "-m", "prompt"])
+def test_python_in_the_repository_root_uses_the_installed_pywave(tmp_path, how):
+    """`python3 -c 'import pywave'`, `python3 -m pywave` and an interactive prompt in the
+    root imported the unbuilt ./pywave (a NotBuiltError, or one error line); the unbuilt
+    tree now loads the installed pywave in its place, nothing of the tree stays imported."""
+    repo, installed, env = _root_with_an_install(tmp_path)
+    if how == "-m":
+        proc = subprocess.run([sys.executable, "-S", "-m", "pywave", "--version"], cwd=repo,
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == f"pywave {pywave.__version__}\n"
+        return
+    args = ["-c", PROBE] if how == "-c" else ["-i", "-q"]
+    proc = subprocess.run([sys.executable, "-S", *args], cwd=repo, env=env,
+                          input=None if how == "-c" else PROBE + "\n", capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.replace(">>> ", "").splitlines()[:3] == [
+        str(installed / "__init__.py"), "pywave.api", "[]"]
+
+
+def test_an_unbuilt_tree_ahead_of_nothing_installed_still_says_how_to_build(tmp_path):
+    repo, _, env = _root_with_an_install(tmp_path)
+    del env["PYTHONPATH"]                    # -S and no PYTHONPATH: no pywave installed
+    proc = subprocess.run([sys.executable, "-S", "-c", "import pywave"], cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[-1].startswith(
+        f"pywave.errors.NotBuiltError: pywave at {repo / 'pywave'} is not built")
+
+
+@pytest.mark.parametrize("args", [["-c", "import pywave; print(pywave.__file__)"],
+                                  ["-m", "pywave", "--version"],
+                                  ["tools/mlir_gpu_suite.py", "--help"]])
+def test_python_in_this_repository_root(args):
+    """The real root of this checkout, as the README's lines run there: the pywave they
+    import is the one the tests import (the install, or the editable build)."""
+    proc = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    if args[0] == "-c":
+        assert proc.stdout.strip() == pywave.__file__
+    if args[0] == "-m":
+        assert proc.stdout == f"pywave {pywave.__version__}\n"
 
 
 def test_pytest_in_the_repository_root_uses_the_installed_pywave(tmp_path):
@@ -541,3 +605,27 @@ def test_license_is_the_apache_license_2_0():
     text = (ROOT / "LICENSE").read_text()
     assert "Apache License\n                           Version 2.0, January 2004" in text
     assert "END OF TERMS AND CONDITIONS" in text and "APPENDIX: How to apply" in text
+
+
+@pytest.mark.parametrize("setting", ["PYWAVE_CACHE", "PYWAVE_CACHE_DIR"])
+def test_cache_warnings_reach_python_at_the_callers_line(private_cache, monkeypatch, tmp_path,
+                                                        setting):
+    """`PYWAVE_CACHE=maybe` was logged only (silent in Python without logging set up), and a
+    refused cache folder's ConfigWarning named a line of pywave's: both are ConfigWarnings
+    now, attributed to the line of the program that compiled."""
+    if setting == "PYWAVE_CACHE":
+        monkeypatch.setenv("PYWAVE_CACHE", "maybe")
+    else:
+        shared = tmp_path / "shared"
+        shared.mkdir(mode=0o777)
+        shared.chmod(0o777)                       # writable by others: refused
+        monkeypatch.setenv("PYWAVE_CACHE_DIR", str(shared))
+    monkeypatch.setattr(files, "_warned", set())
+    text = VECTOR_ADD.read_text() + f"\n// {tmp_path}\n"     # not in the in-memory cache
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pywave.compile(text, target="sm_90")
+    ours = [w for w in caught if issubclass(w.category, pywave.ConfigWarning)]
+    assert ours, [str(w.message) for w in caught]
+    assert setting in str(ours[0].message) or "compile cache" in str(ours[0].message)
+    assert ours[0].filename == __file__, (ours[0].filename, ours[0].lineno)

@@ -69,7 +69,7 @@ def test_source_tree_without_built_parts_is_a_pywave_error(tmp_path):
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("pywave.errors.NotBuiltError: ")
-    assert "pip install" in last and "run from another folder" in last
+    assert "is not built" in last and "pip install" in last
 
 
 def test_not_built_error_is_a_pywave_error_and_an_import_error():
@@ -205,3 +205,39 @@ def test_c_library_alone_with_python_disabled(tmp_path):
     flags = subprocess.run(["pkg-config", "--cflags", "--libs", "libwavert"], env=env,
                            capture_output=True, text=True, check=True).stdout.split()
     assert _build_and_run(tmp_path, flags).endswith(": limit exceeded\n")
+
+
+def test_example_makefile_builds_against_the_package_pkg_config(tmp_path):
+    """libwavert/examples/Makefile reads ``libdir_wavert`` from libwavert.pc for its run path:
+    the package's file lacked it (an empty ``-Wl,-rpath,``). Built against the package's
+    pkg-config folder, the program starts without LD_LIBRARY_PATH (0 on a GPU, 77 without)."""
+    make = shutil.which("make")
+    if make is None or shutil.which("pkg-config") is None or shutil.which("cc") is None:
+        pytest.skip("needs make, pkg-config and cc")
+    pc_dir = _pywave("config", "--pkg-config-path").stdout.strip()
+    env = dict(_clean_env(), PKG_CONFIG_PATH=pc_dir)
+    variable = subprocess.run(["pkg-config", "--variable=libdir_wavert", "libwavert"], env=env,
+                              capture_output=True, text=True, check=True).stdout.strip()
+    assert os.path.samefile(variable, layout.library_dir())
+    example = shutil.copytree(ROOT / "libwavert" / "examples", tmp_path / "examples")
+    build = subprocess.run([make, "-C", str(example), "vector_add"], env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stdout + build.stderr
+    assert "-Wl,-rpath, " not in build.stdout and "-Wl,-rpath,-o" not in build.stdout
+    proc = subprocess.run([str(example / "vector_add"), str(example / "vector_add.ptx")],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode in (0, 77), proc.stdout + proc.stderr
+    assert "error while loading shared libraries" not in proc.stderr
+
+
+def test_the_session_writes_no_file_of_the_users():
+    """The tests wrote into the user's ~/.cache/pywave and /tmp/pywave-<uid>; conftest now
+    points the compile cache and the runtime folder into the session's own temporary folder
+    (removed at the end), and the pywave of each test resolves them there."""
+    import conftest
+    from pywave import files
+    from pywave.isolation import files as isolation_files
+    assert conftest.PRIVATE is not None and conftest.PRIVATE.is_dir()
+    assert Path(os.environ["PYWAVE_CACHE_DIR"]) == conftest.PRIVATE / "cache"
+    assert Path(isolation_files.runtime_dir()).parent == conftest.PRIVATE / "run"
+    assert files.directory() == str(conftest.PRIVATE / "cache")

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -511,3 +512,34 @@ def test_a_forked_worker_closes_every_fd_it_was_not_given():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd="/")
     assert done.stdout.strip() == "True", done.stderr
+
+
+def test_an_idle_server_takes_its_socket_and_empty_log_along():
+    """An exited compile server left srv-<key>.sock's empty srv-<key>.log in the runtime
+    folder; it now removes the log with the socket when nothing was written to it (the lock
+    file stays: a process may be waiting on it)."""
+    import shutil
+    import tempfile
+    run = Path(tempfile.mkdtemp(prefix="pw-"))      # short: a socket path has 108 bytes
+    try:
+        _server_leaves(run)
+    finally:
+        shutil.rmtree(run, ignore_errors=True)
+
+
+def _server_leaves(run: Path) -> None:
+    import time
+    env = dict(os.environ, XDG_RUNTIME_DIR=str(run), PYWAVE_ISOLATE="1",
+               PYWAVE_COMPILE_SERVER="1", PYWAVE_COMPILE_SERVER_IDLE="1", PYWAVE_CACHE="0")
+    code = ("import pywave; pywave.compile(open('%s').read(), target='sm_90')"
+            % (Path(__file__).resolve().parent.parent / "examples" / "vector_add.mlir"))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd="/",
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    folder = run / "pywave"
+    assert [p.name for p in folder.glob("srv-*.sock")], "no server was started"
+    deadline = time.monotonic() + 60
+    while list(folder.glob("srv-*.sock")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = sorted(p.suffix for p in folder.iterdir())
+    assert ".sock" not in left and ".log" not in left, left

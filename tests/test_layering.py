@@ -154,7 +154,8 @@ LAYERS: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
     ("runtime binding", (("pywave.runtime",),)),
     ("ground", (("pywave.program", "pywave.lowering", "pywave.mlirutil", "pywave.llvm",
                  "pywave.files", "pywave.image_params", "pywave.errors", "pywave.layout",
-                 "pywave.sparse", "pywave._version", "pywave._native"),)),
+                 "pywave.sparse", "pywave._version", "pywave._native",
+                 "pywave._source_tree"),)),
 )
 
 

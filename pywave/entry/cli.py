@@ -445,6 +445,7 @@ def parser() -> argparse.ArgumentParser:
         command.add_argument("-v", "--verbose", action="count", default=0,
                              help="-v: compile times and cache hits (INFO); -vv: every stage "
                                   "and tool found (DEBUG)")
+    top.set_defaults(parsers=sub.choices)
     return top
 
 
@@ -459,7 +460,14 @@ def _configure_logging(verbosity: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     try:
-        args = parser().parse_args(argv)
+        top = parser()
+        args, extra = top.parse_known_args(argv)
+        if extra:   # the usage of the command the argument was given to
+            given = list(sys.argv[1:] if argv is None else argv)
+            before = given.index(extra[0]) < given.index(args.command) \
+                if extra[0] in given and args.command in given else False
+            owner = top if before else args.parsers[args.command]
+            owner.error(f"unrecognized arguments: {' '.join(extra)}")
         _configure_logging(args.verbose + args.global_verbose)
         with warnings.catch_warnings():
             # ConfigWarnings are logged as well (pywave.errors.warn_config): print them once.

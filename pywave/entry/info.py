@@ -83,6 +83,21 @@ def cuda_driver_version() -> str | None:
     return f"{out.value // 1000}.{out.value % 1000 // 10}"
 
 
+def cuda_driver() -> dict[str, str | None]:
+    """``{"cuda": version, "cuda missing": why}``: the version (None without a driver) and,
+    when there is none, why, so that ``pywave info`` does not show a bare ``-``."""
+    version = cuda_driver_version()
+    why = None
+    if version is None:
+        try:
+            ctypes.CDLL("libcuda.so.1")
+            why = "libcuda.so.1 loads but cuDriverGetVersion failed"
+        except OSError as exc:
+            why = (f"no NVIDIA driver: {exc} (the driver package installs it; kernels run "
+                   "on the CPU device with target='cpu')")
+    return {"cuda": version, "cuda missing": why}
+
+
 def devices() -> list[dict[str, Any]]:
     """Every GPU libwavert sees: platform, ordinal and chip."""
     out = []
@@ -114,7 +129,7 @@ def collect() -> dict[str, Any]:
         "installation": installation(),
         "cuda toolkit": cuda_toolkit(),
         "amd tools": amd_tools(),
-        "driver": {"cuda": cuda_driver_version()},
+        "driver": cuda_driver(),
         "devices": devices(),
         "cache": compile_cache(),
     }

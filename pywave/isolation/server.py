@@ -340,6 +340,9 @@ class _Loop:
         if self._owns_path():
             try:
                 os.unlink(self.path)
+                log_path = self.path.removesuffix(".sock") + ".log"
+                if os.lstat(log_path).st_size == 0:     # its stderr: nothing was written
+                    os.unlink(log_path)
             except OSError:
                 pass
         os._exit(0)

@@ -378,8 +378,8 @@ def _codegen(llvm_ir: str, chip: str, kernels: list[str], *, opt_level: int, wha
             folder = device_library_dir()
             if folder is None:
                 raise CompileError(
-                    f"{what} call{'s' if len(wanted) > 1 else ''} the ROCm device library "
-                    f"({', '.join(wanted[:3])}) but ocml.bc/ockl.bc were not found in "
+                    f"{what} needs the ROCm device library (it calls "
+                    f"{', '.join(wanted[:3])}) but ocml.bc/ockl.bc were not found in "
                     "$ROCM_PATH/amdgcn/bitcode, /opt/rocm/amdgcn/bitcode or "
                     f"/usr/lib/x86_64-linux-gnu/amdgcn/bitcode; {INSTALL_HINT}")
             for lib in DEVICE_LIBRARIES:
