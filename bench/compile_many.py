@@ -103,7 +103,7 @@ def cold_run(paths: list[str], jobs: int, target: str, fmt: str) -> dict:
 def start_server() -> None:
     """Start this set-up's compile server (shared by processes), as any compile would."""
     subprocess.run([sys.executable, "-c", "from pywave import isolation, pipeline; "
-                    "isolation.program(pipeline.Pipeline('module {}', target='sm_90'))"],
+                    "isolation.program(pipeline.Pipeline('func.func @f() { return }', target='sm_90'))"],
                    check=True, cwd=tempfile.gettempdir())
 
 

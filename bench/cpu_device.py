@@ -172,5 +172,13 @@ def checks_main() -> int:
     return 0
 
 
+def parse_args(argv: list[str]):
+    import argparse
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--checks", action="store_true",
+                        help="time the checked mode (checks=True) against the unchecked one")
+    return parser.parse_args(argv)
+
+
 if __name__ == "__main__":
-    raise SystemExit(checks_main() if "--checks" in sys.argv[1:] else main())
+    raise SystemExit(checks_main() if parse_args(sys.argv[1:]).checks else main())

@@ -90,7 +90,7 @@ def fresh(target: str, runs: int) -> dict[str, dict[str, list[float]]]:
                     _stop_server(env)
                 elif mode == "isolated, server running":
                     _run("from pywave import isolation, pipeline; import json; "
-                         "isolation.program(pipeline.Pipeline('module {}', target='sm_90')); "
+                         "isolation.program(pipeline.Pipeline('func.func @f() { return }', target='sm_90')); "
                          "print('{}')", env=env)
                 times = _run(_FRESH, VECTOR_ADD, target, env=env)
             for key, value in times.items():

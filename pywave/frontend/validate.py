@@ -385,10 +385,14 @@ def single_threaded(ctx: "ir.Context") -> None:
 
 def top_level(mod: "ir.Module") -> None:
     """The parsed module must be one module pywave can use: no nested ``builtin.module``
-    (two top-level modules parse as one module holding both), and at least one host
-    ``func.func`` with a body or one ``gpu.module``. CompileError naming what was found."""
+    holding code (two top-level modules parse as one module holding both; a transform
+    library, ``module attributes {transform.with_named_sequence}`` or one of transform ops
+    only, is a schedule for ``passes=``, not code), and at least one function with a body
+    (``func.func`` or an ``llvm.func`` of prelowered host code) or one ``gpu.module``.
+    CompileError naming what was found."""
     names = [op.operation.name for op in mod.body.operations]
-    nested = names.count("builtin.module")
+    nested = sum(op.operation.name == "builtin.module" and not _transform_library(op.operation)
+                 for op in mod.body.operations)
     if nested:
         raise CompileError(
             f"the MLIR text holds {nested} nested module{'s' if nested > 1 else ''} "
@@ -396,12 +400,23 @@ def top_level(mod: "ir.Module") -> None:
             "pywave compiles one module: put the functions and gpu.modules directly in one "
             "top-level module")
     callable_ = any(op.operation.name == "gpu.module" or (
-        op.operation.name == "func.func" and len(op.operation.regions[0].blocks) > 0)
+        op.operation.name in ("func.func", "llvm.func") and
+        len(op.operation.regions[0].blocks) > 0)
         for op in mod.body.operations)
     if not callable_:
         found = ", ".join(sorted(set(names))) or "nothing"
         raise CompileError(f"the MLIR module has no function pywave can call: no func.func "
-                           f"with a body and no gpu.module at its top level (found: {found})")
+                           f"or llvm.func with a body and no gpu.module at its top level "
+                           f"(found: {found})")
+
+
+def _transform_library(op: "ir.Operation") -> bool:
+    """Whether a nested ``builtin.module`` is a transform schedule: it carries
+    ``transform.with_named_sequence`` or holds transform ops only."""
+    if "transform.with_named_sequence" in op.attributes:
+        return True
+    body = op.regions[0].blocks[0].operations
+    return len(body) > 0 and all(o.operation.name.startswith("transform.") for o in body)
 
 
 def module(mod: "ir.Module") -> None:

@@ -1,5 +1,7 @@
-"""Checked mode of the CPU target (``checks=True``, ``$PYWAVE_CHECKS=1``): the kernels of a
-``gpu.module`` instrumented before :mod:`pywave.kernels.cpu` lowers them.
+"""Checked mode of the CPU target: kernels instrumented for bounds, barriers and races.
+
+``checks=True`` or ``$PYWAVE_CHECKS=1``: the kernels of a ``gpu.module`` instrumented before
+:mod:`pywave.kernels.cpu` lowers them.
 
 1. MLIR's own ``generate-runtime-verification`` (:data:`VERIFY_PIPELINE`) adds a
    ``cf.assert`` before every op that implements ``RuntimeVerifiableOpInterface``: for the
