@@ -3,7 +3,7 @@
 Stage ``host`` (:mod:`pywave.pipeline`). Lower host code to the LLVM dialect
 (``gpu-to-llvm``, ``convert-to-llvm``), rewrite every ``gpu.launch_func`` into a call of
 ``wavert_jit_launch`` (``wavert_jit_launch_cluster`` for ``clusters in``) that passes the
-parameters its kernel kept (:mod:`pywave.kernels.params`), follow each launch
+parameters its kernel kept (:mod:`pywave.kernels.unused_params`), follow each launch
 and each call of a runtime function by an early return on failure (``wavert_jit_failed``),
 embed each ``gpu.binary`` as one internal constant global, add a packed entry per host
 function and the release entry, and translate to LLVM IR.

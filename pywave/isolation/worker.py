@@ -139,7 +139,7 @@ def preload() -> None:
         from ..frontend import parse
         from ..host import lowering as host_lowering, jit
         from ..host import signature  # noqa: F401
-        from ..kernels import options as kernel_options, nvvm
+        from ..kernels import compile_flags as kernel_options, nvvm
         from ..kernels.rewrites import nvvm_wmma  # noqa: F401
         from ..kernels.rewrites import semantics, subgroups
         from ..llvm import all_targets
