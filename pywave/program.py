@@ -403,7 +403,7 @@ class HostSignature:
 HOST_ABI = 4
 
 #: Packed entry of host function ``f``: ``void _pywave_packed_f(uint64_t *slots)`` (the slot
-#: layout is documented in :mod:`pywave.host.lowering`).
+#: layout is documented in :mod:`pywave.host.entries`).
 PACKED_PREFIX = "_pywave_packed_"
 #: ``void _pywave_release_kernels(void)``: releases every kernel the host code loaded and
 #: clears its slot (later calls load them again). Not safe while a call runs.

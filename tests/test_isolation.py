@@ -34,7 +34,7 @@ def _boot_with(patch: str) -> str:
 CRASH_ON_MARK = ("import os; from pywave.frontend import parse; real = parse.parse; "
                  "parse.parse = lambda text, *a, **k: os.kill(os.getpid(), 11) "
                  "if 'CRASH' in text else real(text, *a, **k)")
-HANG_ON_MARK = ("import time; from pywave.host import lowering as host; real = host.lower; "
+HANG_ON_MARK = ("import time; from pywave.host import stage as host; real = host.lower; "
                 "host.lower = lambda *a, **k: time.sleep(600) if 'HANG' in k['text'] "
                 "else real(*a, **k)")
 

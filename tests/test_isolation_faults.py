@@ -21,10 +21,10 @@ from pywave import isolation, pipeline
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 VECTOR_ADD = open(os.path.join(DATA, "vector_add.mlir"), encoding="utf-8").read()
-SLOW_ON_MARK = ("import time; from pywave.host import lowering as host; real = host.lower; "
+SLOW_ON_MARK = ("import time; from pywave.host import stage as host; real = host.lower; "
                 "host.lower = lambda *a, **k: (time.sleep(3) if 'SLOW' in k['text'] "
                 "else None, real(*a, **k))[1]")
-HANG_ON_MARK = ("import time; from pywave.host import lowering as host; real = host.lower; "
+HANG_ON_MARK = ("import time; from pywave.host import stage as host; real = host.lower; "
                 "host.lower = lambda *a, **k: time.sleep(600) if 'HANG' in k['text'] "
                 "else real(*a, **k)")
 CRASH_ON_MARK = ("import os; from pywave.frontend import parse; real = parse.parse; "

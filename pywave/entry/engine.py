@@ -54,7 +54,7 @@ from .. import lookup, pipeline, runtime
 from ..errors import Error
 from ..frontend.source import MlirModule, text_and_name
 from ..host import jit
-from ..host.lowering import PACKED_INTERFACE_PREFIX
+from ..host.entries import PACKED_INTERFACE_PREFIX
 from ..lowering import LoweringOptions, options_of
 from ..program import ENGINE_FINI, ENGINE_INIT
 
