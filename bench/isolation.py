@@ -45,8 +45,8 @@ _MEMORY = """
 import json, sys
 from pywave import isolation, pipeline
 if sys.argv[3] == "off":
-    isolation.client.MAX_COMPILES = 10 ** 9
-    isolation.client.MAX_GROWTH = 1 << 60
+    isolation.handles.MAX_COMPILES = 10 ** 9
+    isolation.handles.MAX_GROWTH = 1 << 60
 text = open(sys.argv[1]).read()
 count = int(sys.argv[2])
 samples = []

@@ -24,7 +24,7 @@ The argument-count curve: one single-thread kernel per count n that adds element
 float32 tensors into the first, called with n tensors by pywave (torch tensors and CuPy
 arrays) and by CuPy RawKernel, against the floor for an empty kernel with n parameters
 (what RawKernel passes, one pointer per tensor, and what pywave passes: the kernel reads
-only the aligned pointer of each memref descriptor, pywave.kernels.params) and with 5n
+only the aligned pointer of each memref descriptor, pywave.kernels.unused_params) and with 5n
 (MLIR's whole kernel ABI, 5 words per 1-D memref, for reference), and "torch exchange":
 torch's own share, a C loop of the n conversions by torch's DLPack C exchange API
 (bench/exchange_floor.c), which any consumer of torch tensors through it pays; per-call µs

@@ -1,6 +1,6 @@
 """The public surface: :func:`compile` and :class:`CompiledModule`.
 
-``compile`` takes the named steps of :mod:`pywave.front`: the in-memory cache, the disk cache
+``compile`` takes the named steps of :mod:`pywave.lookup`: the in-memory cache, the disk cache
 (:mod:`pywave.cache`), on a miss the :class:`pywave.pipeline.Pipeline` in a compile worker
 (:mod:`pywave.isolation`: a crash or hang of MLIR/LLVM there is a CompileError); a
 :class:`CompiledModule` loads the program's host object code into the JIT and wraps each
@@ -17,7 +17,7 @@ import os
 import time
 from typing import Mapping, Sequence
 
-from . import cache, front, pipeline, runtime
+from . import cache, lookup, pipeline, runtime
 from .errors import ArgumentError, CompileError, DeviceError, Error
 from .frontend import validate
 from .frontend.source import MlirModule, text_and_name
@@ -194,29 +194,29 @@ def compile(text: "str | os.PathLike[str] | MlirModule", *,
     if timeout is not None:
         validate.timeout(timeout)
     dumping = compiler.dump_root is not None
-    req = front.request(compiler)
+    req = lookup.request(compiler)
     started = time.perf_counter()
-    hit = front.live(req.memo) if not dumping else None
+    hit = lookup.live(req.memo) if not dumping else None
     if hit is not None:
         log.info("compile: in-memory cache hit")
         return hit
     module = _from_disk(req) if disk_cache and not dumping else None
     how = "disk cache hit"
     if module is None:
-        program = front.build_program(compiler, isolate=isolate, timeout=timeout)
+        program = lookup.build_program(compiler, isolate=isolate, timeout=timeout)
         if disk_cache:
-            program = front.keep(req, program) or program   # as stored: pre-linked
+            program = lookup.keep(req, program) or program   # as stored: pre-linked
         how = "compiled (cache miss)" if disk_cache and not dumping else "compiled (cache off)"
         module = CompiledModule(program)
     log.info("compile %s: %s for %s in %.1f ms", req.key[:16], how, module.target,
              (time.perf_counter() - started) * 1e3)
-    return front.adopt(req.memo, module)
+    return lookup.adopt(req.memo, module)
 
 
-def _from_disk(req: "front.Request") -> "CompiledModule | None":
+def _from_disk(req: "lookup.Request") -> "CompiledModule | None":
     """The disk cache's module for ``req``, loaded; None on a miss. An entry that decodes but
     does not load (e.g. a parameter record the call path refuses) is discarded."""
-    program = front.stored(req)
+    program = lookup.stored(req)
     if program is None:
         return None
     try:

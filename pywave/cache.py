@@ -1,7 +1,7 @@
 """The disk compile cache: compiled programs stored by key, checksummed, read safely.
 
 Compile cache on disk: compiled programs (:class:`pywave.program.Program`) by key. (The
-in-memory cache of open modules is in :mod:`pywave.front`.)
+in-memory cache of open modules is in :mod:`pywave.lookup`.)
 
 An on-disk entry holds everything a call needs (kernel binaries, host object code, the host
 functions' signatures, stored by field name), so a warm start in a new process loads it
@@ -15,7 +15,7 @@ is a logged warning naming the variable and the default used, never an error.
 
 An entry is one file, ``<key>.pwc``, holding everything of its program: kernel images, host
 object code and, when the program carries it, the host code pre-linked into a shared object
-(``Program.shared_object``: :func:`pywave.front.keep` links it before storing; the cache
+(``Program.shared_object``: :func:`pywave.lookup.keep` links it before storing; the cache
 only stores), all under one checksum. An entry is bound to its key: the key is
 inside the checksummed payload, so a file copied or linked under another key is corrupt, not
 another module; and what is ``dlopen``-ed is the checksummed bytes themselves (copied into a
@@ -337,7 +337,7 @@ _writes_lock = threading.Lock()
 
 def store(cache_key: str, program: Program) -> Program | None:
     """Write the entry of ``program`` atomically, as it is (its ``shared_object`` included
-    when it has one: :func:`pywave.front.keep` links it); evict least recently used entries
+    when it has one: :func:`pywave.lookup.keep` links it); evict least recently used entries
     over the bound (on the first write of the process and every EVICT_EVERY writes after).
 
     Returns ``program``, or None when no entry was written: the cache is off, the entry

@@ -6,7 +6,7 @@ the kernel compile options of nvcc users (line info, fast math, a register limit
 options), the kernel pipeline they make, and the image format a chip can be compiled to.
 
 Plain data and strings; no MLIR import (the options are part of the compile-cache key,
-computed before MLIR loads). :mod:`pywave.kernels.options` applies the kernel compile options
+computed before MLIR loads). :mod:`pywave.kernels.compile_flags` applies the kernel compile options
 to the IR.
 """
 
@@ -121,7 +121,7 @@ class LoweringOptions:
     keep_kernel_params : bool
         Kernels keep every parameter of MLIR's kernel ABI (a memref as its whole descriptor),
         also those they never read. Off by default: pywave drops the unused ones and its
-        launches pass only the rest (:mod:`pywave.kernels.params`), which saves the driver
+        launches pass only the rest (:mod:`pywave.kernels.unused_params`), which saves the driver
         about 3 ns a parameter per launch. Set it for kernel images that code other than
         pywave's launches with MLIR's argument layout (``pywave.api.build(...).binaries``).
     checks : bool

@@ -8,7 +8,7 @@ stage               runs                                            produces
 ``prepare``         :mod:`pywave.frontend.prepare`                  outlined kernels
 ``signatures``      :mod:`pywave.host.signature`, ``launchers``     ``[HostSignature]``
 ``kernels``         :func:`pywave.kernels.lower`                    ``[Binary]``
-``host``            :mod:`pywave.host.lowering`                     host LLVM IR
+``host``            :mod:`pywave.host.stage`                        host LLVM IR
 ``llvm-codegen``    :mod:`pywave.host.jit`                          host object code
 ==================  ==============================================  ==========================
 
@@ -228,7 +228,7 @@ class Pipeline:
     packed_interface : bool
         Host code for :class:`pywave.entry.engine.ExecutionEngine`: MLIR ExecutionEngine's packed
         wrapper ``_mlir_<f>`` of every externally visible host function
-        (:func:`pywave.host.lowering.add_packed_interface`); like ``run_entry``, other public
+        (:func:`pywave.host.entries.add_packed_interface`); like ``run_entry``, other public
         functions Python cannot call are kept, not refused, and synchronous launches return
         when their kernel has finished (upstream's meaning).
 
@@ -317,8 +317,8 @@ class Pipeline:
 
         from . import mlirutil
         from .frontend import parse, prepare
-        from .host import lowering as host_lowering
-        from .host import signature
+        from .host import entries, signature
+        from .host import stage as host_stage
 
         requested = self.target.requested     # an unknown chip fails before any work
         rec = Recorder(self.keep_stages, self._start_dump())
@@ -330,7 +330,7 @@ class Pipeline:
                 return self._run_passes_only(module, rec)
             validate.module(module)
             if self.run_entry is not None:
-                host_lowering.check_run_entry(module, self.run_entry)
+                entries.check_run_entry(module, self.run_entry)
             rec.done("parse", module)
             if self.passes is not None:
                 _passes.run(module, self.passes, self.text, self.filename)
@@ -354,10 +354,10 @@ class Pipeline:
             rec.done("kernels", module)
             if rec.dump:
                 rec.dump.binaries(binaries)
-            lowered = host_lowering.lower(module, binaries, functions, text=self.text,
-                                 kernel_bare_ptr=self.lowering.kernel_bare_ptr,
-                                 run_entry=self.run_entry,
-                                 packed_interface=self.packed_interface)
+            lowered = host_stage.lower(module, binaries, functions, text=self.text,
+                                       kernel_bare_ptr=self.lowering.kernel_bare_ptr,
+                                       run_entry=self.run_entry,
+                                       packed_interface=self.packed_interface)
             rec.done("host", module)
             rec.keep("llvm", lowered.llvm_ir)
         obj, asm = jit.compile_object(lowered.llvm_ir, opt_level=self.opt_level,
@@ -408,10 +408,10 @@ class Pipeline:
                                  options=options)
         if dumper:
             from .frontend import prepare
-            from .host import lowering as host_lowering
+            from .host import stage as host_stage
             dumper.update(tool_versions=tool_versions(), pipelines={
                 "passes": self.passes or "",
                 "prepare": prepare.PREPARE_PIPELINE,
                 "nvvm": _lowering.nvvm_pipeline(self.lowering),
-                "host": host_lowering.HOST_PIPELINE, "llvm": f"llvmlite O{self.opt_level}"})
+                "host": host_stage.HOST_PIPELINE, "llvm": f"llvmlite O{self.opt_level}"})
         return dumper

@@ -272,7 +272,7 @@ class Binary(NamedTuple):
     key of :data:`FORMATS`, ``chip`` the target it was built for (a fatbin of several chips:
     ``"sm_80,sm_90"``, see :attr:`chips`). ``kernels``: ptxas' figures per kernel and chip
     (empty for PTX the driver compiles and for images given from outside). ``params``: the
-    kernels that lost their unused parameters (:mod:`pywave.kernels.params`), each as
+    kernels that lost their unused parameters (:mod:`pywave.kernels.unused_params`), each as
     (kernel, MLIR's parameter count, indices of the parameters kept); a launch passes only
     those (empty for images given from outside: MLIR's ABI)."""
 
@@ -403,12 +403,12 @@ class HostSignature:
 #: host code cached for another ABI is compiled again, never linked against functions the
 #: runtime no longer has. 2: MLIR's ``mgpu*`` calls keep their upstream names (libwavert's
 #: ``wavert_jit_*`` mirrors of 13 of them are gone). 3: launches pass only the kernel
-#: parameters a kernel reads (:mod:`pywave.kernels.params`). 4: a module with no GPU op is a
+#: parameters a kernel reads (:mod:`pywave.kernels.unused_params`). 4: a module with no GPU op is a
 #: :data:`HOST` program, called in a host-only call (``wavert_call_begin`` with no device).
 HOST_ABI = 4
 
 #: Packed entry of host function ``f``: ``void _pywave_packed_f(uint64_t *slots)`` (the slot
-#: layout is documented in :mod:`pywave.host.lowering`).
+#: layout is documented in :mod:`pywave.host.entries`).
 PACKED_PREFIX = "_pywave_packed_"
 #: ``void _pywave_release_kernels(void)``: releases every kernel the host code loaded and
 #: clears its slot (later calls load them again). Not safe while a call runs.

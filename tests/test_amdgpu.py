@@ -204,7 +204,7 @@ def test_suite_kernel_compiles_to_a_valid_gfx942_hsaco(mlir, name):
         assert elf.flags & EF_AMDGPU_MACH_MASK == EF_AMDGPU_MACH["gfx942"]
         symbols = elf.symbols()
         meta = metadata(elf)
-        kept = {}   # kernels that lost unread parameters (pywave.kernels.params)
+        kept = {}   # kernels that lost unread parameters (pywave.kernels.unused_params)
         for kname, count, indices in binary.params:
             assert count == len(expected[kname]), kname
             kept[kname] = indices

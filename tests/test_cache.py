@@ -17,7 +17,7 @@ import pytest
 import pywave
 import dataclasses
 
-from pywave import api, cache, files, front, pipeline
+from pywave import api, cache, files, lookup, pipeline
 from pywave.kernels import toolkit
 from pywave.program import HOST_ABI, Binary, HostSignature, Param, Program, Target
 
@@ -386,7 +386,7 @@ def test_entry_under_another_key_is_corrupt_not_the_wrong_module(how, mlir, capl
         entry_b.write_bytes(entry_a.read_bytes())
     else:
         entry_b.symlink_to(entry_a)
-    front._memory.clear()
+    lookup._memory.clear()
     with caplog.at_level(logging.WARNING, logger="pywave.cache"):
         mod = pywave.compile(second, target="sm_90")
     assert mod.functions != ["main"] and len(mod.functions) > 1       # the right module
@@ -428,7 +428,7 @@ def test_malformed_field_with_a_valid_checksum_is_rebuilt(mutate, caplog):
     pywave.compile(text, target="sm_90").close()
     [entry] = entries(cache_dir())
     _rewrite(entry, mutate)
-    front._memory.clear()
+    lookup._memory.clear()
     with caplog.at_level(logging.WARNING, logger="pywave.cache"):
         mod = pywave.compile(text, target="sm_90")           # never TypeError
     assert mod.functions == ["main"]
@@ -448,7 +448,7 @@ def test_entry_the_call_path_refuses_is_rebuilt(field, value, mlir, caplog):
     index = next(i for i, p in enumerate(params)
                  if (p.kind == "scalar") == (field == "scalar"))
     _rewrite(entry, _set(("functions", 0, "params", index, field), value))
-    front._memory.clear()
+    lookup._memory.clear()
     with caplog.at_level(logging.WARNING, logger="pywave.cache"):
         mod = pywave.compile(text, target="sm_90")
     assert any("corrupt" in r.getMessage() and "does not load" in r.getMessage()

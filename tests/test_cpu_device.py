@@ -811,11 +811,11 @@ def test_cpu_modules_come_back_from_the_disk_cache(tmp_path, monkeypatch, caplog
     """A CPU-target module is stored and loaded from the disk cache like any other (its
     entries were once refused as 'unknown backend' and rebuilt every time)."""
     import logging
-    from pywave import front
+    from pywave import lookup
     monkeypatch.setenv("PYWAVE_CACHE_DIR", str(tmp_path))
     text = VECTOR_ADD + "\n// cache round trip\n"
     pywave.compile(text, target="cpu").close()
-    front._memory.clear()
+    lookup._memory.clear()
     with caplog.at_level(logging.WARNING, logger="pywave.cache"):
         mod = pywave.compile(text, target="cpu")
     assert not [r for r in caplog.records if "corrupt" in r.getMessage()], caplog.text

@@ -54,11 +54,11 @@ def test_build_dumps_every_stage_and_manifest(mlir, tmp_path):
     assert manifest["tool_versions"] == pipeline.tool_versions()
     assert manifest["options"]["target"] == "sm_90" and manifest["options"]["opt_level"] == 2
     from pywave.frontend import prepare
-    from pywave.host import lowering as host_lowering
+    from pywave.host import stage as host_stage
     from pywave.kernels import nvvm
     assert manifest["pipelines"]["prepare"] == prepare.PREPARE_PIPELINE
     assert manifest["pipelines"]["nvvm"] == nvvm.NVVM_PIPELINE
-    assert manifest["pipelines"]["host"] == host_lowering.HOST_PIPELINE
+    assert manifest["pipelines"]["host"] == host_stage.HOST_PIPELINE
     assert "gpu-module-to-binary" in manifest["pipelines"]["binary"]
     assert set(manifest["seconds"]) >= {"parse", "prepare", "kernels", "host", "llvm-codegen"}
     assert manifest["files"] == numbered

@@ -35,7 +35,7 @@ def _boot_with(patch: str) -> str:
 CRASH_ON_MARK = ("import os; from pywave.frontend import parse; real = parse.parse; "
                  "parse.parse = lambda text, *a, **k: os.kill(os.getpid(), 11) "
                  "if 'CRASH' in text else real(text, *a, **k)")
-HANG_ON_MARK = ("import time; from pywave.host import lowering as host; real = host.lower; "
+HANG_ON_MARK = ("import time; from pywave.host import stage as host; real = host.lower; "
                 "host.lower = lambda *a, **k: time.sleep(600) if 'HANG' in k['text'] "
                 "else real(*a, **k)")
 
@@ -48,7 +48,7 @@ def patched_worker(monkeypatch, tmp_path):
 
     def use(patch: str) -> None:
         isolation.shutdown()
-        monkeypatch.setattr(isolation.client, "BOOT", _boot_with(patch))
+        monkeypatch.setattr(isolation.connection, "BOOT", _boot_with(patch))
     yield use
     monkeypatch.undo()
     isolation.shutdown()
@@ -304,7 +304,7 @@ def fresh_pool(monkeypatch, tmp_path):
     monkeypatch.setenv("PYWAVE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("PYWAVE_COMPILE_SERVER", raising=False)
     isolation.shutdown()
-    monkeypatch.setattr(isolation.client, "BOOT", _boot_with(f"tag = {str(tmp_path)!r}"))
+    monkeypatch.setattr(isolation.connection, "BOOT", _boot_with(f"tag = {str(tmp_path)!r}"))
     yield isolation.POOL
     isolation.shutdown()
     isolation.stop_server()
@@ -335,7 +335,7 @@ def test_workers_are_forked_by_the_server_and_inherit_no_user_fd(fresh_pool, tmp
     server = fresh_pool._server
     assert server is not None and not _gone(server.pid)
     for worker in (first, second):
-        assert isinstance(worker, isolation.client.ForkedWorker)
+        assert isinstance(worker, isolation.handles.ForkedWorker)
         assert _parent_of(worker.pid) == server.pid       # forked, not a new interpreter
         targets = _fd_targets(worker.pid)
         assert str(marker) not in targets.values()
@@ -352,10 +352,10 @@ def test_server_is_shared_by_processes_and_private_to_the_user(fresh_pool):
     folder = os.path.dirname(server.path)
     assert os.stat(folder).st_mode & 0o777 == 0o700
     code = ("import sys, json; from pywave import isolation, pipeline; "
-            "isolation.client.BOOT = sys.argv[1]; "
+            "isolation.connection.BOOT = sys.argv[1]; "
             "isolation.program(pipeline.Pipeline(sys.stdin.read(), target='sm_90', "
             "format='ptx')); print(isolation.POOL._server.pid)")
-    out = subprocess.run([sys.executable, "-c", code, isolation.client.BOOT],
+    out = subprocess.run([sys.executable, "-c", code, isolation.connection.BOOT],
                          input=VECTOR_ADD.replace("@add", "@add_other"), text=True,
                          capture_output=True, timeout=120, check=True, cwd="/")
     assert int(out.stdout) == server.pid
@@ -403,17 +403,17 @@ def test_direct_start_when_the_server_is_off(fresh_pool, monkeypatch):
     monkeypatch.setenv("PYWAVE_COMPILE_SERVER", "0")
     program(VECTOR_ADD, target="sm_90", format="ptx")
     assert fresh_pool._server is None
-    assert isinstance(fresh_pool._idle[0], isolation.client.SpawnedWorker)
+    assert isinstance(fresh_pool._idle[0], isolation.handles.SpawnedWorker)
 
 
 @needs_server
 def test_direct_start_when_the_server_cannot_start(fresh_pool, monkeypatch, caplog):
     import logging
-    monkeypatch.setattr(isolation.client, "BOOT", _boot_with(       # only the server exits
+    monkeypatch.setattr(isolation.connection, "BOOT", _boot_with(       # only the server exits
         "import os; sys.argv[2] == 'server' and os._exit(5)"))
     with caplog.at_level(logging.DEBUG, logger="pywave.isolation"):
         program(VECTOR_ADD, target="sm_90", format="ptx")
-    assert isinstance(fresh_pool._idle[0], isolation.client.SpawnedWorker)
+    assert isinstance(fresh_pool._idle[0], isolation.handles.SpawnedWorker)
     assert fresh_pool._server is None and fresh_pool._server_broken
     assert any("exited with status 5" in r.getMessage() and "of its own" in r.getMessage()
                for r in caplog.records)
@@ -424,7 +424,7 @@ import json, sys, threading, time
 from pywave import isolation, pipeline
 from pywave.isolation import protocol
 from pywave.isolation.interrupts import Shield
-isolation.client.BOOT = sys.argv[1]
+isolation.connection.BOOT = sys.argv[1]
 text = sys.stdin.read()
 pool = isolation.POOL
 isolation.program(pipeline.Pipeline(text, target="sm_90", format="ptx"))
@@ -467,7 +467,7 @@ def test_no_worker_survives_the_users_process_and_the_server_idles_out(tmp_path)
 _FORKING_USER = """
 import json, os, sys
 from pywave import isolation, pipeline
-isolation.client.BOOT = sys.argv[1]
+isolation.connection.BOOT = sys.argv[1]
 text = sys.stdin.read()
 def compile_once(name):
     isolation.program(pipeline.Pipeline(text.replace("@add", name), target="sm_90",

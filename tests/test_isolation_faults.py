@@ -21,10 +21,10 @@ from pywave import isolation, pipeline
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 VECTOR_ADD = open(os.path.join(DATA, "vector_add.mlir"), encoding="utf-8").read()
-SLOW_ON_MARK = ("import time; from pywave.host import lowering as host; real = host.lower; "
+SLOW_ON_MARK = ("import time; from pywave.host import stage as host; real = host.lower; "
                 "host.lower = lambda *a, **k: (time.sleep(3) if 'SLOW' in k['text'] "
                 "else None, real(*a, **k))[1]")
-HANG_ON_MARK = ("import time; from pywave.host import lowering as host; real = host.lower; "
+HANG_ON_MARK = ("import time; from pywave.host import stage as host; real = host.lower; "
                 "host.lower = lambda *a, **k: time.sleep(600) if 'HANG' in k['text'] "
                 "else real(*a, **k)")
 CRASH_ON_MARK = ("import os; from pywave.frontend import parse; real = parse.parse; "
@@ -45,7 +45,7 @@ def user_process(script: str, patch: str, tmp_path, timeout: float = 240,
     prelude = textwrap.dedent("""
         import json, os, signal, sys, threading, time
         from pywave import isolation, pipeline
-        isolation.client.BOOT = sys.argv[1]
+        isolation.connection.BOOT = sys.argv[1]
         TEXT = sys.stdin.read()
         def build(name, mark="", **kw):
             text = TEXT.replace("@add", "@" + name) + mark
@@ -68,11 +68,11 @@ def user_process(script: str, patch: str, tmp_path, timeout: float = 240,
 
 
 def _stop_servers(tmp_path) -> None:
-    isolation.client.BOOT, saved = boot("pass", str(tmp_path)), isolation.client.BOOT
+    isolation.connection.BOOT, saved = boot("pass", str(tmp_path)), isolation.connection.BOOT
     try:
         isolation.stop_server()
     finally:
-        isolation.client.BOOT = saved
+        isolation.connection.BOOT = saved
 
 
 _TWICE = """
@@ -182,7 +182,7 @@ def own_server(monkeypatch, tmp_path):
 
     def use(patch: str = "pass") -> None:
         isolation.shutdown()
-        monkeypatch.setattr(isolation.client, "BOOT", boot(patch, str(tmp_path)))
+        monkeypatch.setattr(isolation.connection, "BOOT", boot(patch, str(tmp_path)))
     use()
     yield use
     isolation.stop_server()
@@ -313,7 +313,7 @@ def test_timeout_kills_only_its_own_worker_and_returns_promptly(own_server):
 
 
 def test_workers_are_replaced_after_their_compile_budget(own_server, monkeypatch):
-    monkeypatch.setattr(isolation.client, "MAX_COMPILES", 3)
+    monkeypatch.setattr(isolation.handles, "MAX_COMPILES", 3)
     pids = []
     for i in range(7):
         _build(f"budget{i}")
@@ -323,7 +323,7 @@ def test_workers_are_replaced_after_their_compile_budget(own_server, monkeypatch
 
 
 def test_workers_are_replaced_after_memory_growth(own_server, monkeypatch):
-    monkeypatch.setattr(isolation.client, "MAX_GROWTH", 1)   # any growth at all
+    monkeypatch.setattr(isolation.handles, "MAX_GROWTH", 1)   # any growth at all
     _build("grow0")
     first = isolation.POOL._idle[0].pid
     for i in range(1, 4):
@@ -352,7 +352,7 @@ def test_crash_records_never_follow_a_planted_symlink(monkeypatch, tmp_path):
     import tempfile
     monkeypatch.setattr(tempfile, "tempdir", None)
     isolation.shutdown()
-    monkeypatch.setattr(isolation.client, "BOOT", boot(CRASH_ON_MARK, str(tmp_path)))
+    monkeypatch.setattr(isolation.connection, "BOOT", boot(CRASH_ON_MARK, str(tmp_path)))
     try:
         with pytest.raises(pywave.CompileError, match="SIGSEGV") as info:
             isolation.program(pipeline.Pipeline(text, target="sm_90", format="ptx"))

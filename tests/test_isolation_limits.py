@@ -23,7 +23,7 @@ PRELUDE = textwrap.dedent(f"""
     import json, logging, os, socket, struct, sys, threading, time
     logging.basicConfig(level=logging.WARNING, format="LOG %(levelname)s %(message)s")
     import pywave
-    from pywave.isolation import client, protocol
+    from pywave.isolation import connection, protocol
     TEXT = open({VECTOR_ADD!r}).read()
     def compile(**kw):
         return pywave.compile(TEXT, target="sm_90", format="ptx", disk_cache=False, **kw)
@@ -37,8 +37,8 @@ def env(tmp_path):
     environment = dict(os.environ, XDG_RUNTIME_DIR=run, PYWAVE_CACHE_DIR=str(tmp_path / "c"),
                        PYWAVE_COMPILE_SERVER_IDLE="30")
     yield environment
-    subprocess.run([sys.executable, "-c", "from pywave.isolation import client; "
-                    "client.stop_server()"], env=environment, timeout=30)
+    subprocess.run([sys.executable, "-c", "from pywave.isolation import connection; "
+                    "connection.stop_server()"], env=environment, timeout=30)
 
 
 def script(body: str, env: dict, timeout: float = 240, prefix: str = "",
@@ -100,7 +100,7 @@ def _start_server(env, fd_limit: int | None = None) -> str:
     def limit():
         if fd_limit is not None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (fd_limit, fd_limit))
-    done = script("compile(); print(client.server_path())", env, preexec_fn=limit)
+    done = script("compile(); print(connection.server_path())", env, preexec_fn=limit)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.strip().splitlines()[-1]
 
@@ -163,7 +163,7 @@ def test_a_client_that_never_reads_stalls_nobody(env):
 
 
 FAKE_SERVER = """
-    path = client.server_path()
+    path = connection.server_path()
     try: os.unlink(path)
     except FileNotFoundError: pass
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -249,7 +249,7 @@ def test_a_server_with_a_full_backlog_is_bounded(env):
 def test_a_start_that_hangs_elsewhere_makes_this_process_fall_back(env):
     holder = subprocess.Popen([sys.executable, "-c", PRELUDE + textwrap.dedent("""
         import fcntl
-        fd = os.open(client.server_path() + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(connection.server_path() + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX)
         print("holding", flush=True)
         time.sleep(120)
@@ -257,7 +257,7 @@ def test_a_start_that_hangs_elsewhere_makes_this_process_fall_back(env):
     try:
         assert holder.stdout.readline().strip() == "holding"
         done = script("""
-            client.START_LOCK_SECONDS = 2.0
+            connection.START_LOCK_SECONDS = 2.0
             t = time.monotonic()
             print(compile(timeout=60)); print(compile(timeout=60))
             print(round(time.monotonic() - t, 1))
@@ -273,7 +273,7 @@ def test_a_start_that_hangs_elsewhere_makes_this_process_fall_back(env):
 def test_a_server_of_another_version_is_replaced(env):
     done = script("""
         print(compile(timeout=60))
-        print(client.server_path() and os.path.exists(client.server_path()))
+        print(connection.server_path() and os.path.exists(connection.server_path()))
     """, env, prefix=_fake('dict(protocol.identity(), pywave="0.0.1")'), timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "pywave '0.0.1'" in done.stderr and "differs" in done.stderr
@@ -296,7 +296,7 @@ def test_a_worker_frame_of_another_shape_is_a_typed_error(env, frame):
             f"protocol.frame = lambda v: real({frame}) if v == ('start',) else real(v); "
             "from pywave import isolation; isolation.serve()")
     done = script(f"""
-        client.BOOT = {boot!r}
+        connection.BOOT = {boot!r}
         try:
             compile(timeout=60)
         except pywave.CompileError as exc:

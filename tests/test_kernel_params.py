@@ -1,4 +1,4 @@
-"""Kernel parameters no kernel reads are dropped (pywave.kernels.params), and each launch
+"""Kernel parameters no kernel reads are dropped (pywave.kernels.unused_params), and each launch
 passes only the ones kept: which words stay for which memref uses, what keeps MLIR's ABI
 (the option, Wave's launch calls, a kernel referenced in its module), the host code's
 launch, and the record in the compile cache. Compile only: no GPU."""
@@ -11,7 +11,7 @@ import pytest
 
 import pywave
 from pywave import api, cache, image_params
-from pywave.kernels import params
+from pywave.kernels import unused_params
 
 KERNEL = """
 module attributes {{gpu.container_module}} {{
@@ -108,8 +108,8 @@ def test_wave_launch_calls_keep_every_parameter():
           llvm.func @wave_launch_kernel(!llvm.ptr)
           gpu.module @k { llvm.func @f(%a: i64) attributes {gpu.kernel} { llvm.return } }
         """)
-        assert params.launched_by_wave(mod)
-        assert params.drop_unused(mod) == {}
+        assert unused_params.launched_by_wave(mod)
+        assert unused_params.drop_unused(mod) == {}
 
 
 def test_a_kernel_referenced_in_its_module_keeps_every_parameter():
@@ -125,7 +125,7 @@ def test_a_kernel_referenced_in_its_module_keeps_every_parameter():
             }
           }
         """)
-        assert params.drop_unused(mod) == {"k": (("g", 2, ()),)}
+        assert unused_params.drop_unused(mod) == {"k": (("g", 2, ()),)}
         text = str(mod)
     assert "llvm.func @f(%arg0: i64, %arg1: i64)" in text
     assert "llvm.func @g() attributes {gpu.kernel}" in text   # arg_attrs: none left
@@ -143,7 +143,7 @@ def test_arg_attrs_follow_the_kept_parameters():
             }
           }
         """)
-        assert params.drop_unused(mod) == {"k": (("g", 2, (1,)),)}
+        assert unused_params.drop_unused(mod) == {"k": (("g", 2, (1,)),)}
         func = mod.body.operations[0].regions[0].blocks[0].operations[0]
         assert str(func.attributes["arg_attrs"]) == "[{llvm.noalias}]"
         assert str(func.attributes["function_type"]) == "!llvm.func<void (ptr)>"
@@ -187,7 +187,7 @@ def test_the_command_line_takes_keep_kernel_params():
 def test_a_launch_whose_operands_disagree_with_the_record_is_refused(monkeypatch):
     """The host stage checks each launch against what the kernels stage recorded: a record
     of another parameter count (a bug, simulated here) is a CompileError naming both."""
-    monkeypatch.setattr(params, "drop_unused",
+    monkeypatch.setattr(unused_params, "drop_unused",
                         lambda module, names=None: {"k": (("f", 99, (1,)),)})
     text = module([("a", "memref<?xf32>")], LOAD.format(t="memref<?xf32>"))
     with pytest.raises(pywave.CompileError, match=r"@k::@f passes 5 kernel operands after "

@@ -1,6 +1,6 @@
-"""The launch rewriter (pywave.host.lowering.LaunchRewriter) on small LLVM-dialect modules, as the host
-pipeline leaves them: no kernels compiled, no GPU; and, on the driver stand-in, that host code
-stops at the first runtime call that failed."""
+"""The launch rewriter (pywave.host.launch_rewrite.LaunchRewriter) on small LLVM-dialect modules,
+as the host pipeline leaves them: no kernels compiled, no GPU; and, on the driver stand-in, that
+host code stops at the first runtime call that failed."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ import pywave
 from pywave.program import RELEASE_KERNELS, Binary
 
 ir = pytest.importorskip("mlir.ir")
-from pywave.host import lowering as host_lowering  # noqa: E402 - needs MLIR
+from mlir.dialects import llvm  # noqa: E402
+
+from pywave.host import launch_rewrite  # noqa: E402 - needs MLIR
 
 IMAGE = Binary("kernels", "ptx", b".version 8.0\0", "sm_90")
 
@@ -39,10 +41,10 @@ module attributes {gpu.container_module} {
 """
 
 
-def rewrite(text: str, binaries=(IMAGE,)) -> tuple[str, host_lowering.LaunchRewriter]:
+def rewrite(text: str, binaries=(IMAGE,)) -> tuple[str, launch_rewrite.LaunchRewriter]:
     with ir.Context():
         module = ir.Module.parse(text)
-        rewriter = host_lowering.LaunchRewriter(module, list(binaries))
+        rewriter = launch_rewrite.LaunchRewriter(module, list(binaries))
         rewriter.run()
         module.operation.verify()
         return str(module), rewriter
@@ -155,9 +157,9 @@ def translated(text: str, *, rewritten: bool) -> str:
     with ir.Context():
         module = ir.Module.parse(text)
         if rewritten:
-            host_lowering.LaunchRewriter(module, [IMAGE]).run()
+            launch_rewrite.LaunchRewriter(module, [IMAGE]).run()
         module.operation.verify()
-        return host_lowering.llvm.translate_module_to_llvmir(module.operation)
+        return llvm.translate_module_to_llvmir(module.operation)
 
 
 def test_every_runtime_call_is_followed_by_the_failure_check():
@@ -196,7 +198,7 @@ def test_runtime_functions_have_one_name_each():
     from pywave import layout
     header = Path(layout.include_dir(), "wavert_mgpu.h").read_text()
     declared = set(re.findall(r"^WAVERT_MGPU_EXPORT [^;(]*?\b(\w+)\(", header, re.M))
-    assert len(declared) > 60 and all(host_lowering.is_runtime_call(name) for name in declared)
+    assert len(declared) > 60 and all(launch_rewrite.is_runtime_call(name) for name in declared)
     jit_header = Path(layout.include_dir(), "wavert_jit.h").read_text()
     exported = set(re.findall(r"^WAVERT_EXPORT [^;(]*?\b(\w+)\(", jit_header, re.M))
     assert {"wavert_jit_launch", "wavert_jit_failed"} <= exported

@@ -145,7 +145,7 @@ LAYERS: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
     ("face", (("pywave", "pywave.__main__"),)),
     ("entry points", (("pywave.entry",),)),
     ("api", (("pywave.api",),)),
-    ("front", (("pywave.front",),)),
+    ("lookup", (("pywave.lookup",),)),
     ("isolation", (("pywave.isolation",),)),
     ("driver", (("pywave.pipeline",),)),
     ("driver's parts", (("pywave.host",), ("pywave.kernels",), ("pywave.cache",),
@@ -189,7 +189,7 @@ def test_the_layer_check_refuses_an_import_up_and_one_across():
              "pywave.kernels.rocdl": {"pywave.host.jit", "pywave.llvm"},
              "pywave.host.jit": {"pywave.llvm", "pywave.errors"},
              "pywave.runtime": {"pywave.frontend.validate"},
-             "pywave.entry.cli": {"pywave.front"}}
+             "pywave.entry.cli": {"pywave.lookup"}}
     assert against_the_layers(graph) == [
         "pywave.cache -> pywave.host.sharedobj (driver's parts -> driver's parts)",
         "pywave.kernels.rocdl -> pywave.host.jit (driver's parts -> driver's parts)",

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import pywave
-from pywave import api, cache, front
+from pywave import api, cache, lookup
 from pywave.host import jit, sharedobj
 from pywave.kernels import toolkit
 
@@ -99,7 +99,7 @@ def test_a_damaged_shared_object_makes_the_entry_corrupt_and_rebuilt(tmp_path):
 def test_two_modules_of_one_code_have_their_own_slots(tmp_path, monkeypatch):
     monkeypatch.setenv("PYWAVE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("PYWAVE_CACHE", raising=False)
-    program = cache.store("k" * 64, front.prelinked(api.build(TEXT, target="sm_90").program()))
+    program = cache.store("k" * 64, lookup.prelinked(api.build(TEXT, target="sm_90").program()))
     assert program.shared_object is not None
     one, two = api.CompiledModule(program), api.CompiledModule(program)
     try:
@@ -121,7 +121,7 @@ def test_release_imports_nothing(tmp_path, monkeypatch):
     _ctypes halted" printed at exit)."""
     monkeypatch.setenv("PYWAVE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("PYWAVE_CACHE", raising=False)
-    program = cache.store("k" * 64, front.prelinked(api.build(TEXT, target="sm_90").program()))
+    program = cache.store("k" * 64, lookup.prelinked(api.build(TEXT, target="sm_90").program()))
     module = api.CompiledModule(program)
     assert isinstance(module._engine, sharedobj.SharedObjectModule)
     monkeypatch.setitem(sys.modules, "_ctypes", None)
@@ -152,7 +152,7 @@ def test_eviction_removes_entries_and_shared_objects_of_earlier_versions(tmp_pat
                                                                          monkeypatch):
     monkeypatch.setenv("PYWAVE_CACHE_DIR", str(tmp_path))
     (tmp_path / ("0" * 64 + ".pwso")).write_bytes(b"PYWAVE-SO-1\n")   # kept by pywave < 6
-    cache.store("k" * 64, front.prelinked(api.build(TEXT, target="sm_90").program()))
+    cache.store("k" * 64, lookup.prelinked(api.build(TEXT, target="sm_90").program()))
     cache.evict(str(tmp_path), 0)
     assert sorted(p.name for p in tmp_path.iterdir()) in ([], [toolkit.VERSIONS_FILE])
 

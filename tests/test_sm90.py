@@ -26,7 +26,7 @@ from pywave.lowering import LoweringOptions
 from pywave.program import Binary
 
 ir = pytest.importorskip("mlir.ir")
-from pywave.host import lowering as host_lowering  # noqa: E402 - needs MLIR
+from pywave.host import launch_rewrite  # noqa: E402 - needs MLIR
 
 DATA = Path(__file__).parent / "data" / "sm90"
 #: `pywave run` options of each program (its chip and PTX features).
@@ -83,8 +83,8 @@ def _helper(text: str, name: str) -> str:
 def test_cluster_launch_passes_the_cluster_extents_first():
     with ir.Context():
         module = ir.Module.parse(CLUSTER_LAUNCH)
-        host_lowering.LaunchRewriter(module, [Binary("kernels", "ptx", b".version 8.0\0",
-                                            "sm_90a")]).run()
+        launch_rewrite.LaunchRewriter(module, [Binary("kernels", "ptx", b".version 8.0\0",
+                                             "sm_90a")]).run()
         module.operation.verify()
         text = str(module)
     clustered, plain = _helper(text, "__pywave_launch_0"), _helper(text, "__pywave_launch_1")

@@ -30,7 +30,7 @@ import pytest
 
 from conftest import fake_driver_env, need_fake_driver
 from pywave import image_params, pipeline, runtime, sparse
-from pywave.host import jit, lowering, sharedobj
+from pywave.host import jit, launch_rewrite, sharedobj
 
 DATA = Path(__file__).parent / "data" / "sparse"
 MATRIX = DATA / "sampling.mtx"
@@ -108,7 +108,7 @@ def test_every_runtime_function_is_declared_exported_and_checked():
     library = ctypes.CDLL(runtime.LIBRARY)
     for name in sparse.RUNTIME_FUNCTIONS:
         assert hasattr(library, name), name
-        assert lowering.is_runtime_call(name), name
+        assert launch_rewrite.is_runtime_call(name), name
 
 
 # ---------------------------------------------------------------------- compile and link

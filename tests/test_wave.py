@@ -419,7 +419,7 @@ def test_dimensions_set_the_grid(cache_dir):
 
 
 def test_launches_pass_only_the_parameters_the_kernel_reads(cache_dir):
-    """By default (pywave.kernels.params) dynamic_dims' kernel gets the 4 of its 8 words it
+    """By default (pywave.kernels.unused_params) dynamic_dims' kernel gets the 4 of its 8 words it
     reads: the two aligned pointers and the two sizes."""
     run("""
     f = load("dynamic_dims", keep_kernel_params=False)

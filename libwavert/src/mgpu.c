@@ -3,7 +3,7 @@
  * wavert_module (lazily loaded per device), launches through the validated launch path,
  * streams (from the device's pool), events, memory, host registration, cluster launch and TMA
  * descriptors through the backend vtable. Generated host code calls these functions under
- * their upstream names and checks wavert_jit_failed after each (pywave/host/lowering.py).
+ * their upstream names and checks wavert_jit_failed after each (pywave/host/launch_rewrite.py).
  *
  * Every entry point runs in a "scope": inside a host call, the call's device and stream, and
  * errors recorded in the call; outside one, a call begun here on the thread's default device

@@ -49,7 +49,7 @@ import shutil
 import subprocess
 from typing import Mapping
 
-from .. import front, layout, pipeline, runtime
+from .. import layout, lookup, pipeline, runtime
 from .._version import __version__
 from ..errors import CompileError
 from ..frontend.source import MlirModule, text_and_name
@@ -178,7 +178,7 @@ def export(text: "str | os.PathLike[str] | MlirModule", out_dir: str | os.PathLi
                            "install) before exporting")
     text, path = text_and_name(text)
     filename = path if filename == "<input>" else filename
-    art = front.build_artifacts(pipeline.Pipeline(
+    art = lookup.build_artifacts(pipeline.Pipeline(
         text, target=target, opt_level=opt_level, format=format, filename=filename,
         replacements=binaries, library=True, lowering=options_of(lowering), passes=passes))
     for fn in art.host.functions:

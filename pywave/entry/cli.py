@@ -161,11 +161,11 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
 
 
 def _run_compile(args: argparse.Namespace) -> int:
-    from .. import front, pipeline
+    from .. import lookup, pipeline
     from . import run
     text, filename = read_input(args.file)
     started = time.perf_counter()
-    artifacts = front.build_artifacts(pipeline.Pipeline(
+    artifacts = lookup.build_artifacts(pipeline.Pipeline(
         text, target=args.target, opt_level=args.opt_level, format=args.format,
         filename=filename, replacements=_binaries(args.binary),
         keep_stages=args.print_ir, dump_dir=args.dump_dir,
@@ -215,9 +215,9 @@ def register_export(sub) -> None:
 
 
 def _run_opt(args: argparse.Namespace) -> int:
-    from .. import front, pipeline
+    from .. import lookup, pipeline
     text, filename = read_input(args.file)
-    done = front.build_artifacts(pipeline.Pipeline(text, filename=filename, passes=args.passes,
+    done = lookup.build_artifacts(pipeline.Pipeline(text, filename=filename, passes=args.passes,
                                                    passes_only=True))
     out = done.text if done.text.endswith("\n") else done.text + "\n"
     if args.output in (None, "-"):

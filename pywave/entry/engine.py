@@ -50,11 +50,11 @@ from typing import Any, Mapping, Sequence
 from llvmlite import binding as llvm
 
 from . import run
-from .. import front, pipeline, runtime
+from .. import lookup, pipeline, runtime
 from ..errors import Error
 from ..frontend.source import MlirModule, text_and_name
 from ..host import jit
-from ..host.lowering import PACKED_INTERFACE_PREFIX
+from ..host.entries import PACKED_INTERFACE_PREFIX
 from ..lowering import LoweringOptions, options_of
 from ..program import ENGINE_FINI, ENGINE_INIT
 
@@ -112,7 +112,7 @@ class ExecutionEngine:
         compiler = pipeline.Pipeline(text, target=target, opt_level=opt_level, format=format,
                                      filename=filename, lowering=options_of(lowering),
                                      passes=passes, packed_interface=True)
-        done = front.build_artifacts(compiler, isolate=isolate, timeout=timeout)
+        done = lookup.build_artifacts(compiler, isolate=isolate, timeout=timeout)
         self._object = done.object_code
         self._target = done.target
         self._slots = packed_slots(done.host.llvm_ir)

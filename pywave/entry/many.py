@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from .. import api, cache, front, pipeline
+from .. import api, cache, lookup, pipeline
 from ..errors import ArgumentError, CompileError, Error
 from ..frontend import validate
 from ..frontend.source import MlirModule, text_and_name
@@ -46,7 +46,7 @@ class Outcome:
     seconds: float = 0.0
     error: Exception | None = None
     program: Program | None = None
-    request: "front.Request | None" = field(default=None, repr=False)
+    request: "lookup.Request | None" = field(default=None, repr=False)
 
     @property
     def key(self) -> str | None:
@@ -210,7 +210,7 @@ def run(texts: "Sequence[str | os.PathLike[str] | MlirModule]", *, jobs: int | N
         outcome, compiler = entry
         started = time.perf_counter()
         try:
-            outcome.program = front.build_program(compiler, isolate=isolate, timeout=timeout,
+            outcome.program = lookup.build_program(compiler, isolate=isolate, timeout=timeout,
                                                   workers=workers)
         except Exception as exc:  # noqa: BLE001 - reported per input, the others go on
             outcome.status, outcome.error = FAILED, exc
@@ -219,7 +219,7 @@ def run(texts: "Sequence[str | os.PathLike[str] | MlirModule]", *, jobs: int | N
             outcome.seconds = time.perf_counter() - started
         outcome.status = COMPILED
         if disk_cache:
-            stored = front.keep(outcome.request, outcome.program)
+            stored = lookup.keep(outcome.request, outcome.program)
             if stored is not None:   # the program as stored: with its pre-linked host code
                 outcome.program = stored
             elif not load:
@@ -269,7 +269,7 @@ def _prepare(index: int, item: object, disk_cache: bool, load: bool,
                                      format=options.get("format", "auto"),
                                      lowering=options_of(options.get("lowering")),
                                      launchers=True, passes=options.get("passes"))
-        outcome.request = front.request(compiler)
+        outcome.request = lookup.request(compiler)
     except Exception as exc:  # noqa: BLE001 - reported per input
         outcome.status, outcome.error = FAILED, exc
         return outcome, None
@@ -281,13 +281,13 @@ def _prepare(index: int, item: object, disk_cache: bool, load: bool,
 
 def _cached(outcome: Outcome, disk_cache: bool, load: bool) -> bool:
     """Whether the input is served by a cache (then ``outcome.program`` is set for loading)."""
-    alive = front.live(outcome.request.memo) if load else None
+    alive = lookup.live(outcome.request.memo) if load else None
     if alive is not None:
         outcome.program = alive.program
         return True
     if not disk_cache:
         return False
-    outcome.program = front.stored(outcome.request)    # decoded: a corrupt entry is rebuilt
+    outcome.program = lookup.stored(outcome.request)    # decoded: a corrupt entry is rebuilt
     if outcome.program is None:
         return False
     if not load:
@@ -298,6 +298,6 @@ def _cached(outcome: Outcome, disk_cache: bool, load: bool) -> bool:
 def _module(outcome: Outcome) -> "api.CompiledModule":
     """The CompiledModule of a successful input: the live one of the in-memory cache, else a
     new one (registered there, as :func:`pywave.compile` does)."""
-    alive = front.live(outcome.request.memo)
-    return alive if alive is not None else front.adopt(outcome.request.memo,
+    alive = lookup.live(outcome.request.memo)
+    return alive if alive is not None else lookup.adopt(outcome.request.memo,
                                                        api.CompiledModule(outcome.program))

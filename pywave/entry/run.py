@@ -29,7 +29,7 @@ import struct
 import sys
 from collections.abc import Callable
 
-from .. import front, llvm, lowering, pipeline, runtime
+from .. import llvm, lookup, lowering, pipeline, runtime
 from ..errors import Error
 from ..frontend.source import read_input
 from ..host import jit
@@ -179,7 +179,7 @@ def run_file(text: str, args: argparse.Namespace, filename: str) -> int:
     """Compile ``text`` (in a compile worker: :mod:`pywave.isolation`), run its entry, print
     its result; returns the exit status. With ``args.compile_only``: compile and return 0."""
     result_format, result_type = RESULTS[args.entry_point_result]
-    artifacts = front.build_artifacts(pipeline.Pipeline(
+    artifacts = lookup.build_artifacts(pipeline.Pipeline(
         text, target=args.target, opt_level=args.opt_level, format=args.format,
         filename=filename, lowering=lowering_options(args), run_entry=args.entry,
         passes=args.passes))

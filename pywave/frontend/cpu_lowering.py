@@ -1,6 +1,6 @@
 """MLIR's CPU lowerings of the dialects ``convert-to-llvm`` does not finish, applied by need.
 
-``convert-to-llvm`` (the host stage, :mod:`pywave.host.lowering`) lowers each dialect through
+``convert-to-llvm`` (the host stage, :mod:`pywave.host.stage`) lowers each dialect through
 its ``ConvertToLLVMPatternInterface``: for ``vector`` only the 1-D patterns (no n-D
 ``broadcast``, ``constant_mask``, ``outerproduct``, ``shape_cast``, ``transpose``,
 ``contract``: the rewrites ``convert-vector-to-llvm`` applies before its conversion), for

@@ -360,7 +360,7 @@ VIEW_OPS = frozenset({"memref.subview", "memref.cast", "memref.reinterpret_cast"
 KERNEL_DIALECTS = frozenset({"arith", "math", "memref", "vector", "gpu", "cf", "index",
                              "llvm", "nvvm", "nvgpu", "rocdl", "amdgpu", "builtin", "ub",
                              "func", "complex"})
-#: Dialects the host lowering turns into LLVM (pywave.host.lowering: async.execute run in place,
+#: Dialects the host lowering turns into LLVM (pywave.host.stage: async.execute run in place,
 #: or, with async groups, MLIR's async lowering onto libwavert_runner's async runtime;
 #: gpu-to-llvm, convert-to-llvm; nvgpu's TMA descriptors by convert-nvgpu-to-nvvm).
 HOST_DIALECTS = frozenset({"arith", "math", "memref", "vector", "gpu", "cf", "index",

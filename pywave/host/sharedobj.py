@@ -1,6 +1,6 @@
 """Warm starts without llvmlite: host object code pre-linked into a shared object.
 
-Before the compile cache stores an entry (:func:`pywave.front.keep`), when a C compiler driver
+Before the compile cache stores an entry (:func:`pywave.lookup.keep`), when a C compiler driver
 is present (``$CC``, else ``cc``), :func:`link` links the entry's host object code into a shared
 object, kept inside the entry (``Program.shared_object``, under the entry's checksum and
 key). A :class:`pywave.api.CompiledModule` whose program carries one opens it with

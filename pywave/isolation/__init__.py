@@ -7,9 +7,9 @@ ERROR: ...``) and the path of a saved reproducer.
 
 Processes (one module each)
 ---------------------------
-- **client** (:mod:`.client`, in the user's process): a pool of at most
-  ``$PYWAVE_COMPILE_WORKERS`` (default 2) workers, leased one per compile, and a connection
-  to the compile server. It never imports MLIR.
+- **client** (in the user's process): a pool (:mod:`.pool`) of at most
+  ``$PYWAVE_COMPILE_WORKERS`` (default 2) workers (:mod:`.handles`), leased one per compile,
+  and a connection to the compile server (:mod:`.connection`). It never imports MLIR.
 - **server** (:mod:`.server`): one per user and interpreter set-up (interpreter,
   ``sys.path``, pywave's files), shared by every process of that user, detached (its own
   session), listening on ``srv-<key>.sock`` in the user's private runtime folder
@@ -29,7 +29,7 @@ closed). The wire formats are in :mod:`.protocol`.
 A compile, as the client sees it: lease a worker (an idle one that is still alive, else
 fork a new one; wait while ``workers`` are busy) -> send the request -> ``start`` -> stage
 and log frames -> ``done``; hand the worker back, or replace it after ``MAX_COMPILES``
-compiles or ``MAX_GROWTH`` bytes of growth (:mod:`.client`).
+compiles or ``MAX_GROWTH`` bytes of growth (:mod:`.pool`, :mod:`.handles`).
 
 What each event does:
 
@@ -64,7 +64,7 @@ Limits (issue 34)
   its log, WARNING). The server never blocks on a client: its sockets are non-blocking, a
   client that sends without reading (its socket full) or half a request is dropped.
 - **deadlines**: each wait is bounded by the call's ``timeout`` and its own patience:
-  connecting (``client.CONNECT_SECONDS``, 10: a full backlog of a stopped server), the
+  connecting (``connection.CONNECT_SECONDS``, 10: a full backlog of a stopped server), the
   greeting (the same), each fork reply however it is split (``FORK_REPLY_SECONDS``, 10),
   another process's server start (``START_LOCK_SECONDS``, 15; then this process starts its
   workers directly and says so once; the server is tried again after
@@ -96,9 +96,10 @@ import sys
 from typing import TYPE_CHECKING
 
 from . import interrupts, options  # noqa: F401 - options: pywave.isolation.options
-from .client import Pool, stop_server
+from .connection import stop_server
 from .crash import describe_exit, last_message
 from .options import enabled, server_enabled, time_limit
+from .pool import Pool
 
 if TYPE_CHECKING:
     from ..pipeline import Artifacts, Pipeline
@@ -157,7 +158,7 @@ def trim() -> None:
 
 
 def serve() -> None:
-    """Entry of a compile process (``client.BOOT``): ``argv[2]`` is ``server`` (with the
+    """Entry of a compile process (``connection.BOOT``): ``argv[2]`` is ``server`` (with the
     socket path and idle seconds) or ``worker`` (serving its parent on fds 0 and 1)."""
     if sys.argv[2] == "server":
         from . import server

@@ -137,9 +137,9 @@ def preload() -> None:
         from .. import dump
         from .. import pipeline
         from ..frontend import parse
-        from ..host import lowering as host_lowering, jit
+        from ..host import jit, stage  # noqa: F401
         from ..host import signature  # noqa: F401
-        from ..kernels import options as kernel_options, nvvm
+        from ..kernels import compile_flags as kernel_options, nvvm
         from ..kernels.rewrites import nvvm_wmma  # noqa: F401
         from ..kernels.rewrites import semantics, subgroups
         from ..llvm import all_targets

@@ -40,7 +40,7 @@ def lower(module: "ir.Module", *, requested: "Target | None", found: "Target | N
     one :class:`pywave.program.Binary` per ``gpu.module``; CompileError for what cannot be
     built (naming the module, the option or the tool)."""
     from . import images, nvvm, targets, toolkit
-    from . import options as kernel_options
+    from . import compile_flags as kernel_options
     from .. import lowering
     if requested is not None and requested.is_cpu:
         from . import cpu

@@ -101,7 +101,7 @@ from ..mlirutil import diagnostic_error, file_location, find_ops, gpu_modules, s
 from ..image_params import undefined_symbols
 from ..llvm import host_cpu
 from ..program import CPU_KERNEL_ABI, Binary
-from . import params
+from . import unused_params
 from .rewrites import gpu_ids
 
 log = logging.getLogger("pywave.kernels.cpu")
@@ -148,7 +148,7 @@ def lower_cpu(module: ir.Module, *, text: str | None = None, opt_level: int = 3,
               checks: bool = False) -> tuple[list[Binary], dict[str, tuple]]:
     """Compile every ``gpu.module`` of ``module`` for the host CPU and replace it with a
     ``gpu.binary`` of the same name. Returns one :class:`pywave.program.Binary` (format
-    ``"cpu-so"``, chip ``"cpu"``) per module and what :func:`pywave.kernels.params.drop_unused`
+    ``"cpu-so"``, chip ``"cpu"``) per module and what :func:`pywave.kernels.unused_params.drop_unused`
     dropped (nothing with ``keep_params``). CompileError for an op a CPU cannot run (named,
     with its line), a failed lowering, a math function libm lacks, or no C compiler driver
     to link with. ``checks``: the checked mode (:mod:`pywave.kernels.checks`): every kernel
@@ -179,7 +179,7 @@ def lower_cpu(module: ir.Module, *, text: str | None = None, opt_level: int = 3,
             raise CompileError(f"gpu.module @{name}: the CPU target cannot run "
                                f"{left[0].name}, which the lowering produced")
         if not keep_params:
-            dropped.update(params.drop_unused(module, {name}))
+            dropped.update(unused_params.drop_unused(module, {name}))
         kernels = [sym_name(op.operation) for op in gmod.regions[0].blocks[0].operations
                    if op.operation.name == "llvm.func" and "gpu.kernel" in op.operation.attributes]
         llvm_ir = _host_ir(_translate(gmod), name)

@@ -20,7 +20,7 @@ from ..errors import CompileError
 from ..frontend import validate
 from ..mlirutil import gpu_modules, run_pipeline, sym_name
 from ..program import FORMATS, Binary, Target, ptx_image
-from . import params
+from . import unused_params
 from .targets import TargetAttr, module_targets, raise_ptx_version
 from .toolkit import Toolkit, find_toolkit, ptx_isa
 
@@ -53,7 +53,7 @@ def lower_nvvm(module: ir.Module, *, fmt: str, text: str | None = None,
                options: "lowering.LoweringOptions | None" = None
                ) -> tuple[dict[str, Binary], dict[str, tuple]]:
     """Lower every NVVM-targeted ``gpu.module`` with ``options`` (the kernel pipeline and the
-    kernel compile options, :mod:`pywave.kernels.options`) and serialise it into a
+    kernel compile options, :mod:`pywave.kernels.compile_flags`) and serialise it into a
     ``gpu.binary`` of PTX. ``observe(module, pipeline, pipeline_for)`` (for dumps) sees the
     module between the two, with the serialisation pipeline and a function giving it for
     another MLIR format. When ptxas assembles the kernels, targets without ``features`` get
@@ -61,7 +61,7 @@ def lower_nvvm(module: ir.Module, *, fmt: str, text: str | None = None,
     to the driver keeps LLVM's default, since the driver's own PTX version is known at run
     time only).
 
-    The kernels' unused parameters are dropped first (:func:`pywave.kernels.params.drop_unused`,
+    The kernels' unused parameters are dropped first (:func:`pywave.kernels.unused_params.drop_unused`,
     unless ``options.keep_kernel_params``); the second value returned is what it dropped.
     ``fmt`` ``"ptx"`` leaves the PTX for the driver (returns {}: :func:`collect_binaries`
     reads it). Otherwise pywave runs ptxas per chip (:mod:`pywave.kernels.ptxas`: its warnings are
@@ -69,7 +69,7 @@ def lower_nvvm(module: ir.Module, *, fmt: str, text: str | None = None,
     ``"auto"``), or a fatbin (``"fatbin"``, and ``"auto"`` for a module of several chips)
     holding each chip's cubin and PTX. Several chips with ``"cubin"`` or ``"ptx"`` are a
     CompileError, as is a format other than ``"ptx"`` without ptxas."""
-    from . import options as kernel_options
+    from . import compile_flags as kernel_options
     from .rewrites import index_width, nvvm_wmma, semantics
 
     options = options or lowering.LoweringOptions()
@@ -93,7 +93,7 @@ def lower_nvvm(module: ir.Module, *, fmt: str, text: str | None = None,
     kernel_options.after_lowering(module, options, "nvvm", text)
     extern_dynamic_shared_memory(module)
     _check_libdevice(module, toolkit)
-    dropped = {} if options.keep_kernel_params else params.drop_unused(module, set(names))
+    dropped = {} if options.keep_kernel_params else unused_params.drop_unused(module, set(names))
     pipeline = binary_pipeline(NVVM_FORMATS["ptx"], toolkit)
     if observe is not None:
         observe(module, pipeline, lambda mlir_format: binary_pipeline(mlir_format, toolkit))

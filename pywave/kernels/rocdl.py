@@ -35,7 +35,7 @@ from ..errors import CompileError
 from ..llvm import all_targets
 from ..mlirutil import diagnostic_error, find_ops, sym_name
 from ..program import BACKENDS, FORMATS, Binary
-from . import params
+from . import unused_params
 from .rewrites import gpu_ids
 from .rewrites.amdgpu_wmma import lower_wmma
 
@@ -46,7 +46,7 @@ log = logging.getLogger("pywave.amdgpu")
 #: The kernel lowering to ROCDL. canonicalize and cse follow it, as in the NVVM pipeline
 #: (:func:`pywave.lowering.nvvm_pipeline`): they fold the memref descriptors built from the
 #: kernel's parameters, so that a parameter the kernel never reads has no use left
-#: (:mod:`pywave.kernels.params`).
+#: (:mod:`pywave.kernels.unused_params`).
 ROCDL_PIPELINE = ("gpu.module(convert-gpu-to-rocdl{{index-bitwidth=64 chipset={chip} runtime=HIP}}, "
                   "canonicalize, cse, reconcile-unrealized-casts)")
 
@@ -77,13 +77,13 @@ def lower_rocdl(module: ir.Module, *, fmt: str = "auto", opt_level: int = 3,
                 keep_params: bool = False) -> tuple[list[Binary], dict[str, tuple]]:
     """Lower every ROCDL-targeted ``gpu.module`` of ``module`` to an hsaco and replace it with
     a ``gpu.binary`` of the same name. Returns the binaries (format ``"hsaco"``) and what
-    :func:`pywave.kernels.params.drop_unused` dropped from their kernels (nothing with
+    :func:`pywave.kernels.unused_params.drop_unused` dropped from their kernels (nothing with
     ``keep_params``); ``fmt`` must be ``"auto"`` or ``"hsaco"``. ``opt_level``: the kernels'
     optimisation level (0-3); ``line_info``: a DWARF line table from the MLIR locations (no
     variables)."""
     from ..mlirutil import gpu_modules, run_pipeline
     from .nvvm import extern_dynamic_shared_memory
-    from .options import LINE_INFO_PIPELINE
+    from .compile_flags import LINE_INFO_PIPELINE
     from .targets import first_attribute, module_target
 
     amd = [f.name for f in FORMATS.values() if f.backend == "rocdl"]
@@ -112,7 +112,7 @@ def lower_rocdl(module: ir.Module, *, fmt: str = "auto", opt_level: int = 3,
         if line_info:
             run_pipeline(module, LINE_INFO_PIPELINE["rocdl"], "adding line information", text)
         if not keep_params:
-            dropped.update(params.drop_unused(module, {name}))
+            dropped.update(unused_params.drop_unused(module, {name}))
         kernels = _kernel_names(gmod)
         llvm_ir = translate(gmod)
         hsaco = compile_llvm_ir(llvm_ir, target.chip, kernels, opt_level=opt_level,

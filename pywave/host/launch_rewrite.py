@@ -1,12 +1,6 @@
-"""Stage host: host code lowered to LLVM, every launch rewritten into libwavert calls.
+"""The launch rewrite: each launch a libwavert call, each runtime call followed by a check.
 
-Stage ``host`` (:mod:`pywave.pipeline`). Lower host code to the LLVM dialect
-(``gpu-to-llvm``, ``convert-to-llvm``), rewrite every ``gpu.launch_func`` into a call of
-``wavert_jit_launch`` (``wavert_jit_launch_cluster`` for ``clusters in``) that passes the
-parameters its kernel kept (:mod:`pywave.kernels.params`), follow each launch
-and each call of a runtime function by an early return on failure (``wavert_jit_failed``),
-embed each ``gpu.binary`` as one internal constant global, add a packed entry per host
-function and the release entry, and translate to LLVM IR.
+Part of stage ``host`` (:mod:`pywave.host.stage`), after the lowering to the LLVM dialect.
 
 One ABI: the ``mgpu*`` calls that MLIR's lowering emits (streams, events, memory, host
 registration, TMA descriptors, cuSPARSE) keep their upstream names; libwavert implements each
@@ -15,7 +9,7 @@ once (``wavert_mgpu.h``), so every call of a function named ``mgpu*``
 functions that make such a call, directly or not, get it too: their result is poison when
 they returned early. Coroutines (``async.execute`` bodies, run by the async runtime's worker
 threads, where no libwavert call is in progress) and what they call may make no runtime call
-(CompileError). (The signatures were read earlier, by :mod:`pywave.host.signature`.)
+(CompileError).
 
 Host code in Wave's convention calls Wave's runtime: its helpers (through their
 ``_mlir_ciface_`` C interface) and, once Wave's own pass lowered its launches,
@@ -27,16 +21,6 @@ The globals ``wave_load_kernel`` fills are released with the kernel slots. In th
 entry of such a function, slot 0 is the stream and each object one slot (the address of
 its ``wavert_object``).
 
-The packed entry of host function ``f`` is ``void _pywave_packed_f(uint64_t *slots)``: the
-flattened LLVM arguments of ``f`` (a rank-r memref is 3 + 2r words: allocated, aligned,
-offset, sizes, strides; a scalar is one word holding its value in the low bytes) in order,
-``HostSignature.words`` slots; then ``HostSignature.result_words`` result slots that the
-entry writes when ``f`` returns: each result in order, in the same layout (a scalar's value
-in the low bytes of its word: the caller zeroes the result slots first; an ``i1`` is one
-byte, 0 or 1; a memref's descriptor as its 3 + 2r words). When the call fails (an error
-recorded by a runtime call, reported by ``wavert_call_end``), the result slots hold no
-meaning and the caller must not read them.
-
 Each launched kernel has a slot, an internal ``wavert_kernel*`` global that
 ``wavert_jit_launch`` fills on first use. ``void _pywave_release_kernels(void)`` releases
 every slot's kernel and clears the slot; the module's owner calls it once no call runs
@@ -45,40 +29,15 @@ every slot's kernel and clears the slot; the module's owner calls it once no cal
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 from mlir import ir
-from mlir.dialects import gpu, llvm
+from mlir.dialects import llvm
 
 from .. import image_params, sparse
 from ..errors import CompileError
-from ..frontend import cpu_lowering, validate
-from ..mlirutil import diagnostic_error, file_location, find_ops, run_pipeline, sym_name
-from .async_inline import ASYNC_RUNTIME_PIPELINE, inline_async_execute, uses_async_groups
-from ..program import (ENGINE_FINI, ENGINE_INIT, PACKED_PREFIX, RELEASE_KERNELS, RUN_ENTRY,
-                       Binary, HostModule, HostSignature)
-
-def host_pipeline(kernel_bare_ptr: bool = False, late: "list[str] | tuple[str, ...]" = ()
-                  ) -> str:
-    """Host lowering to the LLVM dialect; gpu.launch_func survives with LLVM-typed operands
-    (bare pointers for memrefs with ``kernel_bare_ptr``, as the kernels then expect).
-    ``late``: pipeline elements run after ``convert-to-llvm``, each followed by another
-    ``convert-to-llvm`` for the ops they produce
-    (:data:`pywave.frontend.cpu_lowering.LATE_STEPS`)."""
-    gpu_to_llvm = "gpu-to-llvm{use-bare-pointers-for-kernels=1}" if kernel_bare_ptr \
-        else "gpu-to-llvm"
-    after = "".join(f"{step}, convert-to-llvm, " for step in late)
-    return (f"builtin.module({gpu_to_llvm}, convert-to-llvm, {after}"
-            "reconcile-unrealized-casts, canonicalize)")
-
-
-#: The host pipeline of the default options.
-HOST_PIPELINE = host_pipeline()
-
-#: GPU ops that gpu-to-llvm lowers only in their ``async`` form (except a host-shared
-#: gpu.alloc, which it lowers only in the synchronous form).
-_STREAM_OPS = ("gpu.alloc", "gpu.dealloc", "gpu.memcpy", "gpu.memset")
+from ..mlirutil import sym_name
+from ..program import RELEASE_KERNELS, Binary
+from .entries import append_parsed, result_type
 
 #: Prefix of MLIR's runtime functions (``mgpu*``), each declared once in libwavert's
 #: ``wavert_mgpu.h`` and called by generated host code under that name.
@@ -128,235 +87,11 @@ def is_runtime_call(callee: str) -> bool:
             or callee in sparse.RUNTIME_FUNCTIONS)
 
 
-# --------------------------------------------------------------------------------------------
-# Lowering and launch rewrite
-# --------------------------------------------------------------------------------------------
-def lower(module: ir.Module, binaries: list[Binary], functions: list[HostSignature],
-          *, text: str | None = None, kernel_bare_ptr: bool = False,
-          run_entry: str | None = None, packed_interface: bool = False) -> HostModule:
-    """Lower host code and produce LLVM IR text (the module is consumed). ``run_entry``:
-    also emit :data:`pywave.program.RUN_ENTRY` calling that function, and give synchronous
-    launches upstream's meaning (see :class:`LaunchRewriter`).
-
-    ``packed_interface`` (:class:`pywave.entry.engine.ExecutionEngine`): host code as MLIR's own
-    ExecutionEngine runs it. Launches and ``gpu.binary`` ops are left to MLIR's translation
-    (``#gpu.select_object``: ``mgpuModuleLoad`` in a global constructor, ``mgpuLaunchKernel``
-    and a stream synchronisation per synchronous launch), whose ``mgpu*`` calls libwavert
-    implements; every externally visible host function gets the packed wrapper
-    ``_mlir_<f>`` (:func:`add_packed_interface`), and the global constructors and destructors
-    are called by :data:`pywave.program.ENGINE_INIT` and :data:`ENGINE_FINI`
-    (:func:`add_engine_entries`: an object file loaded into MCJIT runs none)."""
-    if uses_async_groups(module):
-        # Groups need a real runtime: MLIR's async lowering (coroutines over libwavert_runner's
-        # mlirAsyncRuntime* functions) instead of running the bodies in place.
-        run_pipeline(module, ASYNC_RUNTIME_PIPELINE, "lowering async to the async runtime", text)
-    else:
-        inline_async_execute(module)
-    _join_async_dependencies(module)
-    _synchronous_ops_on_streams(module)
-    validate.host_spaces(module)
-    _check_wave_helpers(module)
-    present = cpu_lowering.host_ops(module)
-    before = cpu_lowering.steps(cpu_lowering.HOST_STEPS, present)
-    if before:
-        run_pipeline(module, f"builtin.module({', '.join(before)})",
-                     "lowering host math, complex and small-float ops", text)
-    run_pipeline(module, host_pipeline(kernel_bare_ptr,
-                                       cpu_lowering.steps(cpu_lowering.LATE_STEPS, present)),
-                 "lowering host code to LLVM", text)
-    _check_wave_declarations(module)
-    if packed_interface:
-        add_packed_interface(module)
-    else:
-        LaunchRewriter(module, binaries, synchronous=run_entry is not None).run()
-        _add_packed_entries(module, functions)
-    run_result = _add_run_entry(module, run_entry) if run_entry is not None else None
-    if not packed_interface:
-        for op in list(module.body.operations):
-            if op.operation.name == "gpu.binary":
-                op.operation.erase()
-        if "gpu.container_module" in module.operation.attributes:
-            del module.operation.attributes["gpu.container_module"]
-    kept = _TRANSLATED_GPU_OPS if packed_interface else ()
-    leftovers: list[str] = []
-
-    def find_gpu_ops(op: ir.Operation) -> ir.WalkResult:
-        if op.name.startswith("gpu.") and op.name not in kept:
-            leftovers.append(op.name)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(find_gpu_ops)
-    if leftovers:
-        raise CompileError("host code still holds GPU ops after lowering: "
-                           + ", ".join(sorted(set(leftovers))))
-    _check_all_llvm(module, kept)
-    try:
-        module.operation.verify()
-        ir_text = llvm.translate_module_to_llvmir(module.operation)
-    except ir.MLIRError as exc:
-        raise diagnostic_error("translating host code to LLVM IR", exc, None) from None
-    if packed_interface:
-        ir_text = add_engine_entries(ir_text)
-    return HostModule(ir_text, tuple(functions), run_result)
-
-
-def _check_wave_helpers(module: ir.Module) -> None:
-    """CompileError for a declaration of one of Wave's helpers that does not have Wave's type
-    and ``llvm.emit_c_interface`` (libwavert implements exactly that ABI), or a module that
-    defines one itself."""
-    for op, name, ftype in _declarations(module, "func.func", WAVE_HELPER_TYPES,
-                                         "one of Wave's helpers, which"):
-        c_interface = "llvm.emit_c_interface" in op.attributes
-        if ftype != WAVE_HELPER_TYPES[name] or not c_interface:
-            missing = "" if c_interface else " without llvm.emit_c_interface"
-            raise CompileError(
-                f"@{name} is declared as {ftype}{missing}; Wave's helper is func.func private "
-                f"@{name}{WAVE_HELPER_TYPES[name]} attributes {{llvm.emit_c_interface}}")
-
-
-def _check_wave_declarations(module: ir.Module) -> None:
-    """CompileError for a lowered declaration of one of :data:`WAVE_FUNCTIONS` whose LLVM type
-    is not the one libwavert implements, or a module that defines one."""
-    for _, name, ftype in _declarations(module, "llvm.func", WAVE_FUNCTIONS,
-                                        "a function of Wave's runtime that"):
-        if ftype != WAVE_LLVM_TYPES[name]:
-            raise CompileError(f"@{name} is declared as {ftype}; Wave's runtime function has "
-                               f"the type {WAVE_LLVM_TYPES[name]}")
-
-
-def _declarations(module: ir.Module, op_name: str, names, what: str):
-    """(op, name, function type text) of each top-level ``op_name`` declaring one of
-    ``names``; CompileError when the module defines one (``what``: how the message names
-    it, ending before "pywave's runtime provides")."""
-    for op in module.body.operations:
-        op = op.operation
-        if op.name != op_name or sym_name(op) not in names:
-            continue
-        name = sym_name(op)
-        if op.regions[0].blocks:
-            raise CompileError(f"the module defines @{name}, {what} pywave's runtime "
-                               "provides; declare it without a body")
-        yield op, name, str(ir.TypeAttr(op.attributes["function_type"]).value)
-
-
-#: GPU ops MLIR's translation to LLVM IR lowers itself (the ExecutionEngine's host code).
-_TRANSLATED_GPU_OPS = ("gpu.binary", "gpu.launch_func")
-
-
-def add_engine_entries(llvm_ir: str) -> str:
-    """``llvm_ir`` with :data:`ENGINE_INIT` calling the functions of ``@llvm.global_ctors``
-    and :data:`ENGINE_FINI` those of ``@llvm.global_dtors``, each list in its priority order
-    (ctors ascending, dtors descending, as the loader runs them)."""
-    out = [llvm_ir.rstrip("\n"), ""]
-    for entry, array, reverse in ((ENGINE_INIT, "llvm.global_ctors", False),
-                                  (ENGINE_FINI, "llvm.global_dtors", True)):
-        match = re.search(rf"^@{re.escape(array)} = .*$", llvm_ir, re.M)
-        found = re.findall(r"\{ i32 (-?\d+), ptr @([\w.$]+|\"[^\"]+\"), ptr [^}]*\}",
-                           match.group(0)) if match else []
-        calls = [f"  call void @{name}()" for _, name in
-                 sorted(found, key=lambda f: int(f[0]), reverse=reverse)]
-        out += [f"define void @{entry}() {{", *calls, "  ret void", "}", ""]
-    return "\n".join(out)
-
-
-def _check_all_llvm(module: ir.Module, kept: tuple[str, ...] = ()) -> None:
-    """CompileError naming the first op the host lowering left outside the LLVM dialect
-    (convert-to-llvm is a partial conversion: an op it cannot lower stays, wrapped in
-    ``builtin.unrealized_conversion_cast``s). Translating such a module fails, and MLIR 22's
-    Python binding then dereferences the missing result (SIGSEGV)."""
-    left: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name != "builtin.module" and not op.name.startswith("llvm.") and \
-                op.name not in kept:
-            left.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
-    if not left:
-        return
-    op = next((o for o in left if o.name != "builtin.unrealized_conversion_cast"), left[0])
-    loc = file_location(op.location)
-    where = f" at line {loc[0]}, column {loc[1]}" if loc else ""
-    if op.name.startswith("transform."):
-        raise CompileError(
-            f"{op.name}{where} belongs to a transform schedule, which is no program: apply it "
-            "and erase it with your passes, e.g. --pass-pipeline='builtin.module("
-            "transform-interpreter, pywave-erase-transform-schedule)' (passes= of "
-            "pywave.compile), or erase it alone with pywave-erase-transform-schedule",
-            line=loc[0] if loc else None, column=loc[1] if loc else None)
-    types = ", ".join(str(v.type) for v in op.operands)
-    raise CompileError(
-        f"{op.name}{where} (operands: {types or 'none'}) was not lowered to LLVM by the host "
-        "stage (gpu-to-llvm, convert-to-llvm); rewrite it with ops that lower, or look at "
-        "the IR of each stage in a dump (dump_dir= or $PYWAVE_DUMP_DIR)",
-        line=loc[0] if loc else None, column=loc[1] if loc else None)
-
-
-def _join_async_dependencies(module: ir.Module) -> None:
-    """``gpu.launch_func async [%a, %b]`` -> ``%j = gpu.wait async [%a, %b]`` and a launch
-    depending on ``%j`` alone: gpu-to-llvm lowers launches with one dependency only."""
-    launches = find_ops(module.operation, lambda op: op.name == "gpu.launch_func"
-                        and len(op.opview.asyncDependencies) > 1)
-    for op in launches:
-        deps = list(op.opview.asyncDependencies)
-        with ir.InsertionPoint(op), op.location:
-            joined = gpu.WaitOp(gpu.AsyncTokenType.get(), deps).result
-        attrs = {name: op.attributes[name] for name in
-                 [op.attributes[i].name for i in range(len(op.attributes))]}
-        sizes = list(ir.DenseI32ArrayAttr(attrs["operandSegmentSizes"]))
-        sizes[0] = 1
-        attrs["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get(sizes)
-        with ir.InsertionPoint(op), op.location:
-            new = ir.Operation.create("gpu.launch_func", [r.type for r in op.results],
-                                      [joined] + list(op.operands)[len(deps):], attrs)
-        for old_result, new_result in zip(op.results, new.results):
-            old_result.replace_all_uses_with(new_result)
-        op.erase()
-
-
-def _synchronous_ops_on_streams(module: ir.Module) -> None:
-    """Give each synchronous ``gpu.alloc`` (not host-shared), ``gpu.dealloc``, ``gpu.memcpy``
-    and ``gpu.memset`` in host code a stream of its own: ``%t = gpu.wait async``, the op made
-    ``async [%t]``, then a blocking ``gpu.wait`` on its token. The op then has upstream's
-    meaning (done when it returns), and gpu-to-llvm lowers it to the mgpu* calls (a stream
-    made inside a call first waits for the call's stream, so earlier launches are seen)."""
-    ops: list[ir.Operation] = []
-
-    def collect(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "gpu.module":
-            return ir.WalkResult.SKIP
-        if op.name in _STREAM_OPS and not len(op.opview.asyncDependencies) and \
-                not any(isinstance(r.type, gpu.AsyncTokenType) for r in op.results) and \
-                not (op.name == "gpu.alloc" and "hostShared" in op.attributes):
-            ops.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(collect)
-    with module.context:
-        token_type = gpu.AsyncTokenType.get()
-        for op in ops:
-            attrs = {op.attributes[i].name: op.attributes[i].attr
-                     for i in range(len(op.attributes))}
-            if "operandSegmentSizes" in attrs:
-                sizes = list(ir.DenseI32ArrayAttr(attrs["operandSegmentSizes"]))
-                sizes[0] += 1
-                attrs["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get(sizes)
-            with ir.InsertionPoint(op), op.location:
-                start = gpu.WaitOp(token_type, []).result
-                new = ir.Operation.create(op.name, [r.type for r in op.results] + [token_type],
-                                          [start] + list(op.operands), attrs)
-                gpu.WaitOp(None, [new.results[len(op.results)]])
-            for old, replacement in zip(op.results, new.results):
-                old.replace_all_uses_with(replacement)
-            op.erase()
-
-
 class LaunchRewriter:
     """Rewrites the launches of a module lowered to the LLVM dialect (after
-    :data:`HOST_PIPELINE`) into libwavert calls, follows each launch and each runtime call
-    (:func:`is_runtime_call`) by an early return on failure, and adds the kernel slots, their
-    helpers and the release entry. ``binaries`` give the images the launches load.
+    :data:`pywave.host.stage.HOST_PIPELINE`) into libwavert calls, follows each launch and each
+    runtime call (:func:`is_runtime_call`) by an early return on failure, and adds the kernel
+    slots, their helpers and the release entry. ``binaries`` give the images the launches load.
 
     A ``gpu.launch_func`` without ``async`` goes to the call's stream and returns at once
     (pywave's fast path: Python callers order work by streams). With ``synchronous``, it
@@ -683,7 +418,7 @@ class LaunchRewriter:
         for owner, fail in self.fail_blocks:
             if owner == func:
                 return fail
-        result = _result_type(func)
+        result = result_type(func)
         fail = block.region.blocks.append()
         with ir.InsertionPoint(fail):
             if result is None:
@@ -706,7 +441,7 @@ class LaunchRewriter:
                    if "sym_name" in op.operation.attributes}
         redeclared = [d for d in self.declared if d.split("@")[1].split("(")[0] in defined]
         helpers = [h for h in self.helpers if h not in redeclared]
-        _append_parsed(self.module, stubs + redeclared, helpers)
+        append_parsed(self.module, stubs + redeclared, helpers)
 
 
 def _is_coroutine(func: ir.Operation) -> bool:
@@ -758,20 +493,6 @@ def _may_fail(callees: dict[str, set[str]], runtime_use: dict[str, str]) -> set[
     return failing
 
 
-def _result_type(func: ir.Operation) -> ir.Type | None:
-    """The type an ``llvm.func`` returns (None: void), read from its ``llvm.return`` ops."""
-    found: list[ir.Type] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "llvm.return" and len(op.operands):
-            found.append(op.operands[0].type)
-            return ir.WalkResult.INTERRUPT
-        return ir.WalkResult.ADVANCE
-
-    func.walk(visit)
-    return found[0] if found else None
-
-
 def _call(callee: str, operands: list[ir.Value]) -> ir.Value:
     """``llvm.call @callee(operands) -> i32`` at the current insertion point."""
     return llvm.CallOp(ir.IntegerType.get_signless(32), operands, [],
@@ -787,204 +508,3 @@ def _next_op(op: ir.Operation) -> ir.Operation | None:
         if o.operation == op:
             found = True
     return None
-
-
-def _add_packed_entries(module: ir.Module, functions: list[HostSignature]) -> None:
-    """``void _pywave_packed_f(ptr slots)`` for each host function ``f``."""
-    texts, stubs = [], []
-    funcs = {sym_name(op.operation): op.operation
-             for op in module.body.operations if op.operation.name == "llvm.func"}
-    for fn in functions:
-        lowered = funcs.get(fn.name)
-        if lowered is None:
-            raise CompileError(f"host function @{fn.name} vanished during lowering")
-        types = [str(a.type) for a in lowered.regions[0].blocks[0].arguments]
-        if len(types) != fn.words:
-            raise CompileError(f"host function @{fn.name}: {len(types)} lowered arguments, "
-                               f"expected {fn.words}")
-        result = _lowered_result(lowered, fn)
-        stubs.append(f"llvm.func @{fn.name}({', '.join(types)})"
-                     + (f" -> {result}" if result else ""))
-        body = []
-        for i, t in enumerate(types):
-            body.append(f"  %p{i} = llvm.getelementptr %slots[{i}] : (!llvm.ptr) -> !llvm.ptr, "
-                        "i64")
-            body.append(f"  %v{i} = llvm.load %p{i} : !llvm.ptr -> {t}")
-        values = ", ".join(f"%v{i}" for i in range(len(types)))
-        if result is None:
-            body.append(f"  llvm.call @{fn.name}({values}) : ({', '.join(types)}) -> ()")
-        else:
-            body.append(f"  %r = llvm.call @{fn.name}({values}) : ({', '.join(types)}) "
-                        f"-> {result}")
-            body += _store_results(fn, result)
-        body.append("  llvm.return")
-        texts.append(f"llvm.func @{PACKED_PREFIX}{fn.name}(%slots: !llvm.ptr) {{\n"
-                     + "\n".join(body) + "\n}")
-    _append_parsed(module, stubs, texts)
-
-
-#: Prefix of MLIR ExecutionEngine's packed wrappers: ``void _mlir_<f>(void **args)``.
-PACKED_INTERFACE_PREFIX = "_mlir_"
-
-
-def add_packed_interface(module: ir.Module) -> list[str]:
-    """MLIR ExecutionEngine's packed wrapper ``void _mlir_<f>(ptr args)`` of every host
-    ``llvm.func`` ``f`` with a body and external linkage (pywave's own ``_pywave_*`` entries
-    excepted), as ``ExecutionEngine::packFunctionArguments`` makes them: ``args[i]`` points
-    to the value of argument ``i`` (loaded and passed), and ``args[n]`` to where the result
-    goes, if ``f`` returns one. Returns the names of the wrapped functions. CompileError when
-    the module already defines a wrapper's name."""
-    funcs = {sym_name(op.operation): op.operation
-             for op in module.body.operations if op.operation.name == "llvm.func"}
-    texts, stubs, wrapped = [], [], []
-    for name, func in funcs.items():
-        linkage = str(func.attributes["linkage"]) if "linkage" in func.attributes else ""
-        if not func.regions[0].blocks or name.startswith("_pywave_") or \
-                any(k in linkage for k in ("internal", "private")):
-            continue
-        packed = PACKED_INTERFACE_PREFIX + name
-        if packed in funcs:
-            raise CompileError(f"the module defines @{packed}, the name of the packed "
-                               f"wrapper of @{name} that the ExecutionEngine interface needs")
-        types = [str(a.type) for a in func.regions[0].blocks[0].arguments]
-        found = _result_type(func)
-        result = None if found is None else str(found)
-        # Symbols as MLIR prints them: quoted where the name is not a bare identifier (the
-        # sparsifier names helpers @"_insert_dense_compressed_-9223372036854775808_...").
-        symbol = str(ir.FlatSymbolRefAttr.get(name, context=module.context))
-        packed_symbol = str(ir.FlatSymbolRefAttr.get(packed, context=module.context))
-        stubs.append(f"llvm.func {symbol}({', '.join(types)})"
-                     + (f" -> {result}" if result else ""))
-        body = []
-        for i, t in enumerate(types):
-            body += [f"  %p{i} = llvm.getelementptr %args[{i}] : (!llvm.ptr) -> !llvm.ptr, "
-                     "!llvm.ptr",
-                     f"  %a{i} = llvm.load %p{i} : !llvm.ptr -> !llvm.ptr",
-                     f"  %v{i} = llvm.load %a{i} : !llvm.ptr -> {t}"]
-        values = ", ".join(f"%v{i}" for i in range(len(types)))
-        if result is None:
-            body.append(f"  llvm.call {symbol}({values}) : ({', '.join(types)}) -> ()")
-        else:
-            n = len(types)
-            body += [f"  %r = llvm.call {symbol}({values}) : ({', '.join(types)}) -> {result}",
-                     f"  %pr = llvm.getelementptr %args[{n}] : (!llvm.ptr) -> !llvm.ptr, "
-                     "!llvm.ptr",
-                     "  %ar = llvm.load %pr : !llvm.ptr -> !llvm.ptr",
-                     f"  llvm.store %r, %ar : {result}, !llvm.ptr"]
-        body.append("  llvm.return")
-        texts.append(f"llvm.func {packed_symbol}(%args: !llvm.ptr) {{\n" + "\n".join(body)
-                     + "\n}")
-        wrapped.append(name)
-    _append_parsed(module, stubs, texts)
-    return wrapped
-
-
-def _lowered_result(lowered: ir.Operation, fn: HostSignature) -> str | None:
-    """The LLVM type the lowered host function returns (None: void): one result's own type,
-    several results packed in a struct."""
-    found = _result_type(lowered)
-    result = None if found is None else str(found)
-    if (result is None) != (not fn.results):
-        raise CompileError(f"host function @{fn.name}: lowered to return {result or 'void'}, "
-                           f"expected {len(fn.results)} results")
-    return result
-
-
-def _store_results(fn: HostSignature, result: str) -> list[str]:
-    """Ops storing ``%r`` (of LLVM type ``result``) into the result slots (after the
-    ``fn.words`` argument slots): a result at its first slot; a memref descriptor (a struct
-    of 64-bit fields, so laid out as its words) stored whole."""
-    if len(fn.results) == 1:
-        return [f"  %q0 = llvm.getelementptr %slots[{fn.words}] : (!llvm.ptr) -> !llvm.ptr, i64",
-                f"  llvm.store %r, %q0 : {result}, !llvm.ptr"]
-    fields = _struct_fields(result)
-    if len(fields) != len(fn.results):
-        raise CompileError(f"host function @{fn.name}: lowered to return {result}, expected "
-                           f"a struct of {len(fn.results)} results")
-    body, slot = [], fn.words
-    for i, (field, param) in enumerate(zip(fields, fn.results)):
-        body += [f"  %e{i} = llvm.extractvalue %r[{i}] : {result}",
-                 f"  %q{i} = llvm.getelementptr %slots[{slot}] : (!llvm.ptr) -> !llvm.ptr, i64",
-                 f"  llvm.store %e{i}, %q{i} : {field}, !llvm.ptr"]
-        slot += param.words
-    return body
-
-
-def _struct_fields(text: str) -> list[str]:
-    """Top-level field types of ``!llvm.struct<(a, b, ...)>``, each as a type of its own."""
-    inner = text.removeprefix("!llvm.struct<(").removesuffix(")>")
-    fields, depth, start = [], 0, 0
-    for i, ch in enumerate(inner):
-        if ch in "<([":
-            depth += 1
-        elif ch in ">)]":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            fields.append(inner[start:i].strip())
-            start = i + 1
-    fields.append(inner[start:].strip())
-    # nested LLVM types print without their dialect prefix inside a struct
-    return [f"!llvm.{f}" if f.startswith(("struct<", "array<", "ptr", "vec<")) else f
-            for f in fields]
-
-
-def check_run_entry(module: ir.Module, name: str) -> None:
-    """Before any lowering: ``name`` is a function defined in ``module`` that ``pywave run``
-    can call (a ``func.func`` without arguments, or an ``llvm.func``, checked once lowered).
-    CompileError in the module's own terms otherwise: its MLIR argument types, and the
-    functions it defines (never the names lowering adds)."""
-    defined = {sym_name(op.operation): op.operation for op in module.body.operations
-               if op.operation.name in ("func.func", "llvm.func")
-               and op.operation.regions[0].blocks}
-    if name not in defined:
-        names = ", ".join(f"@{n}" for n in sorted(defined)) or "none"
-        raise CompileError(f"the entry function @{name} is not defined in the module (it "
-                           f"defines: {names}); choose the entry with -e NAME")
-    func = defined[name]
-    if func.name != "func.func":
-        return
-    inputs = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value).inputs
-    if inputs:
-        raise CompileError(
-            f"the entry function @{name} takes arguments ({', '.join(map(str, inputs))}); "
-            "`pywave run` calls an entry without arguments: call it from Python "
-            "(pywave.compile) with tensors, or add an entry that allocates its buffers and "
-            f"calls @{name}")
-
-
-def _add_run_entry(module: ir.Module, name: str) -> str:
-    """``void _pywave_run(ptr result)``: call ``name`` (no arguments) and store its result,
-    if any, at ``result`` (the caller provides room for it). Returns the result's LLVM type
-    (``"void"`` for none)."""
-    funcs = {sym_name(op.operation): op.operation
-             for op in module.body.operations if op.operation.name == "llvm.func"}
-    if name not in funcs or not funcs[name].regions[0].blocks:
-        raise CompileError(f"the entry function @{name} is not a host function of the module "
-                           f"(functions: {', '.join(sorted(funcs)) or 'none'})")
-    ftype = str(ir.TypeAttr(funcs[name].attributes["function_type"]).value)
-    result, _, params = ftype.removeprefix("!llvm.func<").removesuffix(">").partition("(")
-    result = result.strip()
-    if params.strip(") "):
-        raise CompileError(f"the entry function @{name} takes arguments ({params.rstrip(')')});"
-                           " `pywave run` calls an entry without arguments")
-    body = []
-    if result == "void":
-        body.append(f"  llvm.call @{name}() : () -> ()")
-    else:
-        body += [f"  %r = llvm.call @{name}() : () -> {result}",
-                 f"  llvm.store %r, %out : {result}, !llvm.ptr"]
-    signature = f"llvm.func @{name}() -> {result}" if result != "void" \
-        else f"llvm.func @{name}()"
-    _append_parsed(module, [signature], [f"llvm.func @{RUN_ENTRY}(%out: !llvm.ptr) {{\n"
-                                         + "\n".join(body + ["  llvm.return"]) + "\n}"])
-    return result
-
-
-def _append_parsed(module: ir.Module, stubs: list[str], texts: list[str]) -> None:
-    """Parse ``texts`` (which may refer to symbols of ``module`` declared by ``stubs``) and
-    move the ops of ``texts`` to the end of ``module``."""
-    if not texts:
-        return
-    parsed = ir.Module.parse("\n".join(stubs + texts), module.context)
-    for op in list(parsed.body.operations)[len(stubs):]:
-        module.body.append(op.operation)

@@ -9,9 +9,9 @@ builds a pointer to each (about 3 ns a parameter in ``cuLaunchKernel`` on an H20
 ``bench/launch.py``'s floors with n and 5n parameters). So, once the kernels are lowered to the
 LLVM dialect and before they are serialised, :func:`drop_unused` removes every parameter of a
 kernel that has no use (an unused block argument of its ``llvm.func``, with its
-``arg_attrs``), and :mod:`pywave.host.lowering` passes, at each ``gpu.launch_func``, only the
-operands of the parameters kept (:attr:`pywave.program.Binary.params`). A parameter without a
-use cannot change what the kernel computes, so the program means what it meant.
+``arg_attrs``), and :mod:`pywave.host.launch_rewrite` passes, at each ``gpu.launch_func``, only
+the operands of the parameters kept (:attr:`pywave.program.Binary.params`). A parameter without
+a use cannot change what the kernel computes, so the program means what it meant.
 
 It is skipped where pywave does not own both sides of the launch: kernels launched by Wave's
 runtime calls (``wave_launch_kernel`` passes its own parameter array), kernels referenced inside
