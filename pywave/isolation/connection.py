@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Any
 
-from . import crash, files, options, protocol
+from . import crash, files, options, protocol, trace
 from .._version import __version__
 from .interrupts import Shield
 
@@ -383,14 +383,17 @@ class _Locked:
         self.path, self.shield, self.deadline = path, shield, deadline
 
     def __enter__(self) -> int:
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
-                          | os.O_CLOEXEC, 0o600)
-        try:
-            self._wait()
-        except BaseException:
-            os.close(self.fd)
-            raise
-        return self.fd
+        while True:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW
+                              | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+            try:
+                self._wait()
+                if _same_file(self.fd, self.path):
+                    return self.fd
+            except BaseException:
+                os.close(self.fd)
+                raise
+            os.close(self.fd)   # an exiting server removed it while we waited: again
 
     def _wait(self) -> None:
         pause = 0.001
@@ -413,6 +416,14 @@ class _Locked:
 
     def __exit__(self, *exc) -> None:
         os.close(self.fd)
+
+
+def _same_file(fd: int, path: str) -> bool:
+    """Whether ``fd`` is still the file at ``path`` (not unlinked or replaced)."""
+    try:
+        return os.fstat(fd).st_ino == os.lstat(path).st_ino
+    except OSError:
+        return False
 
 
 def _start_server(path: str, idle: float, lock_fd: int, shield: Shield,
@@ -447,6 +458,7 @@ def _start_server(path: str, idle: float, lock_fd: int, shield: Shield,
     finally:
         os.close(fd)
     log.debug("starting the compile server for %s", path)
+    trace.event("client", f"spawned compile server {proc.pid}")
     started = protocol.Deadline(SERVER_START_SECONDS)
     patience = protocol.earliest(deadline, started)
     try:
@@ -466,6 +478,7 @@ def _start_server(path: str, idle: float, lock_fd: int, shield: Shield,
             raise _no_worker_in_time()
         raise ServerUnavailable(f"compile server did not start within "
                                 f"{SERVER_START_SECONDS:g} s; it was killed")
+    trace.event("client", f"compile server listens ({proc.returncode})")
     if proc.returncode != 0:
         said = ""
         try:

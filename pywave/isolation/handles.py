@@ -20,7 +20,7 @@ import tempfile
 import threading
 from typing import TYPE_CHECKING, Any
 
-from . import connection, crash, options, protocol
+from . import connection, crash, options, protocol, trace
 from .._version import __version__
 from .interrupts import Shield
 
@@ -121,6 +121,7 @@ class Worker:
         self.stderr.truncate()
         message = {"kind": kind, "pipeline": compiler, "env": dict(os.environ),
                    "cwd": _cwd(), "log_level": log.parent.getEffectiveLevel()}
+        trace.event("client", f"request sent to worker {self.pid}")
         self._send(protocol.frame(message), deadline, shield)
         reader = self._reader = self._reader or protocol.FrameReader(self._replies)
         started, finished = False, None
@@ -149,13 +150,16 @@ class Worker:
             tag = got[0]
             if tag == "start":
                 started = True
+                trace.event("client", f"worker {self.pid} started the request")
             elif tag == "stage":
                 finished = got[1]
+                trace.event("client", f"worker {self.pid} finished stage {finished}")
             elif tag == "log":
                 record = logging.makeLogRecord(got[1])
                 logging.getLogger(record.name).handle(record)
             else:
                 _, outcome, value, rss = got
+                trace.event("client", f"worker {self.pid} done ({outcome})")
                 self._account(rss)
                 return outcome, value
 
@@ -255,6 +259,7 @@ class ForkedWorker(Worker):
         self._code: int | None = None
         self._gone = False
         log.debug("forked compile worker %d", self.pid)
+        trace.event("client", f"server forked worker {self.pid}")
 
     def alive(self) -> bool:
         # the pidfd turns readable when the worker exits (its status pipe also ends with
@@ -298,6 +303,7 @@ class SpawnedWorker(Worker):
         self._replies = self.proc.stdout.fileno()
         self.pid = self.proc.pid
         log.debug("started compile worker %d", self.pid)
+        trace.event("client", f"spawned worker {self.pid} (an interpreter of its own)")
 
     def alive(self) -> bool:
         return self.proc.poll() is None

@@ -14,10 +14,13 @@ ENV_TIMEOUT = "PYWAVE_COMPILE_TIMEOUT"
 ENV_WORKERS = "PYWAVE_COMPILE_WORKERS"
 ENV_SERVER = "PYWAVE_COMPILE_SERVER"
 ENV_SERVER_IDLE = "PYWAVE_COMPILE_SERVER_IDLE"
+ENV_SERVER_TRIM = "PYWAVE_COMPILE_SERVER_TRIM"
 DEFAULT_TIMEOUT = 300.0
 DEFAULT_WORKERS = 2
 #: Seconds a compile server with no client connected waits before it exits.
 DEFAULT_SERVER_IDLE = 600.0
+#: Seconds without a fork request after which the compile server gives its memory back.
+DEFAULT_SERVER_TRIM = 5.0
 
 
 def _flag(name: str, default: str = "1") -> bool:
@@ -66,6 +69,15 @@ def server_idle() -> float:
     if value < 1:
         raise Error(f"{ENV_SERVER_IDLE} must be at least 1 second, got {raw!r}")
     return value
+
+
+def server_trim() -> float:
+    """Seconds without a fork request after which the compile server gives back the memory
+    it can (``$PYWAVE_COMPILE_SERVER_TRIM``, default 5, any finite float > 0): its pages of
+    the shared libraries and modules (read again from the page cache by the next worker
+    that uses them) and the C heap's free memory (:func:`pywave.isolation.server.trim`)."""
+    raw = os.environ.get(ENV_SERVER_TRIM)
+    return DEFAULT_SERVER_TRIM if raw is None else _seconds(raw, ENV_SERVER_TRIM)
 
 
 def pool_size() -> int:

@@ -16,7 +16,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from . import crash, options, protocol
+from . import crash, options, protocol, trace
 from ..errors import Error
 from .connection import ServerConnection, ServerUnavailable, connect_server
 from .handles import ForkedWorker, NotStarted, SpawnedWorker, Worker
@@ -53,6 +53,7 @@ class Pool:
         size = default if workers is None else workers
         deadline = protocol.Deadline(limit)
         burst = size > default
+        trace.event("client", f"{kind} compile requested")
         with Shield() as shield:
             if burst:
                 with self._lock:

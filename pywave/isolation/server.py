@@ -23,7 +23,9 @@ is dropped; nobody else waits for it.
 
 from __future__ import annotations
 
+import ctypes
 import errno
+import fcntl
 import gc
 import json
 import os
@@ -35,7 +37,7 @@ import sys
 import time
 import traceback
 
-from . import protocol, worker
+from . import options, protocol, trace, worker
 
 #: How often an idle server checks that its socket path still names its socket.
 _CHECK_SECONDS = 30.0
@@ -56,11 +58,14 @@ def main(path: str, idle: float, lock_fd: int) -> None:
     os.close(ready_r)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    trace.event("server", "preload (imports) begins")
     worker.preload()
+    trace.event("server", "preload done")
     _check_one_thread()
     gc.freeze()                 # imported objects: not touched (copied) by a worker's gc
     listener, inode = _bind(path)
     os.close(lock_fd)
+    trace.event("server", f"listening on {path}")
     os.write(ready_w, b"R")
     os.close(ready_w)
     _Loop(listener, path, inode, idle).run()
@@ -140,10 +145,16 @@ class _Loop:
         self.hello = greeting(b"H", {**protocol.identity(), "pid": os.getpid()})
         self.spare: int | None = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         self.quiet_since = time.monotonic()
+        self.trim_after = options.server_trim()
+        self.last_fork = time.monotonic()
+        self.trimmed = False
 
     def run(self) -> None:
         while True:
-            events = self.selector.select(min(_CHECK_SECONDS, self.idle))
+            wait = min(_CHECK_SECONDS, self.idle)
+            if not self.trimmed:
+                wait = max(0.0, min(wait, self.last_fork + self.trim_after - time.monotonic()))
+            events = self.selector.select(wait)
             for key, _mask in events:
                 if key.fileobj is self.wake_r:
                     self._drain_wake()
@@ -156,6 +167,12 @@ class _Loop:
                 self._maybe_exit()
             else:
                 self.quiet_since = time.monotonic()
+            if not self.trimmed and time.monotonic() - self.last_fork >= self.trim_after:
+                self.trimmed = True
+                before = protocol.rss_bytes()
+                trim()
+                trace.event("server", f"trimmed: resident {before >> 20} MiB -> "
+                            f"{protocol.rss_bytes() >> 20} MiB")
 
     def _drop(self, conn: socket.socket) -> None:
         self.connections.discard(conn)
@@ -254,6 +271,9 @@ class _Loop:
             self._reply(conn, seq, -errno.EINVAL, None)
             return
         pid = self._fork(fds)
+        self.last_fork = time.monotonic()
+        self.trimmed = False
+        trace.event("server", f"forked worker {pid}")
         pidfd = None
         if pid > 0:
             self.status[pid] = fds[3]
@@ -337,6 +357,11 @@ class _Loop:
             return False
 
     def _exit(self) -> None:
+        """Exit, taking along what this server left in the runtime folder: its socket, its
+        log when empty (a log with text stays, to be read) and the start lock when no other
+        process holds it (unlinked while this process holds it: a client that opened the
+        old file sees its inode gone after its flock and opens the path again)."""
+        trace.event("server", "exits")
         if self._owns_path():
             try:
                 os.unlink(self.path)
@@ -345,7 +370,86 @@ class _Loop:
                     os.unlink(log_path)
             except OSError:
                 pass
+            remove_lock(self.path + ".lock")
         os._exit(0)
+
+
+def remove_lock(path: str) -> bool:
+    """Unlink the start lock ``path`` if no process holds it (flock, non-blocking), while
+    holding it; whether it was removed. A process that waits for the lock checks, once it
+    holds it, that its file is still the one at ``path`` (:class:`.connection._Locked`)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if os.fstat(fd).st_ino != os.lstat(path).st_ino:
+            return False
+        os.unlink(path)
+        return True
+    except OSError:         # held: a client is starting a server, which will use it
+        return False
+    finally:
+        os.close(fd)
+
+
+#: madvise(2) advice: drop the range's pages from this process (a private file mapping
+#: refaults them from the file: its contents only where no page of it was written).
+MADV_DONTNEED = 4
+#: madvise(2) advice: reclaim the range's pages now (Linux 5.4), those mapped by this
+#: process alone; written (copied) pages go to swap where there is swap, else they stay.
+MADV_PAGEOUT = 21
+
+
+def trim() -> None:
+    """Give back the memory an idle server can: the C heap's free pages (malloc_trim(3),
+    glibc) and its resident pages of mapped files (the shared libraries of MLIR, LLVM and
+    Python's extension modules: a worker forked later reads what it uses again from the
+    page cache, minor faults). A file mapping none of whose pages was written (smaps(5)
+    ``Anonymous: 0 kB``: code, read-only data) is dropped with MADV_DONTNEED, which
+    refaults the same bytes from the file; one with written pages (relocated data, RELRO)
+    only with MADV_PAGEOUT, which keeps its contents. Python's own objects stay (a fork
+    then copies nothing new). Errors are ignored: an older kernel (EINVAL) or another C
+    library simply trims less."""
+    gc.collect()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return
+    malloc_trim = getattr(libc, "malloc_trim", None)
+    if malloc_trim is not None:
+        malloc_trim.argtypes = [ctypes.c_size_t]
+        malloc_trim(0)
+    madvise = libc.madvise
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    for start, end, written in _file_mappings():
+        madvise(start, end - start, MADV_PAGEOUT if written else MADV_DONTNEED)
+
+
+def _file_mappings() -> list[tuple[int, int, bool]]:
+    """(start, end, whether any page was written) of each mapping of a file, from
+    /proc/self/smaps (empty where it is missing)."""
+    found: list[tuple[int, int, bool]] = []
+    try:
+        with open("/proc/self/smaps", encoding="utf-8", errors="replace") as fh:
+            lines = fh.readlines()
+    except OSError:
+        return found
+    current: list | None = None
+    for line in lines:
+        fields = line.split()
+        if not fields:
+            continue
+        if "-" in fields[0] and not fields[0].endswith(":"):      # a mapping's header
+            current = None
+            if len(fields) >= 6 and fields[5].startswith("/"):
+                start, end = (int(part, 16) for part in fields[0].split("-"))
+                current = [start, end, True]    # written until smaps says otherwise
+                found.append(current)           # type: ignore[arg-type]
+        elif fields[0] == "Anonymous:" and current is not None:
+            current[2] = fields[1] != "0"
+    return [(start, end, written) for start, end, written in found]
 
 
 def close_fds_from(first: int) -> None:

@@ -24,7 +24,7 @@ import time
 import traceback
 from typing import Any, Callable
 
-from . import protocol
+from . import protocol, trace
 from ..errors import CompileError, Error
 from .options import ENV_ISOLATE
 
@@ -39,6 +39,7 @@ def main(client_pidfd: int | None) -> None:
     a pidfd of the client's process, else the parent is the client)."""
     signal.pthread_sigmask(signal.SIG_SETMASK, ())     # not the client's blocked signals
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    trace.event("worker", "worker starts")
     faulthandler.enable()   # a fatal signal's name and traceback on stderr: the client quotes
     watch_client(client_pidfd)   # them even when the exit status is lost with the server
     serve()
@@ -69,6 +70,7 @@ def serve() -> None:
         if size > protocol.MAX_FRAME_BYTES:
             return                      # not a client of this version: nothing to serve
         request = pickle.loads(requests.read(size))
+        trace.event("worker", "request received")
         send(("start",))
         log.parent.setLevel(request["log_level"])
         result: list[tuple] = []
@@ -76,6 +78,7 @@ def serve() -> None:
         if not result:                  # the thread died outside _serve_one's handler
             result.append(("error", CompileError("the compile worker's build thread ended "
                                                  "without a result; see its stderr")))
+        trace.event("worker", "request done")
         send(("done", *result[0], protocol.rss_bytes()))
 
 
