@@ -14,8 +14,15 @@ Processes (one module each)
   ``sys.path``, pywave's files), shared by every process of that user, detached (its own
   session), listening on ``srv-<key>.sock`` in the user's private runtime folder
   (:func:`.files.runtime_dir`). It has MLIR, llvmlite and pywave's stages imported and
-  forks a worker per request in milliseconds; it exits after
-  ``$PYWAVE_COMPILE_SERVER_IDLE`` seconds (default 600) with no client connected.
+  forks a worker per request in milliseconds. Idle cost: after
+  ``$PYWAVE_COMPILE_SERVER_TRIM`` seconds (default 5) without a fork it gives back its
+  memory (:func:`.server.trim`: about 170 MB resident -> about 40 MB, measured; the next
+  worker reads the libraries' pages again from the page cache); it exits after
+  ``$PYWAVE_COMPILE_SERVER_IDLE`` seconds (default 600, at least 1) with no client
+  connected (a client's connection closes when its interpreter ends), taking its socket,
+  its empty log and the start lock along (no ``srv-*`` file stays; a log with text does).
+- **timeline**: ``$PYWAVE_TRACE=1`` (the client's events on stderr) or a file path (every
+  process's events appended there), :mod:`.trace`.
 - **worker** (:mod:`.worker`): serves compiles for one client, one at a time, until the
   client closes its requests pipe or its process is gone.
 - **crash records** (:mod:`.crash`): the CompileError of a dead or hung worker and its

@@ -8,9 +8,11 @@ thread but its main one (a fork copies only the calling thread), binds its Unix 
 half-started server) and forks a worker for each request (milliseconds, instead of an
 interpreter's start and imports). It accepts connections only from its own user
 (SO_PEERCRED). It reaps its workers and writes each one's wait status to the status pipe
-that came with it. It exits after ``$PYWAVE_COMPILE_SERVER_IDLE`` seconds (default 600) with
-no client connected, on a ``Q`` request, or when its socket path no longer names its socket
-(a newer server took the name). SIGINT and SIGHUP are ignored: it belongs to no terminal.
+that came with it. After ``$PYWAVE_COMPILE_SERVER_TRIM`` seconds (default 5) without a fork request it gives
+its memory back (:func:`trim`). It exits after ``$PYWAVE_COMPILE_SERVER_IDLE`` seconds
+(default 600) with no client connected, on a ``Q`` request, or when its socket path no
+longer names its socket (a newer server took the name), unlinking its socket, its log when
+empty and the start lock when free (:func:`remove_lock`). SIGINT and SIGHUP are ignored: it belongs to no terminal.
 Workers live on without it (they end with their client).
 
 Limits: it waits through epoll (:mod:`selectors`), raises its RLIMIT_NOFILE soft limit to
