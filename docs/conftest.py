@@ -43,7 +43,7 @@ pytest_collect_file = Sybil(
     parsers=[PythonCodeBlockParser(doctest_optionflags=doctest.ELLIPSIS |
                                    doctest.NORMALIZE_WHITESPACE), SkipParser()],
     patterns=["*.md"],
-    excludes=["_build/*"],
+    excludes=["_build/*", "README.md"],
     setup=_setup,
     teardown=_teardown,
 ).pytest()
