@@ -105,7 +105,7 @@ def compile(text: "str | os.PathLike[str] | MlirModule", *,
             lowering: LoweringOptions | Mapping | None = None,
             passes: str | None = None, checks: bool | None = None,
             isolate: bool | None = None, timeout: float | None = None) -> CompiledModule:
-    """Compile an MLIR module of ``gpu.module`` kernels and host ``func.func``s.
+    """Compile an MLIR module of ``gpu.module`` kernels and host ``func.func`` functions.
 
     Parameters
     ----------

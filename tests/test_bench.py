@@ -26,7 +26,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
-READMES = (ROOT / "README.md", ROOT / "libwavert" / "examples" / "README.md")
+#: The README and the documentation pages that hold the command lines (docs/benchmarks.md).
+READMES = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+           ROOT / "libwavert" / "examples" / "README.md")
 
 RESULTS = {
     "date": "2026-01-01", "pywave": "0.1.0", "python": "3.11", "cpus": 16, "gpu": "H200",

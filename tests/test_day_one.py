@@ -551,10 +551,17 @@ def test_device_count_without_a_gpu_is_zero_or_the_count():
 
 # ---------------------------------------------------------- 1, 10: the README's commands
 
+def _readme_and_docs() -> str:
+    """README.md and every page of docs/ (the README's content moved there, issue 36)."""
+    return "\n".join(p.read_text() for p in [ROOT / "README.md",
+                                             *sorted((ROOT / "docs").glob("*.md"))])
+
+
 def _readme_commands() -> list[str]:
-    """The command lines of README.md's code: indented lines and ```sh blocks."""
+    """The command lines of README.md's and the docs pages' code: indented lines and ```sh
+    blocks."""
     lines, in_sh = [], False
-    for line in (ROOT / "README.md").read_text().splitlines():
+    for line in _readme_and_docs().splitlines():
         if line.startswith("```"):
             in_sh = line.strip() == "```sh"
             continue
@@ -589,7 +596,7 @@ def test_readme_compile_command_runs_in_the_root():
 def test_readme_covers_what_a_newcomer_asks():
     """Item 10: the command table lacked precompile and run, the README compile_many, CUDA
     graphs, torch.compile, cluster launches, TMA/wgmma and the driver pywave needs."""
-    text = (ROOT / "README.md").read_text()
+    text = _readme_and_docs()
     table = text[text.index("| command | does |"):text.index("`-v` logs compile times")]
     for command in ("`compile ", "`run ", "`precompile ", "`export ", "`info ", "`cache ",
                     "`config "):
