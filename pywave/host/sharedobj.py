@@ -26,6 +26,7 @@ from _ctypes import dlclose
 
 from .. import sparse
 from ..errors import CompileError
+from .jit import wait_async_tasks
 
 log = logging.getLogger("pywave.sharedobj")
 
@@ -96,6 +97,9 @@ class SharedObjectModule:
     def __init__(self, shared: bytes) -> None:
         self._fd = os.memfd_create("pywave-host", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         self._library = None
+        # Code calling the async runtime is unloaded once its workers are quiet: a task may
+        # still run the tail of a coroutine of this code after the entry returned.
+        self._async = b"mlirAsyncRuntime" in shared
         try:
             view = memoryview(shared)
             while view:
@@ -124,10 +128,12 @@ class SharedObjectModule:
             raise CompileError(f"the pre-linked host code has no symbol {name!r}") from None
 
     def close(self, _dlclose=dlclose, _close=os.close, _lock=_open_lock,
-              _handles=_open_handles) -> None:
+              _handles=_open_handles, _wait=wait_async_tasks) -> None:
         # What close uses is bound at definition: a module released at interpreter exit may
         # find this module's globals already cleared (a module held by an attribute of sys).
         if self._library is not None:
+            if self._async:
+                _wait()
             handle, self._library = self._library._handle, None
             _dlclose(handle)
             with _lock:
