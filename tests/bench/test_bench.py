@@ -23,8 +23,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 READMES = (ROOT / "README.md", ROOT / "libwavert" / "examples" / "README.md")
 
@@ -271,8 +271,9 @@ def test_peer_ratios_of_medians(bench):
 # ------------------------------------------------------------------------------------------
 # Every script and command the READMEs name
 # ------------------------------------------------------------------------------------------
-#: A script path under bench/, tools/ or examples/ anywhere in a README.
-_SCRIPT = re.compile(r"\b((?:bench|tools|examples)/[\w-]+\.py)\b")
+#: A script path under bench/, tools/ or examples/ anywhere in a README (not a folder of
+#: that name elsewhere: tests/bench/test_bench.py is this file).
+_SCRIPT = re.compile(r"(?<![\w/])((?:bench|tools|examples)/[\w-]+\.py)\b")
 #: A command line of a README code block (4-space indent) that runs such a script.
 _COMMAND = re.compile(r"python3 ((?:bench|tools|examples)/[\w-]+\.py)([^#&`]*)")
 

@@ -14,7 +14,9 @@ import pytest
 
 import pywave
 
-ROOT = Path(__file__).resolve().parent.parent
+# Not conftest's ROOT: bench/cpu_device.py imports this module (REDUCE) outside pytest.
+ROOT = Path(__file__).resolve().parents[2]
+
 VECTOR_ADD = (ROOT / "examples" / "vector_add.mlir").read_text()
 
 

@@ -15,9 +15,9 @@ import pytest
 import pywave
 from pywave import runtime
 from pywave.program import BACKENDS
+from conftest import ROOT, TESTS
 
-ROOT = Path(__file__).parent.parent
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 EXAMPLE = ROOT / "examples" / "aot"
 
 pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None,

@@ -21,7 +21,6 @@ import pytest
 import pywave
 from conftest import fake_driver
 
-ROOT = Path(__file__).resolve().parent.parent
 CC = os.environ.get("CC", "cc")
 pytestmark = pytest.mark.skipif(shutil.which(CC.split()[0]) is None,
                                 reason="needs a C compiler (cc)")

@@ -15,8 +15,9 @@ import pywave
 from pywave import cache
 from pywave.entry.cli import main
 from pywave.kernels import toolkit
+from conftest import TESTS
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 
 
 def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:

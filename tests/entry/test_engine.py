@@ -18,9 +18,9 @@ import pywave
 from pywave import pipeline
 from pywave.entry.engine import ExecutionEngine, UnknownFunction
 
-from conftest import fake_driver_env, need_fake_driver
+from conftest import TESTS, fake_driver_env, need_fake_driver
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 VECTOR_ADD = (DATA / "vector_add.mlir").read_text().replace(
     "func.func @main(%a: memref<?xf32>, %b: memref<?xf32>, %c: memref<?xf32>)",
     "func.func @main(%a: memref<?xf32>, %b: memref<?xf32>, %c: memref<?xf32>) "

@@ -15,8 +15,9 @@ import pytest
 import pywave
 from pywave import isolation
 from pywave.entry import many
+from conftest import TESTS
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 VECTOR_ADD = (DATA / "vector_add.mlir").read_text(encoding="utf-8")
 OPTIONS = {"target": "sm_90", "format": "ptx"}
 

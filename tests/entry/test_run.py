@@ -21,9 +21,9 @@ import pywave
 from pywave import lowering, pipeline, runtime
 from pywave.entry import run
 from pywave.host import jit
+from conftest import ROOT, TESTS
 
-RUNNER = Path(__file__).parent / "data" / "runner"
-ROOT = Path(__file__).parent.parent
+RUNNER = TESTS / "data" / "runner"
 PROGRAMS = sorted(p.stem for p in RUNNER.glob("*.out"))
 #: Programs with compile options (as `pywave run` arguments).
 OPTIONS = {"nvgpu_mbarrier": ["--target", "sm_90a", "--features=+ptx80"]}
@@ -53,7 +53,7 @@ def _build(name: str, entry: str = "main") -> pipeline.Artifacts:
 
 def _pywave(*argv: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pywave", *argv], capture_output=True,
-                          text=True, timeout=600, cwd=Path(__file__).parent)
+                          text=True, timeout=600, cwd=TESTS)
 
 
 def _masked(text: str) -> str:

@@ -14,8 +14,9 @@ import pytest
 
 from pywave.frontend import cpu_lowering
 from upstream_engine import masked, pywave_output, upstream_output
+from conftest import TESTS
 
-DATA = Path(__file__).parent / "data" / "cpu_lowering"
+DATA = TESTS / "data" / "cpu_lowering"
 PROGRAMS = sorted(p.stem for p in DATA.glob("*.mlir") if p.stem != "tensor")
 BUFFERIZE = "builtin.module(one-shot-bufferize{bufferize-function-boundaries})"
 

@@ -19,9 +19,8 @@ import pytest
 import pywave
 from pywave import isolation, pipeline
 
-from conftest import fake_driver_env
+from conftest import TESTS, fake_driver_env
 
-TESTS = Path(__file__).parent
 log = logging.getLogger(__name__)
 
 

@@ -16,8 +16,9 @@ from pywave import cache, pipeline
 from pywave.api import build
 from pywave.entry.cli import main
 from pywave.frontend.passes import Pass, check, split
+from conftest import TESTS
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 VECTOR_ADD = (DATA / "vector_add.mlir").read_text()
 
 #: A kernel pywave cannot lower by itself (linalg), but can after convert-linalg-to-loops.

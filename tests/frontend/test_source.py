@@ -17,8 +17,9 @@ import pytest
 import pywave
 from pywave import cache, pipeline
 from pywave.frontend.source import module_text, text_and_name
+from conftest import TESTS
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 VECTOR_ADD = (DATA / "vector_add.mlir").read_text()
 
 

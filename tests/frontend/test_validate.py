@@ -13,8 +13,9 @@ import pywave
 from pywave import mlirutil
 from pywave.api import build
 from pywave.kernels import nvvm, toolkit
+from conftest import TESTS
 
-DATA = os.path.join(os.path.dirname(__file__), "data")
+DATA = os.path.join(TESTS, "data")
 V = open(os.path.join(DATA, "vector_add.mlir"), encoding="utf-8").read()
 
 

@@ -10,8 +10,9 @@ import os
 import pytest
 
 import pywave
+from conftest import TESTS
 
-DATA = os.path.join(os.path.dirname(__file__), "data")
+DATA = os.path.join(TESTS, "data")
 VECTOR_ADD = open(os.path.join(DATA, "vector_add.mlir"), encoding="utf-8").read()
 
 

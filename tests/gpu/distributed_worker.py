@@ -1,6 +1,6 @@
-"""One rank of test_gpu_distributed.py, started by ``torchrun --nproc-per-node N``.
+"""One rank of gpu/test_distributed.py, started by ``torchrun --nproc-per-node N``.
 
-    torchrun --standalone --nproc-per-node 2 tests/distributed_worker.py OUT_DIR
+    torchrun --standalone --nproc-per-node 2 tests/gpu/distributed_worker.py OUT_DIR
 
 Each rank (LOCAL_RANK = its GPU) joins an NCCL process group, compiles the same two modules
 at the same moment into the shared cache ($PYWAVE_CACHE_DIR), runs them on tensors of its own

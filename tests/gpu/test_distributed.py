@@ -1,5 +1,5 @@
 """pywave in a torch.distributed job: ``torchrun --nproc-per-node 2`` runs
-tests/distributed_worker.py, whose ranks compile the same modules into one shared cache
+tests/gpu/distributed_worker.py, whose ranks compile the same modules into one shared cache
 directory, run them on their own GPUs and all-reduce the results over NCCL; every rank checks
 the exact result. Needs two CUDA GPUs, torch with NCCL and torchrun (skipped with the missing
 one named otherwise). The worker's modules are also compiled here without a GPU.

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 import pywave
+from conftest import TESTS
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 
 # The child: launch a store to address 0x10, then synchronise; print what each step raised.
 CHILD = r"""

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import pywave
+from conftest import ROOT
 
-ROOT = Path(__file__).parent.parent
 
 
 @pytest.fixture

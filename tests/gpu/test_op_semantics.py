@@ -7,7 +7,7 @@ are compared bit for bit (exact ops) or within the CUDA math library's ulp bound
 functions). CPU: the reference on hand-checked values, the rounding helpers against NumPy,
 the generated modules compiling for sm_90, and the ops the NVVM lowering cannot lower.
 
-Run on an H200:  cd tests && python -m pytest -q test_gpu_semantics.py
+Run on an H200:  cd tests && python -m pytest -q gpu/test_op_semantics.py
 """
 
 from __future__ import annotations
@@ -517,7 +517,7 @@ def _wrap32(value: int) -> int:
 @pytest.mark.parametrize("form", ["uniform ", ""])
 def test_i32_subgroup_reductions_match_mlir_semantics(device, form):
     """Every kind on two warps of i32 values (extremes included): the uniform ones are
-    redux.sync on sm_80 and newer (test_kernel_semantics.py checks the PTX), the others
+    redux.sync on sm_80 and newer (kernels/rewrites/test_semantics.py checks the PTX), the others
     shuffles; each lane gets its warp's reduction."""
     kernels = "".join(_REDUCE_KERNEL.replace("NAME", f"r_{kind}").replace("KIND", kind)
                       .replace("FORM", form) for kind in _REDUCTIONS)

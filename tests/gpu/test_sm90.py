@@ -27,8 +27,9 @@ from pywave.program import Binary
 
 ir = pytest.importorskip("mlir.ir")
 from pywave.host import launch_rewrite  # noqa: E402 - needs MLIR
+from conftest import TESTS
 
-DATA = Path(__file__).parent / "data" / "sm90"
+DATA = TESTS / "data" / "sm90"
 #: `pywave run` options of each program (its chip and PTX features).
 RUN_OPTIONS = {"cluster_launch": ["--target", "sm_90a", "--features=+ptx80"],
                "tma_load": ["--target", "sm_90a", "--features=+ptx80"],

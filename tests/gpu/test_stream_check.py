@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import TESTS
+
 pytestmark = pytest.mark.gpu
-SCALE = str(Path(__file__).parent / "data" / "scale_in_place.mlir")
+SCALE = str(TESTS / "data" / "scale_in_place.mlir")
 
 CHILD = """
 import ctypes, sys, numpy as np, torch, pywave

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 import pywave
+from conftest import TESTS
 
 pytestmark = pytest.mark.gpu
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 SCALE = (DATA / "scale_in_place.mlir").read_text()
 
 

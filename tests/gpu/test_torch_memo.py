@@ -1,6 +1,6 @@
 """torch tensors changed in place between calls of one host function (the descriptor memo of
 pywave._native remembers each parameter's last layout): every change is seen on the GPU.
-tests/test_native_memo.py checks the same without a GPU on DLPack stand-ins."""
+tests/native/test_memo.py checks the same without a GPU on DLPack stand-ins."""
 
 from __future__ import annotations
 

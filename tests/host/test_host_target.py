@@ -19,9 +19,8 @@ import pytest
 import pywave
 from pywave import api
 
-from conftest import need_fake_driver
+from conftest import TESTS, need_fake_driver
 
-TESTS = Path(__file__).resolve().parent
 
 #: In place, scalars in and out, a returned memref the call allocated.
 HOST_MODULE = r"""

@@ -19,6 +19,7 @@ ir = pytest.importorskip("mlir.ir")
 from mlir.dialects import llvm  # noqa: E402
 
 from pywave.host import launch_rewrite  # noqa: E402 - needs MLIR
+from conftest import TESTS
 
 IMAGE = Binary("kernels", "ptx", b".version 8.0\0", "sm_90")
 
@@ -183,7 +184,7 @@ PROGRAMS = [("runner/memory_ops.mlir", "sm_90"), ("runner/host_memref.mlir", "sm
 @pytest.mark.parametrize("run_entry", [None, "main"])
 def test_generated_host_code_checks_after_every_runtime_call(path, target, run_entry):
     from pywave import pipeline
-    text = (Path(__file__).parent / "data" / path).read_text()
+    text = (TESTS / "data" / path).read_text()
     if run_entry and f"func.func @{run_entry}()" not in text:
         pytest.skip(f"{path} has no @{run_entry}() to run")
     llvm_ir = pipeline.Pipeline(text, target=target, run_entry=run_entry).run().host.llvm_ir
@@ -258,7 +259,7 @@ def test_host_code_stops_after_a_failed_runtime_call(tmp_path):
     code = textwrap.dedent(f"""
         import ctypes
         import pywave
-        import test_native_args as t
+        import test_args as t
         from conftest import fake_driver
         drv = ctypes.CDLL(str(fake_driver()))
         mod = pywave.compile({REGISTER_THEN_LAUNCH!r}, target="sm_90")
@@ -271,7 +272,7 @@ def test_host_code_stops_after_a_failed_runtime_call(tmp_path):
         """)
     env = fake_driver_env(importable=True, PYWAVE_CACHE_DIR=str(tmp_path))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, timeout=300, cwd=Path(__file__).parent)
+                          env=env, timeout=300, cwd=TESTS)
     assert done.returncode == 0, done.stderr[-4000:]
     assert "mgpuMemHostRegisterMemRef: only compact row-major memrefs can be registered" \
         in done.stdout, done.stdout

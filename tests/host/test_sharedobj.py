@@ -23,10 +23,10 @@ import pywave
 from pywave import api, cache, lookup
 from pywave.host import jit, sharedobj
 from pywave.kernels import toolkit
+from conftest import ROOT
 
 pytest.importorskip("pywave._native")
 
-ROOT = Path(__file__).resolve().parent.parent
 TEXT = """
 module attributes {gpu.container_module} {
   gpu.module @k {

@@ -22,12 +22,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import DATA, need_fake_driver, run_to_pass
+from conftest import DATA, ROOT, TESTS, need_fake_driver, run_to_pass
 
 import pywave
 from pywave import api, cache, program
 
-HERE = Path(__file__).resolve().parent
 WAVE = DATA / "wave"
 SHAPES = {"read_write": 2, "scalars": 3, "dynamic_dims": 2, "cluster": 2, "prelowered": 2}
 F16, NONE = (2, 16, 1), (0, 0, 0)
@@ -39,7 +38,7 @@ def wave_text(name: str) -> str:
 
 @pytest.fixture(autouse=True)
 def _pywave_exceptions():
-    """pywave's exception classes in the native call path: test_native_args binds stand-ins
+    """pywave's exception classes in the native call path: test_args binds stand-ins
     (its device probe in a skipif condition leaves them bound when its test is skipped)."""
     from pywave import _native, runtime
     _native.set_exceptions(pywave.ArgumentError, pywave.DeviceError, runtime.STATUS_ERRORS)
@@ -217,7 +216,7 @@ def test_export_runs_wave_functions_from_c(tmp_path):
                 if line.startswith("Libs:"))[5:].replace("${libdir}", str(out)).split()
     proc = subprocess.run(cc.split() + ["-std=c11", "-Wall", "-Wextra", "-Werror", "-o",
                                         str(tmp_path / "prog"), str(src), f"-I{out}",
-                                        f"-I{HERE.parent / 'libwavert' / 'tests'}", *libs,
+                                        f"-I{ROOT / 'libwavert' / 'tests'}", *libs,
                                         str(fake), f"-Wl,-rpath,{fake.parent}"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
@@ -253,7 +252,7 @@ def test_signature_and_cache_round_trip(tmp_path, monkeypatch):
 def test_command_line_summary_names_the_convention():
     proc = subprocess.run([sys.executable, "-m", "pywave", "compile",
                            str(WAVE / "scalars.mlir"), "--target", "sm_90"],
-                          capture_output=True, text=True, timeout=300, cwd=HERE)
+                          capture_output=True, text=True, timeout=300, cwd=TESTS)
     assert proc.returncode == 0, proc.stderr
     assert "host function @isolated_benchmark(stream: !llvm.ptr, arg1: !llvm.ptr, arg2: " \
            "!llvm.ptr, arg3: !llvm.ptr; Wave's convention)" in proc.stdout
@@ -279,7 +278,7 @@ PRELUDE = """
 import ctypes, re, sys, threading
 import numpy as np
 import pywave
-import test_native_args as t
+import test_args as t
 from conftest import fake_driver
 from pathlib import Path
 drv = ctypes.CDLL(str(fake_driver()))

@@ -15,8 +15,9 @@ import pytest
 
 import pywave
 from pywave import isolation, pipeline
+from conftest import ROOT, TESTS
 
-DATA = os.path.join(os.path.dirname(__file__), "data")
+DATA = os.path.join(TESTS, "data")
 VECTOR_ADD = open(os.path.join(DATA, "vector_add.mlir"), encoding="utf-8").read()
 
 
@@ -532,7 +533,7 @@ def _server_leaves(run: Path) -> None:
     env = dict(os.environ, XDG_RUNTIME_DIR=str(run), PYWAVE_ISOLATE="1",
                PYWAVE_COMPILE_SERVER="1", PYWAVE_COMPILE_SERVER_IDLE="1", PYWAVE_CACHE="0")
     code = ("import pywave; pywave.compile(open('%s').read(), target='sm_90')"
-            % (Path(__file__).resolve().parent.parent / "examples" / "vector_add.mlir"))
+            % (ROOT / "examples" / "vector_add.mlir"))
     proc = subprocess.run([sys.executable, "-c", code], env=env, cwd="/",
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr

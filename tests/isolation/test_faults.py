@@ -18,8 +18,9 @@ import pytest
 
 import pywave
 from pywave import isolation, pipeline
+from conftest import TESTS
 
-DATA = os.path.join(os.path.dirname(__file__), "data")
+DATA = os.path.join(TESTS, "data")
 VECTOR_ADD = open(os.path.join(DATA, "vector_add.mlir"), encoding="utf-8").read()
 SLOW_ON_MARK = ("import time; from pywave.host import stage as host; real = host.lower; "
                 "host.lower = lambda *a, **k: (time.sleep(3) if 'SLOW' in k['text'] "

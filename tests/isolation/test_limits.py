@@ -15,8 +15,9 @@ import textwrap
 import time
 
 import pytest
+from conftest import TESTS
 
-DATA = os.path.join(os.path.dirname(__file__), "data")
+DATA = os.path.join(TESTS, "data")
 VECTOR_ADD = os.path.join(DATA, "vector_add.mlir")
 
 PRELUDE = textwrap.dedent(f"""

@@ -15,8 +15,9 @@ import pytest
 import pywave
 from pywave import api, image_params
 from pywave.kernels import images
+from conftest import TESTS
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 VECTOR_ADD = (DATA / "vector_add.mlir").read_text()
 
 

@@ -13,8 +13,9 @@ import pytest
 import pywave
 from pywave.api import build
 from pywave.kernels import rocdl
+from conftest import TESTS
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 KERNEL_FILES = sorted(p.name for p in DATA.glob("*.mlir"))
 
 EM_AMDGPU = 224
@@ -322,7 +323,7 @@ def test_gpu_assert_compiles_to_a_gfx942_hsaco():
     """A kernel with cf.assert (gpu.assert's lowering) becomes a loadable gfx942 code object:
     the message printed through HIP's printf (ockl) and llvm.trap (issue: ROCm gpu.assert
     failed with 'llvm.mlir.addressof' op must reference a global)."""
-    from test_kernel_semantics import ASSERT
+    from test_semantics import ASSERT
     art = build(ASSERT, target="gfx942")
     (binary,) = art.binaries
     assert binary.format == "hsaco"

@@ -197,7 +197,7 @@ def test_a_launch_whose_operands_disagree_with_the_record_is_refused(monkeypatch
 
 def test_amd_kernels_drop_them_too():
     """The ROCDL lowering records the same kept parameters, and the launch passes them."""
-    from test_amdgpu import _tools_missing
+    from test_rocdl import _tools_missing
     if _tools_missing() is not None:
         pytest.skip(str(_tools_missing()))
     text = module([("a", "memref<?xf32>")], LOAD.format(t="memref<?xf32>"))

@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import fake_driver_env
+from conftest import TESTS, fake_driver_env
 
-DATA = Path(__file__).parent / "data" / "runner"   # host programs
+DATA = TESTS / "data" / "runner"   # host programs
 
 #: The passes after async-parallel-for in upstream's Async/CPU RUN lines.
 LOWERING = ("convert-async-to-llvm, convert-scf-to-cf, finalize-memref-to-llvm, arith-expand, "
@@ -43,7 +43,7 @@ def _pipeline(*parts: str) -> str:
 def _run(*argv: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pywave", "run", *argv], capture_output=True,
                           text=True, timeout=300, env=fake_driver_env(PYWAVE_CACHE="0"),
-                          cwd=Path(__file__).parent)
+                          cwd=TESTS)
 
 
 def _masked(text: str) -> str:

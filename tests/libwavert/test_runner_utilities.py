@@ -16,15 +16,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import fake_driver_env
+from conftest import TESTS, fake_driver_env
 
-RUNNER = Path(__file__).parent / "data" / "runner"
+RUNNER = TESTS / "data" / "runner"
 
 
 def _run(*argv: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pywave", "run", *argv], capture_output=True,
                           text=True, timeout=300, env=fake_driver_env(PYWAVE_CACHE="0"),
-                          cwd=Path(__file__).parent)
+                          cwd=TESTS)
 
 
 def _masked(text: str) -> str:
@@ -58,7 +58,7 @@ def test_async_groups_run_on_the_async_runtime_at_every_level():
     coroutines and mlirAsyncRuntime* calls; -O0 runs LLVM's coroutine passes too (before, its
     instruction selection aborted on llvm.coro.* intrinsics). The same with the user's own
     async lowering in --pass-pipeline."""
-    program = str(Path(__file__).parent / "data" / "runner" / "async_group.mlir")
+    program = str(TESTS / "data" / "runner" / "async_group.mlir")
     for argv in (["-O0"], ["-O2"], ["-O0", ASYNC_PIPELINE], ["-O3", ASYNC_PIPELINE]):
         proc = _run(*argv, program)
         assert proc.returncode == 0, (argv, proc.stderr[-4000:])

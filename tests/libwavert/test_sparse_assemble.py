@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import fake_driver_env
+from conftest import TESTS, fake_driver_env
 
-PROGRAM = Path(__file__).parent / "data" / "sparse" / "assemble.mlir"
+PROGRAM = TESTS / "data" / "sparse" / "assemble.mlir"
 
 EXPECTED = """\
 Unranked Memref base@ = <ptr> rank = 2 offset = 0 sizes = [3, 4] strides = [4, 1] data = 
@@ -45,6 +45,6 @@ def test_assemble_and_disassemble(runtime_library):
         [sys.executable, "-m", "pywave", "run", str(PROGRAM),
          f"--pass-pipeline=builtin.module(sparsifier{{enable-runtime-library={runtime_library}}})"],
         capture_output=True, text=True, timeout=300, env=fake_driver_env(PYWAVE_CACHE="0"),
-        cwd=Path(__file__).parent)
+        cwd=TESTS)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert re.sub(r"base@ = 0x[0-9a-f]+", "base@ = <ptr>", proc.stdout) == EXPECTED

@@ -28,13 +28,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import fake_driver_env, need_fake_driver
+from conftest import ROOT, TESTS, fake_driver_env, need_fake_driver
 from pywave import image_params, pipeline, runtime, sparse
 from pywave.host import jit, launch_rewrite, sharedobj
 
-DATA = Path(__file__).parent / "data" / "sparse"
+DATA = TESTS / "data" / "sparse"
 MATRIX = DATA / "sampling.mtx"
-HEADER = Path(__file__).parent.parent / "libwavert" / "include" / "wavert_sparse_file.h"
+HEADER = ROOT / "libwavert" / "include" / "wavert_sparse_file.h"
 #: Each program and the reader functions its host code calls.
 PROGRAMS = {
     "read_file": {"getTensorFilename", "_mlir_ciface_createCheckedSparseTensorReader",
@@ -174,7 +174,7 @@ def _run(program: str, tensor0: str | None,
                            "--target", "sm_90",
                            f"--pass-pipeline={RUNTIME_LIBRARY[runtime_library]}"],
                           capture_output=True, text=True, timeout=600, env=env,
-                          cwd=Path(__file__).parent)
+                          cwd=TESTS)
 
 
 def _run_read_file(tensor0: str | None, runtime_library: bool = False):
@@ -311,7 +311,7 @@ engine.close()
 """
     env = fake_driver_env()
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=600, env=env, cwd=Path(__file__).parent)
+                          timeout=600, env=env, cwd=TESTS)
     assert proc.returncode == 0, proc.stderr
     good, _, after = proc.stdout.partition("ArgumentError:")
     (m, n), rows, cols, values = read_mtx(MATRIX)
@@ -367,7 +367,7 @@ def test_sddmm_program_on_the_cpu_sparsifier(runtime_library):
                            "--pass-pipeline=builtin.module(sparsifier{"
                            f"enable-runtime-library={runtime_library}}})"],
                           capture_output=True, text=True, timeout=600, env=env,
-                          cwd=Path(__file__).parent)
+                          cwd=TESTS)
     assert proc.returncode == 0, proc.stderr
     check_sddmm(proc.stdout)
 
@@ -383,6 +383,6 @@ def test_sddmm_of_a_file_matrix(runtime_library, cuda_device):
     proc = subprocess.run([sys.executable, "-m", "pywave", "run", str(DATA / "sddmm_file.mlir"),
                            f"--pass-pipeline={passes}"],
                           capture_output=True, text=True, timeout=600, env=env,
-                          cwd=Path(__file__).parent)
+                          cwd=TESTS)
     assert proc.returncode == 0, proc.stderr
     check_sddmm(proc.stdout)

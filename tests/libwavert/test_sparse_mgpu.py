@@ -25,9 +25,10 @@ from mlir import ir, passmanager
 
 from pywave import pipeline, runtime, sparse
 from pywave.host import jit
+from conftest import ROOT, TESTS
 
-DATA = Path(__file__).parent / "data" / "sparse"
-HEADER = Path(__file__).parent.parent / "libwavert" / "include" / "wavert_mgpu.h"
+DATA = TESTS / "data" / "sparse"
+HEADER = ROOT / "libwavert" / "include" / "wavert_mgpu.h"
 #: Each program and the sparse calls the sparsifier must make for it.
 PROGRAMS = {
     "spmv_csr": {"mgpuCreateSparseEnv", "mgpuCreateCsr", "mgpuCreateDnVec",
@@ -224,7 +225,7 @@ def cuda_device() -> None:
 
 def _pywave(*argv: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pywave", *argv], capture_output=True,
-                          text=True, timeout=600, cwd=Path(__file__).parent)
+                          text=True, timeout=600, cwd=TESTS)
 
 
 @pytest.mark.gpu

@@ -889,7 +889,7 @@ def test_cupy_current_stream_used_for_cupy_arrays():
             asked.append(device_id); return S()
         cuda.get_current_stream = get_current_stream; cupy.cuda = cuda
         sys.modules["cupy"] = cupy; sys.modules["cupy.cuda"] = cuda
-        import test_native_args as t
+        import test_args as t
         from pywave import _native
         _native.set_exceptions(t.ArgumentError, t.DeviceError, t.local_table())
         Arr = type("ndarray", (t.Producer,), {"__module__": "cupy._core.core"})

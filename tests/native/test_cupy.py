@@ -19,7 +19,7 @@ from conftest import run_to_pass
 PRELUDE = """
 import numpy as np
 import fake_cupy
-import test_native_args as t
+import test_args as t
 from pywave import _native
 _native.set_exceptions(t.ArgumentError, t.DeviceError, t.local_table())
 D = _native.DYNAMIC

@@ -8,8 +8,8 @@ import ctypes
 
 import pytest
 
-from test_native_args import _exceptions  # noqa: F401 (autouse fixture: its exception classes)
-from test_native_args import _call, exchange_type, kDLCUDA, make, memref, scalar
+from test_args import _exceptions  # noqa: F401 (autouse fixture: its exception classes)
+from test_args import _call, exchange_type, kDLCUDA, make, memref, scalar
 
 
 def older_exchange_type():

@@ -2,7 +2,7 @@
 close() is safe from a call's own callbacks, from other threads during calls, and the GC
 cannot free the code of a running call (issue 12, item 1).
 
-The entries are ctypes callbacks (test_native_args.Entry); the release is a Python callable
+The entries are ctypes callbacks (test_args.Entry); the release is a Python callable
 that records when it ran. Tests whose entry must run need a device: a GPU, or the driver
 stand-in (WAVERT_CUDA_LIBRARY=.../libfake_cuda.so, as CI runs this file); the closing checks
 that stop a call before its launch need none.
@@ -19,7 +19,7 @@ import time
 import pytest
 
 from pywave import _native
-from test_native_args import (ENTRY, ArgumentError, DeviceError, Entry, FakeTensor, Producer,
+from test_args import (ENTRY, ArgumentError, DeviceError, Entry, FakeTensor, Producer,
                               device_present, local_table, memref, scalar)
 
 kDLCUDA = 2

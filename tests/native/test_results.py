@@ -23,7 +23,7 @@ import pywave
 import pywave.api as api
 from pywave import cache, files
 from pywave.program import DYNAMIC, Program, Target
-from conftest import fake_driver_env, need_fake_driver
+from conftest import TESTS, fake_driver_env, need_fake_driver
 
 # ------------------------------------------------------------------------------------------
 # Compile only: signatures, the packed entry, refusals, the cache format
@@ -176,7 +176,7 @@ def _run_on_fake_driver(code: str) -> None:
         """)
     proc = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)],
                           capture_output=True, text=True, env=env, timeout=300,
-                          cwd=Path(__file__).parent)
+                          cwd=TESTS)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     assert proc.stdout.strip().endswith("PASS"), proc.stdout[-2000:]
 

@@ -12,8 +12,9 @@ import pytest
 import pywave
 from pywave import _native
 from pywave.runtime import introspect
+from conftest import TESTS
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 
 SHAPES = r"""
 module attributes {gpu.container_module} {

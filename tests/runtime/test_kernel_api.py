@@ -13,8 +13,9 @@ import pytest
 import pywave
 from pywave import api
 from pywave.runtime import kernel_api
+from conftest import TESTS
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 
 #: Kernels only: no host function at all. @scale2d uses a 2-D grid and block.
 KERNELS_ONLY = r"""

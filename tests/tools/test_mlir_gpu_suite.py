@@ -5,8 +5,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
-_PATH = Path(__file__).resolve().parents[1] / "tools" / "mlir_gpu_suite.py"
+_PATH = ROOT / "tools" / "mlir_gpu_suite.py"
 _spec = importlib.util.spec_from_file_location("mlir_gpu_suite", _PATH)
 suite = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = suite            # dataclasses look their module up there

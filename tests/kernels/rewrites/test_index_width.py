@@ -7,7 +7,7 @@ whatever the kernel's width, and their casts between ``index`` and i64 and from 
 64-bit descriptors met the kernel's 32-bit values: "LLVM Translation failed for operation:
 builtin.unrealized_conversion_cast". CPU: the rewrite on hand-written casts, and kernels using
 mbarriers, cp.async, ldmatrix, warpgroup MMA and vector loads, stores, transfers and index
-vectors compiled for sm_90a at both widths (the TMA programs are in test_sm90.py). GPU (any
+vectors compiled for sm_90a at both widths (the TMA programs are in gpu/test_sm90.py). GPU (any
 NVIDIA GPU, marked ``gpu``): a vector kernel's results at both widths, checked with NumPy.
 """
 

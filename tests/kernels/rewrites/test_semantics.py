@@ -1,5 +1,5 @@
 """pywave.kernels.rewrites.semantics: the two places where upstream's NVVM path computed something other than
-the MLIR program says (found by test_gpu_semantics on an H200), checked in the PTX here.
+the MLIR program says (found by gpu/test_op_semantics.py on an H200), checked in the PTX here.
 
 - 8-byte loads and stores keep their natural alignment (the target's data layout is set
   before translation), so no f64 is stored as two 4-byte halves;
@@ -7,7 +7,7 @@ the MLIR program says (found by test_gpu_semantics on an H200), checked in the P
   (or ``fast_math=True``) allow an approximation.
 
 Also the kernel ops upstream's lowerings leave out, each lowered to what MLIR defines it as
-(run on a GPU against a host reference by test_gpu_semantics.py): every ``gpu`` id and
+(run on a GPU against a host reference by gpu/test_op_semantics.py): every ``gpu`` id and
 dimension query on NVVM and ROCDL (:mod:`pywave.kernels.rewrites.gpu_ids`), uniform 32-bit integer subgroup
 reductions as ``redux.sync`` on sm_80 and newer (:mod:`pywave.kernels.rewrites.subgroups`), and ``cf.assert``
 in ROCDL kernels (:func:`pywave.kernels.rocdl.lower_asserts`).
@@ -136,7 +136,7 @@ module attributes {gpu.container_module} {
 
 def amd_llvm_ir(text: str, monkeypatch) -> str:
     """The LLVM IR pywave hands to the AMDGPU backend for ``text`` (gfx942), captured before
-    code generation (which needs ld.lld and the ROCm device libraries; tests/test_amdgpu.py
+    code generation (which needs ld.lld and the ROCm device libraries; tests/kernels/test_rocdl.py
     runs it where they are installed)."""
     from pywave.kernels import rocdl
     seen = []
