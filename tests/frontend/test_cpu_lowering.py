@@ -8,8 +8,6 @@ error names the op and the pass."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from pywave.frontend import cpu_lowering

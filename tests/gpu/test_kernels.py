@@ -8,7 +8,6 @@ Every comparison is exact unless the kernel calls a transcendental (math.exp).""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -6,7 +6,6 @@ here; libwavert's HIP launch path runs real kernels in libwavert/tests/test_hip_
 from __future__ import annotations
 
 import struct
-from pathlib import Path
 
 import pytest
 

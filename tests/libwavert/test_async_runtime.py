@@ -19,7 +19,6 @@ import ctypes
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest

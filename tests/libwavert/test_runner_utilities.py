@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 from conftest import TESTS, fake_driver_env
 

@@ -14,7 +14,6 @@ import gc
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest

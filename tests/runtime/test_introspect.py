@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import inspect
 import pydoc
-from pathlib import Path
 
 import pytest
 

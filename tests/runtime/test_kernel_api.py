@@ -5,7 +5,6 @@ device work); the GPU tests are marked ``gpu`` and compare exact results."""
 from __future__ import annotations
 
 import inspect
-from pathlib import Path
 
 import numpy as np
 import pytest

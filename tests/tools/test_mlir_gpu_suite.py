@@ -2,7 +2,6 @@
 
 import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
 from conftest import ROOT
