@@ -79,8 +79,8 @@ def numba_kernels():
 
 
 def reduce_f32_text() -> str:
-    sys.path.insert(0, str(ROOT / "tests"))
-    from test_cpu_device import REDUCE
+    sys.path.insert(0, str(ROOT / "tests" / "cpu"))
+    from test_device import REDUCE
     return REDUCE.replace("i32", "f32").replace("arith.addi %x, %y", "arith.addf %x, %y")
 
 

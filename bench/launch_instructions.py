@@ -92,13 +92,13 @@ def build_standin(out_dir: Path) -> Path:
 def standin_tensors(standin: str, count: int) -> tuple[list, list]:
     """``count`` 1-element float32 "CUDA" tensors of a class whose exchange API is the stand-in
     library ``standin`` (build_standin), at data addresses 0x10000, 0x20000...; and the
-    FakeTensors (tests/test_native_args.py) holding their DLTensors, which must outlive them.
+    FakeTensors (tests/native/test_args.py) holding their DLTensors, which must outlive them.
     Setting a tensor's ``dl`` to 0 makes its conversion fail (ValueError)."""
     lib = ctypes.PyDLL(standin)
     lib.standin_exchange_api_capsule.restype = ctypes.py_object
-    if str(ROOT / "tests") not in sys.path:
-        sys.path.insert(0, str(ROOT / "tests"))
-    from test_native_args import FakeTensor
+    if str(ROOT / "tests" / "native") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tests" / "native"))
+    from test_args import FakeTensor
 
     class Tensor:
         __slots__ = ("dl",)

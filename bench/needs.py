@@ -3,7 +3,7 @@
 A benchmark that cannot run here prints one line to stderr naming the script and what is
 missing (``bench/launch.py: needs torch (not installed) and an NVIDIA GPU (pywave sees
 none); nothing measured``) and exits with :data:`SKIPPED`, without a traceback; the README's
-Benchmarks section promises this and tests/test_bench.py checks it for every script the
+Benchmarks section promises this and tests/bench/test_bench.py checks it for every script the
 README names.
 """
 

@@ -16,6 +16,18 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
 
+#: The test folders, one per part of the project (tests/<package>/, native/, cpu/, gpu/, ...;
+#: the README's Tests section). Each goes first on sys.path, where pytest's prepend import mode
+#: puts a test file's own folder when it imports it, so that a test module, a helper
+#: (fake_cupy.py) and the child processes that take this sys.path import another folder's test
+#: module by its file name (``import test_args``) whichever file is collected first. File names
+#: are therefore unique across the folders.
+TEST_FOLDERS = sorted({path.parent for path in TESTS.glob("*/**/test_*.py")
+                       if path.relative_to(TESTS).parts[0] != "data"})
+for _folder in TEST_FOLDERS:
+    if str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
+
 
 def _skip_the_source_tree() -> None:
     """``python3 -m pytest tests/...`` in the repository root puts the root first on

@@ -21,7 +21,7 @@ import types
 
 import numpy as np
 
-from test_native_args import FakeTensor
+from test_args import FakeTensor
 
 kDLCUDA = 2
 _CODES = {"b": 6, "i": 0, "u": 1, "f": 2, "c": 5}

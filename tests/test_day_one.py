@@ -1,7 +1,7 @@
 """A newcomer's day one (issue 24): the command line and Python surface where a first user
 runs into them. Each test reproduces what the issue measured and checks what a user now
 gets: one clear line instead of a traceback, a typed error naming the value and the limit,
-a warning where something was silently skipped. (Export paths: tests/test_export_safety.py.)
+a warning where something was silently skipped. (Export paths: tests/entry/test_c_export_safety.py.)
 """
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ def test_numpy_type_strings_are_numpys():
 def test_numpy_names_match_libwavert_messages():
     """libwavert's dtype names (its dtype-mismatch messages, libwavert/src/dlpack.c) are the
     NumPy names of program.DTYPES: a tensor of each dtype handed to a memref of another."""
-    t = pytest.importorskip("test_native_args")
+    t = pytest.importorskip("test_args")
     for d in {(d.code, d.bits): d for d in DTYPES.values()}.values():
         other = (2, 32, 1) if (d.code, d.bits) != (2, 32) else (2, 64, 1)
         f, _ = t.make((t.memref("a", dtype=other),))

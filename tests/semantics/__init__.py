@@ -7,5 +7,5 @@
 :mod:`.generate`  the cases as MLIR modules (one ``gpu.module`` per group, one kernel and one
                   host function per case), every value passed as integer bits.
 
-tests/test_gpu_semantics.py runs them (GPU) and checks the generator and reference (CPU).
+tests/gpu/test_op_semantics.py runs them (GPU) and checks the generator and reference (CPU).
 """

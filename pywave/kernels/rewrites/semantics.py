@@ -2,7 +2,7 @@
 
 Two places where the upstream NVVM path (MLIR 22.1: ``convert-gpu-to-nvvm``, then
 ``gpu-module-to-binary`` with LLVM's NVPTX back end and ptxas) computes something other than
-what the MLIR program says, both found by the differential test (tests/test_gpu_semantics.py)
+what the MLIR program says, both found by the differential test (tests/gpu/test_op_semantics.py)
 on an H200:
 
 - :func:`set_data_layout`: ``gpu-module-to-binary`` translates a ``gpu.module`` to LLVM IR

@@ -1,5 +1,5 @@
 // async.execute bodies added to an async.group, async.await_all, and an !async.value: lowered
-// to coroutines over libwavert_runner's mlirAsyncRuntime* (tests/test_runner_utilities.py).
+// to coroutines over libwavert_runner's mlirAsyncRuntime* (tests/libwavert/test_runner_utilities.py).
 func.func private @printMemrefI32(memref<*xi32>)
 func.func @main() {
   %c0 = arith.constant 0 : index

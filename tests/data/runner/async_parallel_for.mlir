@@ -1,4 +1,4 @@
-// scf.parallel loops for MLIR's async-parallel-for (tests/test_async_runtime.py runs it with
+// scf.parallel loops for MLIR's async-parallel-for (tests/libwavert/test_async_runtime.py runs it with
 // the pass's options through --pass-pipeline, and through pywave's own lowering): a strided
 // 1-D loop, a 2-D loop with steps (2, 3), reductions into memory with memref.atomic_rmw (i32
 // and f32), and an scf.reduce loop (left sequential by the pass). Bounds come from @id so

@@ -1,6 +1,6 @@
 // async.execute with dependencies, !async.value operands and results, awaits inside bodies
 // (coroutine suspensions: Await{Token,Value,AllInGroup}AndExecute continuations) and a group
-// awaited inside an execute. tests/test_async_runtime.py runs it with MLIR's async lowering.
+// awaited inside an execute. tests/libwavert/test_async_runtime.py runs it with MLIR's async lowering.
 //   M = [21, 105, 22, 1, 2, 5, 8, 16]
 func.func private @printMemrefI32(memref<*xi32>)
 

@@ -1,4 +1,4 @@
-// Every runner utility called as MLIR programs call them (tests/test_runner_utilities.py).
+// Every runner utility called as MLIR programs call them (tests/libwavert/test_runner_utilities.py).
 module {
   func.func private @printMemrefI8(memref<*xi8>) attributes {llvm.emit_c_interface}
   func.func private @printMemrefI32(memref<*xi32>)

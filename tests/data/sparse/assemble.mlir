@@ -1,7 +1,7 @@
 // sparse_tensor.assemble of a CSR and a COO (positions and an array of structures of
 // coordinates) and sparse_tensor.disassemble of the CSR: with enable-runtime-library=true,
 // assemble is newSparseTensor action 2 (kPack) of libwavert's storage
-// (tests/test_sparse_assemble.py). The assembled tensors are not deallocated: without the
+// (tests/libwavert/test_sparse_assemble.py). The assembled tensors are not deallocated: without the
 // runtime library they alias the constants' buffers.
 #CSR = #sparse_tensor.encoding<{ map = (i, j) -> (i : dense, j : compressed) }>
 #COO = #sparse_tensor.encoding<{ map = (i, j) -> (i : compressed(nonunique), j : singleton) }>

@@ -1,5 +1,5 @@
 // Every sparse op of the gpu dialect, for the signatures gpu-to-llvm declares for their mgpu*
-// runtime calls (compared with libwavert's wavert_mgpu.h by tests/test_sparse.py).
+// runtime calls (compared with libwavert's wavert_mgpu.h by tests/libwavert/test_sparse_mgpu.py).
 module attributes {gpu.container_module} {
   func.func @all(%arg0: index, %vals: memref<?xf64>, %idx: memref<?xi32>, %pos: memref<?xi32>, %h16: memref<?x?xf16>) {
     %t0 = gpu.wait async
