@@ -16,7 +16,8 @@ import pytest
 
 from pywave.isolation import options, server
 
-DATA = os.path.join(os.path.dirname(__file__), "data")
+from conftest import DATA
+
 VECTOR_ADD = os.path.join(DATA, "vector_add.mlir")
 
 needs_server = pytest.mark.skipif(not options.server_enabled(),
