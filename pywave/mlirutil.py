@@ -151,3 +151,14 @@ def serialise_clone(module: ir.Module, pipeline: str) -> list[tuple[str, bytes]]
             objects = ir.ArrayAttr(op.attributes["objects"])
             out.append((sym_name(op), bytes(gpu.ObjectAttr(objects[0]).object)))
     return out
+
+
+def next_op(op: ir.Operation) -> "ir.Operation | None":
+    """The op after ``op`` in its block (None for the last)."""
+    found = False
+    for other in op.block.operations:
+        if found:
+            return other.operation
+        if other.operation == op:
+            found = True
+    return None

@@ -26,6 +26,8 @@
 
 #include <stdint.h>
 
+#include "wavert.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -36,14 +38,9 @@ extern "C" {
 #define WAVERT_RUNNER_EXPORT __attribute__((visibility("default")))
 #endif
 
-/* MLIR's rank-1 memref descriptor (the C-interface argument of stdSort* and shuffle). */
-typedef struct wavert_memref_1d {
-  void *allocated;
-  void *aligned;
-  int64_t offset;
-  int64_t sizes[1];
-  int64_t strides[1];
-} wavert_memref_1d;
+/* MLIR's rank-1 memref descriptor (the C-interface argument of stdSort* and shuffle) is
+ * wavert.h's wavert_memref_1d: one declaration for every libwavert header (only the type is
+ * used; nothing of libwavert is linked). */
 
 /* MLIR's unranked memref descriptor. */
 typedef struct wavert_unranked_memref {

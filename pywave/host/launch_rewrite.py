@@ -35,7 +35,7 @@ from mlir.dialects import llvm
 
 from .. import image_params, sparse
 from ..errors import CompileError
-from ..mlirutil import sym_name
+from ..mlirutil import next_op, sym_name
 from ..program import RELEASE_KERNELS, Binary
 from .entries import append_parsed, result_type
 
@@ -373,7 +373,7 @@ class LaunchRewriter:
 
     def _return_early_on_error(self, op: ir.Operation) -> None:
         """After ``op`` (a call), return from the function when the host call has failed."""
-        after = _next_op(op)
+        after = next_op(op)
         with ir.InsertionPoint(after) if after is not None else ir.InsertionPoint(op.block):
             failed = _call("wavert_jit_failed", [])
             zero = llvm.mlir_constant(ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 0))
@@ -500,11 +500,3 @@ def _call(callee: str, operands: list[ir.Value]) -> ir.Value:
                        callee=ir.FlatSymbolRefAttr.get(callee)).result
 
 
-def _next_op(op: ir.Operation) -> ir.Operation | None:
-    found = False
-    for o in op.block.operations:
-        if found:
-            return o.operation
-        if o.operation == op:
-            found = True
-    return None

@@ -36,7 +36,7 @@ from mlir import ir, passmanager
 from mlir.dialects import arith, func, memref, scf
 from mlir.dialects import llvm as mlir_llvm
 
-from ..mlirutil import diagnostic_error, file_location, find_ops
+from ..mlirutil import diagnostic_error, file_location, find_ops, next_op
 
 log = logging.getLogger("pywave.kernels.checks")
 
@@ -191,7 +191,7 @@ def _fault(op: ir.Operation, sites: _Sites) -> None:
     lines = message.split("\n")
     optext = lines[1].strip() if len(lines) > 1 else ""
     reason = next((ln[1:].strip() for ln in lines if ln.startswith("^")), message.strip())
-    checked = _next_op(op)
+    checked = next_op(op)
     with ir.InsertionPoint(op), op.location:
         true = arith.ConstantOp(ir.IntegerType.get_signless(1), 1).result
         failed = arith.XOrIOp(op.operands[0], true).result
@@ -218,12 +218,3 @@ def _fault(op: ir.Operation, sites: _Sites) -> None:
     op.erase()
 
 
-def _next_op(op: ir.Operation) -> ir.Operation | None:
-    """The op after ``op`` in its block (the op a runtime-verification assert guards)."""
-    found = False
-    for other in op.block.operations:
-        if found:
-            return other.operation
-        if other.operation == op:
-            found = True
-    return None
