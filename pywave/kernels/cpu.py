@@ -69,6 +69,14 @@ the launch returns (the CPU device's launches are synchronous). ``memref.atomic_
 ``memref.generic_atomic_rmw`` are LLVM atomics (sequentially consistent, as MLIR lowers them):
 blocks run in parallel on the pool's threads.
 
+``cf.assert``: convert-gpu-to-nvvm's call of NVIDIA's ``__assertfail`` (message, file, line,
+function) becomes a call of the record's ``assert_fail`` (:data:`ASSERT_FIELD`): libwavert
+prints CUDA's line (``file:line: function: block: [x,y,z], thread: [x,y,z] Assertion `msg`
+failed.``) to stderr and stops the thread (its fiber is never resumed: the kernels of a
+module with ``cf.assert`` run one fiber per thread); the block's other threads go on, the
+blocks not yet started are not run, and the launch fails with a KernelFaultError naming the
+first failed assertion and how many threads failed one.
+
 Checked mode (``checks=True``, :mod:`pywave.kernels.checks`): the module is instrumented
 before step 2 (MLIR's runtime verification, its asserts into calls of ``__wavert_cpu_fault``,
 workgroup-memory accesses into ``__wavert_cpu_access``), ``gpu.barrier`` becomes
@@ -119,6 +127,8 @@ BARRIER_FIELD = 12
 PUBLISH_FIELD, READ_FIELD, PRINT_FIELD = 14, 15, 16
 #: Words of the checked mode's fault and access functions and of the barrier site pointer.
 FAULT_FIELD, ACCESS_FIELD, SITE_FIELD = 18, 19, 20
+#: Word of the record's failed-``cf.assert`` function (NVIDIA's ``__assertfail`` ABI).
+ASSERT_FIELD = 21
 #: Lanes of a subgroup, as on NVIDIA GPUs (libwavert's WAVERT_CPU_WARP).
 SUBGROUP_SIZE = 32
 #: The ``gpu`` ops a CPU kernel may hold (the others are refused, naming them).
@@ -161,7 +171,9 @@ def lower_cpu(module: ir.Module, *, text: str | None = None, opt_level: int = 3,
             gmod.erase()
             continue
         _refuse_gpu_only(gmod, name)
-        barriers = checks or bool(find_ops(gmod, lambda op: op.name in SYNC_OPS))
+        # A failed cf.assert stops its thread alone: only a fiber can be stopped so.
+        barriers = checks or bool(find_ops(gmod, lambda op: op.name in SYNC_OPS
+                                           or op.name == "cf.assert"))
         sites = None
         if checks:
             from . import checks as checked
@@ -543,6 +555,7 @@ def _host_ir(llvm_ir: str, name: str) -> str:
     out = re.sub(r" addrspace\(\d+\)", "", out)
     out = out.replace("addrspacecast", "bitcast")
     out = re.sub(r"@vprintf\b", f"@{PREFIX}vprintf", out)   # gpu.printf's lowering
+    out = re.sub(r"@__assertfail\b", f"@{PREFIX}assertfail", out)   # cf.assert's
     out = _probe_stack(out)
     missing = []
 
@@ -652,6 +665,10 @@ def abi_ir(kernels: dict[str, list[str]], barriers: bool, checks: bool = False) 
         f"  %rp = getelementptr inbounds i64, ptr %t, i64 {READ_FIELD}\n"
         "  %rf = load ptr, ptr %rp\n  %r = call i64 %rf(ptr %t, i64 0, i64 %i)\n"
         "  ret i64 %r\n}")
+    lines.append(
+        f"define linkonce_odr hidden void @{PREFIX}assertfail(ptr %msg, ptr %file, i32 %line, "
+        "ptr %func, i64 %size) noinline noreturn {\n" + record_fn(ASSERT_FIELD) +
+        "  call void %f(ptr %t, ptr %msg, ptr %file, i32 %line, ptr %func)\n  unreachable\n}")
     lines.append(
         f"define linkonce_odr hidden i32 @{PREFIX}vprintf(ptr %fmt, ptr %args) {{\n" +
         record_fn(PRINT_FIELD) + "  call void %f(ptr %fmt, ptr %args)\n  ret i32 0\n}")

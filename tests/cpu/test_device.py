@@ -835,3 +835,92 @@ def test_the_cpu_image_abi_is_part_of_the_cache_key():
     options = pipeline.Pipeline(VECTOR_ADD, target="cpu").options()
     assert options["kernel_cpu_abi"] == program.CPU_KERNEL_ABI
     assert "kernel_cpu_abi" not in pipeline.Pipeline(VECTOR_ADD, target="sm_90").options()
+
+
+# Thread g = block * 4 + thread asserts g < %limit; the others (with the barrier: past a
+# barrier the stopped threads no longer take part in) store g.
+ASSERT = r"""
+module attributes {gpu.container_module} {
+  gpu.module @k {
+    gpu.func @check(%out: memref<?xi32>, %limit: index) kernel {
+      %t = gpu.thread_id x
+      %b = gpu.block_id x
+      %d = gpu.block_dim x
+      %g0 = arith.muli %b, %d : index
+      %g = arith.addi %g0, %t : index
+      %ok = arith.cmpi ult, %g, %limit : index
+      cf.assert %ok, "gid below limit"
+      BARRIER
+      %v = arith.index_cast %g : index to i32
+      memref.store %v, %out[%g] : memref<?xi32>
+      gpu.return
+    }
+  }
+  func.func @run(%out: memref<?xi32>, %limit: index) {
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %c4 = arith.constant 4 : index
+    gpu.launch_func @k::@check blocks in (%c2, %c1, %c1) threads in (%c4, %c1, %c1)
+        args(%out : memref<?xi32>, %limit : index)
+    return
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("checks", [False, True])
+@pytest.mark.parametrize("barrier", [False, True])
+@pytest.mark.parametrize("limit", [5, 8])
+def test_device_assert_prints_cuda_lines_and_fails_the_launch(tmp_path, barrier, checks, limit):
+    """A failed cf.assert prints CUDA's line on stderr for each failing thread, stops that
+    thread (the others go on, through the barrier) and the call raises KernelFaultError
+    naming the assertion; a passing assert prints nothing. Checked mode keeps the kernel's
+    own asserts as asserts."""
+    text = ASSERT.replace("BARRIER", "gpu.barrier" if barrier else "")
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if "cf.assert" in ln)
+    done = _run_script(f"""
+        import numpy as np, pywave
+        mod = pywave.compile({text!r}, target="cpu", disk_cache=False, checks={checks})
+        out = np.full(8, -1, np.int32)
+        try:
+            mod.run(out, {limit})
+            print("returned")
+        except pywave.KernelFaultError as exc:
+            print("raised:", exc)
+        print("out:", out.tolist())
+    """, {"WAVERT_CPU_THREADS": "1"}, tmp_path)
+    assert done.returncode == 0, done.stderr
+    stdout = done.stdout.splitlines()
+    assert stdout[-1] == f"out: {[g if g < limit else -1 for g in range(8)]}"
+    failing = [g for g in range(8) if g >= limit]
+    want = [f"-:{line}: (unknown): block: [{g // 4},0,0], thread: [{g % 4},0,0] Assertion "
+            f"`gid below limit` failed." for g in failing]
+    assert done.stderr.splitlines() == want
+    if not failing:
+        assert stdout[0] == "returned"
+        return
+    first = failing[0]
+    assert stdout[0].startswith("raised: ") and "device-side assert triggered in " \
+        f"{len(failing)} threads" in stdout[0], stdout
+    assert f"kernel check, block ({first // 4}, 0, 0), thread ({first % 4}, 0, 0): assertion " \
+        f"`gid below limit` failed (-:{line}: (unknown))" in stdout[0], stdout
+
+
+def test_device_assert_stops_the_blocks_not_yet_started(capfd):
+    """After a block with a failed assert the launch runs no block it had not started (as a
+    CUDA trap ends the grid; 16 threads run in order on the calling thread); the module
+    stays usable."""
+    mod = _compile(ASSERT.replace("BARRIER", "").replace("(%c2, %c1, %c1) threads",
+                                                         "(%c4, %c1, %c1) threads"))
+    out = np.full(16, -1, np.int32)
+    capfd.readouterr()
+    with pytest.raises(pywave.KernelFaultError, match="in 4 threads .* block \\(0, 0, 0\\), "
+                       "thread \\(0, 0, 0\\): assertion `gid below limit` failed"):
+        mod.run(out, 0)
+    lines = capfd.readouterr().err.splitlines()
+    assert [ln.split(" Assertion")[0].split(": ", 2)[2] for ln in lines] == [
+        f"block: [0,0,0], thread: [{t},0,0]" for t in range(4)]
+    assert (out == -1).all()
+    mod.run(out, 16)
+    assert out.tolist() == list(range(16))
+    assert capfd.readouterr().err == ""
