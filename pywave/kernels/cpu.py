@@ -6,7 +6,8 @@ CPU backend (``libwavert/src/backend_cpu.c``) dlopens and runs through the same
 
 1. Refuse what a CPU cannot run: ops of the ``nvvm``, ``rocdl``, ``nvgpu``, ``amdgpu``
    dialects (intrinsics, wgmma, TMA, mbarriers) and every ``gpu`` op but those in
-   :data:`GPU_OPS` (MMA, clusters, ...): a CompileError naming the op and its line.
+   :data:`GPU_OPS` (MMA, clusters, ...): a CompileError naming the op and its line; so is
+   a ``gpu.binary`` of the input (a GPU's image).
 2. Rewrite the GPU queries into calls of the image's ABI functions (defined in step 4):
    ``gpu.thread_id``/``block_id``/``block_dim``/``grid_dim`` (x, y, z) read the current
    thread's record (:data:`THREAD_FIELDS`); ``gpu.global_id`` is
@@ -159,11 +160,13 @@ def lower_cpu(module: ir.Module, *, text: str | None = None, opt_level: int = 3,
     """Compile every ``gpu.module`` of ``module`` for the host CPU and replace it with a
     ``gpu.binary`` of the same name. Returns one :class:`pywave.program.Binary` (format
     ``"cpu-so"``, chip ``"cpu"``) per module and what :func:`pywave.kernels.unused_params.drop_unused`
-    dropped (nothing with ``keep_params``). CompileError for an op a CPU cannot run (named,
+    dropped (nothing with ``keep_params``). CompileError for a ``gpu.binary`` of the input
+    (a GPU image: named, with its objects' formats), an op a CPU cannot run (named,
     with its line), a failed lowering, a math function libm lacks, or no C compiler driver
     to link with. ``checks``: the checked mode (:mod:`pywave.kernels.checks`): every kernel
     runs one fiber per thread, its memref accesses bounds-checked, its workgroup-memory
     accesses race-checked, its barriers required of every thread."""
+    _refuse_binaries(module)
     out, dropped = [], {}
     for gmod in gpu_modules(module):
         name = sym_name(gmod)
@@ -209,6 +212,28 @@ def lower_cpu(module: ir.Module, *, text: str | None = None, opt_level: int = 3,
         gmod.erase()
         out.append(Binary(name, "cpu-so", image, "cpu"))
     return out, dropped
+
+
+#: ``#gpu.object`` formats (the ``gpu.CompilationTarget`` enum) by their number.
+_OBJECT_FORMATS = {0: "offload", 1: "LLVM IR", 2: "PTX", 3: "cubin", 4: "fatbin"}
+
+
+def _refuse_binaries(module: ir.Module) -> None:
+    """CompileError for a ``gpu.binary`` of the input: its images are for a GPU (PTX, cubin,
+    fatbin, hsaco), and the CPU device runs only what :func:`lower_cpu` builds from a
+    ``gpu.module`` (the launches of it would otherwise fail at the first call)."""
+    for op in module.body.operations:
+        if op.operation.name != "gpu.binary":
+            continue
+        name = sym_name(op.operation)
+        objects = [gpu.ObjectAttr(a) for a in ir.ArrayAttr(op.operation.attributes["objects"])]
+        held = ", ".join(f"{_OBJECT_FORMATS.get(int(o.format), 'unknown')} for {o.target}"
+                         for o in objects) or "no object"
+        raise CompileError(
+            f"gpu.binary @{name}{_where(op.operation)} holds a GPU image ({held}): a PTX, "
+            "cubin, fatbin or hsaco image cannot run on the CPU device (target='cpu' compiles "
+            "the kernels of gpu.module ops for the host); give the kernels as a gpu.module, "
+            "or compile for a GPU target")
 
 
 def _where(op: ir.Operation) -> str:

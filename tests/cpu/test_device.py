@@ -924,3 +924,21 @@ def test_device_assert_stops_the_blocks_not_yet_started(capfd):
     mod.run(out, 16)
     assert out.tolist() == list(range(16))
     assert capfd.readouterr().err == ""
+
+
+@pytest.mark.parametrize("obj, fmt", [
+    ('assembly = ".version 8.0\\0A.target sm_90\\0A"', "PTX"), ('bin = "\\7FELF"', "cubin")])
+def test_an_embedded_gpu_binary_is_a_compile_error(obj, fmt):
+    """A gpu.binary of the input holds a GPU image: target='cpu' refuses it at compile time
+    (its launch once failed only at the first call, with an ArgumentError)."""
+    start, end = VECTOR_ADD.index("  gpu.module @kernels"), VECTOR_ADD.index("  func.func @main")
+    text = VECTOR_ADD[:start] + (f'  gpu.binary @kernels [#gpu.object<#nvvm.target<chip = '
+                                 f'"sm_90">, {obj}>]\n') + VECTOR_ADD[end:]
+    line = text[:text.index("gpu.binary")].count("\n") + 1
+    with pytest.raises(pywave.CompileError) as info:
+        _compile(text)
+    message = str(info.value)
+    assert f"gpu.binary @kernels at line {line}" in message, message
+    assert f"({fmt} for #nvvm.target<chip = \"sm_90\">)" in message, message
+    assert "cannot run on the CPU device" in message, message
+
