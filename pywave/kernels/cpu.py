@@ -6,8 +6,8 @@ CPU backend (``libwavert/src/backend_cpu.c``) dlopens and runs through the same
 
 1. Refuse what a CPU cannot run: ops of the ``nvvm``, ``rocdl``, ``nvgpu``, ``amdgpu``
    dialects (intrinsics, wgmma, TMA, mbarriers) and every ``gpu`` op but those in
-   :data:`GPU_OPS` (MMA, clusters, ...): a CompileError naming the op and its line; so is
-   a ``gpu.binary`` of the input (a GPU's image).
+   :data:`GPU_OPS` (MMA, clusters, ...): a CompileError naming the op and its line; so are
+   a ``gpu.binary`` of the input (a GPU's image) and a cluster launch of the host code.
 2. Rewrite the GPU queries into calls of the image's ABI functions (defined in step 4):
    ``gpu.thread_id``/``block_id``/``block_dim``/``grid_dim`` (x, y, z) read the current
    thread's record (:data:`THREAD_FIELDS`); ``gpu.global_id`` is
@@ -161,12 +161,14 @@ def lower_cpu(module: ir.Module, *, text: str | None = None, opt_level: int = 3,
     ``gpu.binary`` of the same name. Returns one :class:`pywave.program.Binary` (format
     ``"cpu-so"``, chip ``"cpu"``) per module and what :func:`pywave.kernels.unused_params.drop_unused`
     dropped (nothing with ``keep_params``). CompileError for a ``gpu.binary`` of the input
-    (a GPU image: named, with its objects' formats), an op a CPU cannot run (named,
+    (a GPU image: named, with its objects' formats), a cluster launch (named), an op a CPU
+    cannot run (named,
     with its line), a failed lowering, a math function libm lacks, or no C compiler driver
     to link with. ``checks``: the checked mode (:mod:`pywave.kernels.checks`): every kernel
     runs one fiber per thread, its memref accesses bounds-checked, its workgroup-memory
     accesses race-checked, its barriers required of every thread."""
     _refuse_binaries(module)
+    _refuse_cluster_launches(module)
     out, dropped = [], {}
     for gmod in gpu_modules(module):
         name = sym_name(gmod)
@@ -234,6 +236,20 @@ def _refuse_binaries(module: ir.Module) -> None:
             "cubin, fatbin or hsaco image cannot run on the CPU device (target='cpu' compiles "
             "the kernels of gpu.module ops for the host); give the kernels as a gpu.module, "
             "or compile for a GPU target")
+
+
+def _refuse_cluster_launches(module: ir.Module) -> None:
+    """CompileError for a ``gpu.launch_func ... clusters in (...)`` of the host code: the CPU
+    device has no thread-block clusters (libwavert's CPU backend has no cluster launch, and
+    the cluster queries are refused in kernels), so the launch would fail at the first call."""
+    for op in find_ops(module.operation, lambda o: o.name == "gpu.launch_func"):
+        if op.opview.clusterSizeX is None:
+            continue
+        kernel = str(op.attributes["kernel"])
+        raise CompileError(
+            f"gpu.launch_func {kernel}{_where(op)} is a cluster launch (clusters in (...)): the "
+            "CPU device has no thread-block clusters; launch it without clusters, or compile "
+            "for a GPU target that has them (sm_90 and newer)")
 
 
 def _where(op: ir.Operation) -> str:

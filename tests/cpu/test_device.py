@@ -942,3 +942,36 @@ def test_an_embedded_gpu_binary_is_a_compile_error(obj, fmt):
     assert f"({fmt} for #nvvm.target<chip = \"sm_90\">)" in message, message
     assert "cannot run on the CPU device" in message, message
 
+
+CLUSTER = r"""
+module attributes {gpu.container_module} {
+  gpu.module @k {
+    gpu.func @fill(%out: memref<?xi32>) kernel {
+      %t = gpu.thread_id x
+      %v = arith.index_cast %t : index to i32
+      memref.store %v, %out[%t] : memref<?xi32>
+      gpu.return
+    }
+  }
+  func.func @run(%out: memref<?xi32>) {
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %c4 = arith.constant 4 : index
+    gpu.launch_func @k::@fill CLUSTERS blocks in (%c2, %c1, %c1) threads in (%c4, %c1, %c1)
+        args(%out : memref<?xi32>)
+    return
+  }
+}
+"""
+
+
+def test_a_cluster_launch_is_a_compile_error_naming_it():
+    line = next(i for i, ln in enumerate(CLUSTER.splitlines(), 1) if "launch_func" in ln)
+    with pytest.raises(pywave.CompileError,
+                       match=f"gpu.launch_func @k::@fill at line {line}, column 5 is a cluster "
+                             "launch .*the CPU device has no thread-block clusters"):
+        _compile(CLUSTER.replace("CLUSTERS", "clusters in (%c2, %c1, %c1)"))
+    mod = _compile(CLUSTER.replace("CLUSTERS ", ""))     # the same launch without clusters
+    out = np.full(4, -1, np.int32)
+    mod.run(out)
+    assert out.tolist() == [0, 1, 2, 3]
