@@ -975,3 +975,44 @@ def test_a_cluster_launch_is_a_compile_error_naming_it():
     out = np.full(4, -1, np.int32)
     mod.run(out)
     assert out.tolist() == [0, 1, 2, 3]
+
+
+ASSERT_LOCATED = r"""
+module attributes {gpu.container_module} {
+  gpu.module @k {
+    gpu.func @t(%no: i1, %yes: i1) kernel {
+      %t = gpu.thread_id x
+      cf.assert %yes, "holds"
+      gpu.printf "thread %lld: before\n", %t : index
+      cf.assert %no, "fails" loc(callsite("callee"("lib.cc":7:9) at "main.cc":10:8))
+      gpu.printf "thread %lld: after\n", %t : index
+      gpu.return
+    }
+  }
+  func.func @main() {
+    %c1 = arith.constant 1 : index
+    %c3 = arith.constant 3 : index
+    %f = arith.constant 0 : i1
+    %t = arith.constant 1 : i1
+    gpu.launch_func @k::@t blocks in (%c1, %c1, %c1) threads in (%c3, %c1, %c1)
+        args(%f : i1, %t : i1)
+    return
+  }
+}
+"""
+
+
+def test_device_assert_line_takes_file_and_function_from_the_location(capfd):
+    """The line's file, line and function are the assert's location's (the callee of a call
+    site, as MLIR's lowering passes them); printf before the assert is flushed, after it is
+    never reached."""
+    mod = _compile(ASSERT_LOCATED)
+    capfd.readouterr()
+    with pytest.raises(pywave.KernelFaultError, match=r"in 3 threads .* thread \(0, 0, 0\): "
+                       r"assertion `fails` failed \(lib.cc:7: callee\)"):
+        mod.main()
+    captured = capfd.readouterr()
+    assert captured.out == "".join(f"thread {t}: before\n" for t in range(3))
+    assert captured.err.splitlines() == [
+        f"lib.cc:7: callee: block: [0,0,0], thread: [{t},0,0] Assertion `fails` failed."
+        for t in range(3)]
