@@ -16,7 +16,9 @@
  *     ABI, exactly what the GPU backends pass to the driver);
  *   - the generated code reads ids and dims from `thread` (through a thread-local pointer it
  *     sets on entry) and calls its functions: barrier (gpu.barrier), publish/read (lane
- *     exchanges of gpu.shuffle, gpu.subgroup_reduce, gpu.all_reduce), print (gpu.printf);
+ *     exchanges of gpu.shuffle, gpu.subgroup_reduce, gpu.all_reduce), print (gpu.printf),
+ *     assert_fail (a failed cf.assert: CUDA's line on stderr, the thread stopped, the launch
+ *     failing with WAVERT_ERROR_KERNEL_FAULT; kernels with cf.assert always run as fibers);
  *   - workgroup memory is thread-local storage of the image: one copy per pool thread, and
  *     a pool thread runs one block at a time, so each running block has its own.
  *
@@ -61,7 +63,7 @@
 #include "backend.h"
 
 /* Version of the image ABI above; pywave/kernels/cpu.py's CPU_ABI must equal it. */
-#define WAVERT_CPU_ABI 3
+#define WAVERT_CPU_ABI 4
 /* Default stack of one GPU thread run as a fiber, a guard page below it
  * ($WAVERT_CPU_STACK_KIB overrides it, 16 to 65536). 64 KiB hold the kernel's frames (its
  * private memref.alloca buffers included) and the C library's printf; a fiber that runs
@@ -109,8 +111,12 @@ struct wavert__cpu_thread {
                  const char *what, const char *where, int64_t rank, int64_t i0, int64_t i1,
                  int64_t i2, int64_t i3);
   const char *site; /* set before a barrier call: the gpu.barrier's source line, else NULL */
+  /* cf.assert failed (NVIDIA's __assertfail ABI, the lowering's message, file, line and
+   * function): prints CUDA's line to stderr and stops the thread (not resumed, as `fault`). */
+  void (*assert_fail)(wavert__cpu_thread *thread, const char *message, const char *file,
+                      uint32_t line, const char *function);
 };
-_Static_assert(sizeof(wavert__cpu_thread) == 21 * 8, "wavert__cpu_thread layout");
+_Static_assert(sizeof(wavert__cpu_thread) == 22 * 8, "wavert__cpu_thread layout");
 
 typedef void (*cpu_kernel)(void **params, wavert__cpu_thread *thread);
 
@@ -236,7 +242,9 @@ typedef struct {
   int64_t blocks; /* grid x * y * z */
   atomic_llong next;
   atomic_int active; /* pool threads still working on this job */
-  atomic_int failed; /* a block's fibers: 1 no memory, 2 deadlock, 3 a check failed */
+  atomic_int failed; /* a block's fibers: 1 no memory, 2 deadlock, 3 a check failed,
+                      * 4 a cf.assert failed */
+  atomic_llong asserted; /* threads whose cf.assert failed */
   atomic_int reported; /* the first failing block's message is in `message` */
   char message[2048];
 } cpu_job;
@@ -287,6 +295,7 @@ typedef struct {
   void **params;
   /* Checked mode and the precise deadlock message: what each thread waits at. */
   int checked, faulted;
+  int asserted; /* threads of the block stopped by a failed cf.assert */
   const char **wait_site;     /* per thread: the gpu.barrier's line, or NULL */
   unsigned char *wait_kind;   /* per thread: 0 running, 1 barrier, 2 warp, 3 block exchange */
   cpu_job *job;
@@ -670,6 +679,68 @@ static int64_t lone_read(wavert__cpu_thread *thread, int64_t scope, int64_t inde
 
 static void lone_barrier(wavert__cpu_thread *thread) { (void)thread; }
 
+/* Thread `index` has ended (returned, or stopped by a failed cf.assert): it leaves its
+ * warp's and its block's barriers and the next live fiber runs (the scheduler when none is
+ * left). The fiber is not resumed. */
+static void fiber_end(fiber_set *set, int index) {
+  set->done[index] = 1;
+  set->progress += 1;
+  set->live -= 1;
+  group_leave(set, &set->warps[index / WAVERT_CPU_WARP]);
+  group_leave(set, &set->block);
+  if (set->live == 0) {
+    context_switch(&set->contexts[index], &set->scheduler); /* not resumed */
+  }
+  int next = index;
+  do {
+    next = next + 1 == set->count ? 0 : next + 1;
+  } while (set->done[next]);
+  set->current = next;
+  context_switch(&set->contexts[index], &set->contexts[next]);
+}
+
+/* CUDA's line for a failed device assert ("file:line: function: block: [x,y,z], thread:
+ * [x,y,z] Assertion `message` failed."), one fprintf: the C library writes it whole. */
+static void assert_print(const wavert__cpu_thread *t, const char *message, const char *file,
+                         uint32_t line, const char *function) {
+  fprintf(stderr, "%s:%u: %s: block: [%lld,%lld,%lld], thread: [%lld,%lld,%lld] Assertion `%s` "
+          "failed.\n", file, (unsigned)line, function, (long long)t->block_id[0],
+          (long long)t->block_id[1], (long long)t->block_id[2], (long long)t->thread_id[0],
+          (long long)t->thread_id[1], (long long)t->thread_id[2], message);
+}
+
+/* A failed cf.assert: the line on stderr, the launch's first failure kept in the job, and the
+ * thread stopped (the block's other threads go on, as on the GPU until its trap lands; the
+ * blocks not yet started are not run). */
+static void fiber_assert(wavert__cpu_thread *thread, const char *message, const char *file,
+                         uint32_t line, const char *function) {
+  fiber_set *set = thread->fibers;
+  cpu_job *job = set->job;
+  assert_print(thread, message, file, line, function);
+  atomic_fetch_add(&job->asserted, 1);
+  int expected = 0;
+  if (atomic_compare_exchange_strong(&job->reported, &expected, 1))
+    snprintf(job->message, sizeof(job->message),
+             "kernel %s, block (%lld, %lld, %lld), thread (%lld, %lld, %lld): assertion `%s` "
+             "failed (%s:%u: %s)", set->function->name, (long long)thread->block_id[0],
+             (long long)thread->block_id[1], (long long)thread->block_id[2],
+             (long long)thread->thread_id[0], (long long)thread->thread_id[1],
+             (long long)thread->thread_id[2], message, file, (unsigned)line, function);
+  set->asserted += 1;
+  fiber_end(set, (int)thread->index);
+}
+
+/* A block loop cannot stop one thread: pywave runs every kernel of a module with cf.assert
+ * as fibers, so only an image made otherwise gets here. */
+static void lone_assert(wavert__cpu_thread *thread, const char *message, const char *file,
+                        uint32_t line, const char *function) {
+  assert_print(thread, message, file, line, function);
+  fprintf(stderr, "libwavert: the CPU kernel's cf.assert failed in a block run without fibers "
+          "(an image whose kernels with cf.assert have a __wavert_cpu_block_ entry): the thread "
+          "cannot be stopped alone; the process stops\n");
+  abort();
+}
+
 static void fiber_main(void *opaque) {
   fiber_set *set = opaque;
   int index = set->current;
@@ -687,20 +758,7 @@ static void fiber_main(void *opaque) {
                  wait_text(set, waiting, wo, sizeof(wo)));
     }
   }
-  set->done[index] = 1;
-  set->progress += 1;
-  set->live -= 1;
-  group_leave(set, &set->warps[index / WAVERT_CPU_WARP]);
-  group_leave(set, &set->block);
-  if (set->live == 0) {
-    context_switch(&set->contexts[index], &set->scheduler); /* not resumed */
-  }
-  int next = index;
-  do {
-    next = next + 1 == set->count ? 0 : next + 1;
-  } while (set->done[next]);
-  set->current = next;
-  context_switch(&set->contexts[index], &set->contexts[next]);
+  fiber_end(set, index);
 }
 
 static int fibers_reserve(fiber_set *set, int count) {
@@ -778,6 +836,7 @@ static int run_block(cpu_job *job, int64_t linear) {
   thread.fault = fiber_fault;
   thread.access = fiber_access;
   if (job->function->block != NULL) {
+    thread.assert_fail = lone_assert;
     thread.barrier = lone_barrier;
     thread.publish = lone_publish;
     thread.read = lone_read;
@@ -790,6 +849,7 @@ static int run_block(cpu_job *job, int64_t linear) {
   set->count = count;
   set->live = count;
   set->faulted = 0;
+  set->asserted = 0;
   set->checked = job->function->checked;
   set->job = job;
   set->function = job->function;
@@ -802,6 +862,7 @@ static int run_block(cpu_job *job, int64_t linear) {
     set->warps[w] = (fiber_group){lanes, 0, 0, 0, w * WAVERT_CPU_WARP, lanes};
   }
   thread.barrier = fiber_barrier;
+  thread.assert_fail = fiber_assert;
   thread.publish = fiber_publish;
   thread.read = fiber_read;
   thread.fibers = set;
@@ -820,7 +881,7 @@ static int run_block(cpu_job *job, int64_t linear) {
   }
   set->current = 0;
   context_switch(&set->scheduler, &set->contexts[0]); /* back when all returned or failed */
-  return set->faulted;
+  return set->faulted ? set->faulted : set->asserted ? 4 : 0;
 }
 
 /* Take blocks of `job` until none is left. */
@@ -1206,6 +1267,7 @@ static wavert_status cpu_launch(void *opaque, const uint32_t grid[3], const uint
   atomic_init(&job.next, 0);
   atomic_init(&job.failed, 0);
   atomic_init(&job.reported, 0);
+  atomic_init(&job.asserted, 0);
   job.message[0] = '\0';
   atomic_init(&job.active, 0);
   pthread_mutex_lock(&pool.launch);
@@ -1267,6 +1329,12 @@ static wavert_status cpu_launch(void *opaque, const uint32_t grid[3], const uint
   if (failed == 3)
     return wavert__error(WAVERT_ERROR_KERNEL_FAULT, "CPU launch, checked mode: %s",
                          job.message);
+  if (failed == 4) {
+    long long n = atomic_load(&job.asserted);
+    return wavert__error(WAVERT_ERROR_KERNEL_FAULT,
+                         "CPU launch: device-side assert triggered in %lld thread%s (each printed "
+                         "on stderr); the first: %s", n, n == 1 ? "" : "s", job.message);
+  }
   return WAVERT_OK;
 }
 

@@ -9,7 +9,8 @@
    ``subview``, ``reinterpret_cast``, ``cast``, ``expand_shape``, ``collapse_shape``,
    ``dim``, ``copy``, ``atomic_rmw``, ``generic_atomic_rmw``, ``assume_alignment`` and the
    arith, tensor and linalg ops it knows.
-2. Each ``cf.assert`` becomes ``scf.if`` (condition false) calling the image's
+2. Each ``cf.assert`` the verification added (the kernel's own stay asserts, reported as
+   on CUDA: :mod:`pywave.kernels.cpu`) becomes ``scf.if`` (condition false) calling the image's
    ``__wavert_cpu_fault(what, where, rank, i0..i3, s0..s3)`` (libwavert records the first
    failure and stops the block: the thread is never resumed). Before a ``memref.load`` or
    ``memref.store`` the call carries the index values and the memref's sizes (ranks up to
@@ -45,6 +46,9 @@ VERIFY_PIPELINE = "gpu.module(generate-runtime-verification)"
 #: The image's check functions (defined by :func:`pywave.kernels.cpu.abi_ir`).
 FAULT = "__wavert_cpu_fault"
 ACCESS = "__wavert_cpu_access"
+#: Marks the kernel's own ``cf.assert``s while the verification adds its own: those stay
+#: asserts (libwavert's ``__assertfail``, CUDA's line on stderr), these become faults.
+USER_ASSERT = "pywave.user_assert"
 #: Index values a message shows (memrefs of higher rank are reported without them).
 MAX_RANK = 4
 
@@ -95,6 +99,9 @@ def instrument(gmod: ir.Operation, name: str, text: str | None) -> "_Sites":
     """Steps 1-3 of the module docstring on ``gpu.module`` ``gmod`` (named ``name``, from the
     source ``text``). Returns the site table :func:`barrier_site` adds to. CompileError when
     the runtime verification fails."""
+    with gmod.context:   # the kernel's own asserts keep CUDA's behaviour (cpu.py)
+        for op in find_ops(gmod, lambda o: o.name == "cf.assert"):
+            op.attributes[USER_ASSERT] = ir.UnitAttr.get()
     try:
         passmanager.PassManager.parse(VERIFY_PIPELINE, gmod.context).run(gmod)
     except ir.MLIRError as exc:
@@ -103,6 +110,9 @@ def instrument(gmod: ir.Operation, name: str, text: str | None) -> "_Sites":
     sites = _Sites(gmod, text)
     with gmod.context, gmod.location:
         for op in find_ops(gmod, lambda o: o.name == "cf.assert"):
+            if USER_ASSERT in op.attributes:
+                del op.attributes[USER_ASSERT]
+                continue
             _fault(op, sites)       # first: each assert is right before the op it guards
         for op in find_ops(gmod, lambda o: o.name in ("memref.load", "memref.store")):
             target = op.operands[0 if op.name == "memref.load" else 1]

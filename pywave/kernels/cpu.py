@@ -6,7 +6,8 @@ CPU backend (``libwavert/src/backend_cpu.c``) dlopens and runs through the same
 
 1. Refuse what a CPU cannot run: ops of the ``nvvm``, ``rocdl``, ``nvgpu``, ``amdgpu``
    dialects (intrinsics, wgmma, TMA, mbarriers) and every ``gpu`` op but those in
-   :data:`GPU_OPS` (MMA, clusters, ...): a CompileError naming the op and its line.
+   :data:`GPU_OPS` (MMA, clusters, ...): a CompileError naming the op and its line; so are
+   a ``gpu.binary`` of the input (a GPU's image) and a cluster launch of the host code.
 2. Rewrite the GPU queries into calls of the image's ABI functions (defined in step 4):
    ``gpu.thread_id``/``block_id``/``block_dim``/``grid_dim`` (x, y, z) read the current
    thread's record (:data:`THREAD_FIELDS`); ``gpu.global_id`` is
@@ -69,6 +70,14 @@ the launch returns (the CPU device's launches are synchronous). ``memref.atomic_
 ``memref.generic_atomic_rmw`` are LLVM atomics (sequentially consistent, as MLIR lowers them):
 blocks run in parallel on the pool's threads.
 
+``cf.assert``: convert-gpu-to-nvvm's call of NVIDIA's ``__assertfail`` (message, file, line,
+function) becomes a call of the record's ``assert_fail`` (:data:`ASSERT_FIELD`): libwavert
+prints CUDA's line (``file:line: function: block: [x,y,z], thread: [x,y,z] Assertion `msg`
+failed.``) to stderr and stops the thread (its fiber is never resumed: the kernels of a
+module with ``cf.assert`` run one fiber per thread); the block's other threads go on, the
+blocks not yet started are not run, and the launch fails with a KernelFaultError naming the
+first failed assertion and how many threads failed one.
+
 Checked mode (``checks=True``, :mod:`pywave.kernels.checks`): the module is instrumented
 before step 2 (MLIR's runtime verification, its asserts into calls of ``__wavert_cpu_fault``,
 workgroup-memory accesses into ``__wavert_cpu_access``), ``gpu.barrier`` becomes
@@ -119,6 +128,8 @@ BARRIER_FIELD = 12
 PUBLISH_FIELD, READ_FIELD, PRINT_FIELD = 14, 15, 16
 #: Words of the checked mode's fault and access functions and of the barrier site pointer.
 FAULT_FIELD, ACCESS_FIELD, SITE_FIELD = 18, 19, 20
+#: Word of the record's failed-``cf.assert`` function (NVIDIA's ``__assertfail`` ABI).
+ASSERT_FIELD = 21
 #: Lanes of a subgroup, as on NVIDIA GPUs (libwavert's WAVERT_CPU_WARP).
 SUBGROUP_SIZE = 32
 #: The ``gpu`` ops a CPU kernel may hold (the others are refused, naming them).
@@ -149,11 +160,15 @@ def lower_cpu(module: ir.Module, *, text: str | None = None, opt_level: int = 3,
     """Compile every ``gpu.module`` of ``module`` for the host CPU and replace it with a
     ``gpu.binary`` of the same name. Returns one :class:`pywave.program.Binary` (format
     ``"cpu-so"``, chip ``"cpu"``) per module and what :func:`pywave.kernels.unused_params.drop_unused`
-    dropped (nothing with ``keep_params``). CompileError for an op a CPU cannot run (named,
+    dropped (nothing with ``keep_params``). CompileError for a ``gpu.binary`` of the input
+    (a GPU image: named, with its objects' formats), a cluster launch (named), an op a CPU
+    cannot run (named,
     with its line), a failed lowering, a math function libm lacks, or no C compiler driver
     to link with. ``checks``: the checked mode (:mod:`pywave.kernels.checks`): every kernel
     runs one fiber per thread, its memref accesses bounds-checked, its workgroup-memory
     accesses race-checked, its barriers required of every thread."""
+    _refuse_binaries(module)
+    _refuse_cluster_launches(module)
     out, dropped = [], {}
     for gmod in gpu_modules(module):
         name = sym_name(gmod)
@@ -161,7 +176,9 @@ def lower_cpu(module: ir.Module, *, text: str | None = None, opt_level: int = 3,
             gmod.erase()
             continue
         _refuse_gpu_only(gmod, name)
-        barriers = checks or bool(find_ops(gmod, lambda op: op.name in SYNC_OPS))
+        # A failed cf.assert stops its thread alone: only a fiber can be stopped so.
+        barriers = checks or bool(find_ops(gmod, lambda op: op.name in SYNC_OPS
+                                           or op.name == "cf.assert"))
         sites = None
         if checks:
             from . import checks as checked
@@ -197,6 +214,42 @@ def lower_cpu(module: ir.Module, *, text: str | None = None, opt_level: int = 3,
         gmod.erase()
         out.append(Binary(name, "cpu-so", image, "cpu"))
     return out, dropped
+
+
+#: ``#gpu.object`` formats (the ``gpu.CompilationTarget`` enum) by their number.
+_OBJECT_FORMATS = {0: "offload", 1: "LLVM IR", 2: "PTX", 3: "cubin", 4: "fatbin"}
+
+
+def _refuse_binaries(module: ir.Module) -> None:
+    """CompileError for a ``gpu.binary`` of the input: its images are for a GPU (PTX, cubin,
+    fatbin, hsaco), and the CPU device runs only what :func:`lower_cpu` builds from a
+    ``gpu.module`` (the launches of it would otherwise fail at the first call)."""
+    for op in module.body.operations:
+        if op.operation.name != "gpu.binary":
+            continue
+        name = sym_name(op.operation)
+        objects = [gpu.ObjectAttr(a) for a in ir.ArrayAttr(op.operation.attributes["objects"])]
+        held = ", ".join(f"{_OBJECT_FORMATS.get(int(o.format), 'unknown')} for {o.target}"
+                         for o in objects) or "no object"
+        raise CompileError(
+            f"gpu.binary @{name}{_where(op.operation)} holds a GPU image ({held}): a PTX, "
+            "cubin, fatbin or hsaco image cannot run on the CPU device (target='cpu' compiles "
+            "the kernels of gpu.module ops for the host); give the kernels as a gpu.module, "
+            "or compile for a GPU target")
+
+
+def _refuse_cluster_launches(module: ir.Module) -> None:
+    """CompileError for a ``gpu.launch_func ... clusters in (...)`` of the host code: the CPU
+    device has no thread-block clusters (libwavert's CPU backend has no cluster launch, and
+    the cluster queries are refused in kernels), so the launch would fail at the first call."""
+    for op in find_ops(module.operation, lambda o: o.name == "gpu.launch_func"):
+        if op.opview.clusterSizeX is None:
+            continue
+        kernel = str(op.attributes["kernel"])
+        raise CompileError(
+            f"gpu.launch_func {kernel}{_where(op)} is a cluster launch (clusters in (...)): the "
+            "CPU device has no thread-block clusters; launch it without clusters, or compile "
+            "for a GPU target that has them (sm_90 and newer)")
 
 
 def _where(op: ir.Operation) -> str:
@@ -543,6 +596,7 @@ def _host_ir(llvm_ir: str, name: str) -> str:
     out = re.sub(r" addrspace\(\d+\)", "", out)
     out = out.replace("addrspacecast", "bitcast")
     out = re.sub(r"@vprintf\b", f"@{PREFIX}vprintf", out)   # gpu.printf's lowering
+    out = re.sub(r"@__assertfail\b", f"@{PREFIX}assertfail", out)   # cf.assert's
     out = _probe_stack(out)
     missing = []
 
@@ -652,6 +706,10 @@ def abi_ir(kernels: dict[str, list[str]], barriers: bool, checks: bool = False) 
         f"  %rp = getelementptr inbounds i64, ptr %t, i64 {READ_FIELD}\n"
         "  %rf = load ptr, ptr %rp\n  %r = call i64 %rf(ptr %t, i64 0, i64 %i)\n"
         "  ret i64 %r\n}")
+    lines.append(
+        f"define linkonce_odr hidden void @{PREFIX}assertfail(ptr %msg, ptr %file, i32 %line, "
+        "ptr %func, i64 %size) noinline noreturn {\n" + record_fn(ASSERT_FIELD) +
+        "  call void %f(ptr %t, ptr %msg, ptr %file, i32 %line, ptr %func)\n  unreachable\n}")
     lines.append(
         f"define linkonce_odr hidden i32 @{PREFIX}vprintf(ptr %fmt, ptr %args) {{\n" +
         record_fn(PRINT_FIELD) + "  call void %f(ptr %fmt, ptr %args)\n  ret i32 0\n}")

@@ -835,3 +835,184 @@ def test_the_cpu_image_abi_is_part_of_the_cache_key():
     options = pipeline.Pipeline(VECTOR_ADD, target="cpu").options()
     assert options["kernel_cpu_abi"] == program.CPU_KERNEL_ABI
     assert "kernel_cpu_abi" not in pipeline.Pipeline(VECTOR_ADD, target="sm_90").options()
+
+
+# Thread g = block * 4 + thread asserts g < %limit; the others (with the barrier: past a
+# barrier the stopped threads no longer take part in) store g.
+ASSERT = r"""
+module attributes {gpu.container_module} {
+  gpu.module @k {
+    gpu.func @check(%out: memref<?xi32>, %limit: index) kernel {
+      %t = gpu.thread_id x
+      %b = gpu.block_id x
+      %d = gpu.block_dim x
+      %g0 = arith.muli %b, %d : index
+      %g = arith.addi %g0, %t : index
+      %ok = arith.cmpi ult, %g, %limit : index
+      cf.assert %ok, "gid below limit"
+      BARRIER
+      %v = arith.index_cast %g : index to i32
+      memref.store %v, %out[%g] : memref<?xi32>
+      gpu.return
+    }
+  }
+  func.func @run(%out: memref<?xi32>, %limit: index) {
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %c4 = arith.constant 4 : index
+    gpu.launch_func @k::@check blocks in (%c2, %c1, %c1) threads in (%c4, %c1, %c1)
+        args(%out : memref<?xi32>, %limit : index)
+    return
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("checks", [False, True])
+@pytest.mark.parametrize("barrier", [False, True])
+@pytest.mark.parametrize("limit", [5, 8])
+def test_device_assert_prints_cuda_lines_and_fails_the_launch(tmp_path, barrier, checks, limit):
+    """A failed cf.assert prints CUDA's line on stderr for each failing thread, stops that
+    thread (the others go on, through the barrier) and the call raises KernelFaultError
+    naming the assertion; a passing assert prints nothing. Checked mode keeps the kernel's
+    own asserts as asserts."""
+    text = ASSERT.replace("BARRIER", "gpu.barrier" if barrier else "")
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if "cf.assert" in ln)
+    done = _run_script(f"""
+        import numpy as np, pywave
+        mod = pywave.compile({text!r}, target="cpu", disk_cache=False, checks={checks})
+        out = np.full(8, -1, np.int32)
+        try:
+            mod.run(out, {limit})
+            print("returned")
+        except pywave.KernelFaultError as exc:
+            print("raised:", exc)
+        print("out:", out.tolist())
+    """, {"WAVERT_CPU_THREADS": "1"}, tmp_path)
+    assert done.returncode == 0, done.stderr
+    stdout = done.stdout.splitlines()
+    assert stdout[-1] == f"out: {[g if g < limit else -1 for g in range(8)]}"
+    failing = [g for g in range(8) if g >= limit]
+    want = [f"-:{line}: (unknown): block: [{g // 4},0,0], thread: [{g % 4},0,0] Assertion "
+            f"`gid below limit` failed." for g in failing]
+    assert done.stderr.splitlines() == want
+    if not failing:
+        assert stdout[0] == "returned"
+        return
+    first = failing[0]
+    assert stdout[0].startswith("raised: ") and "device-side assert triggered in " \
+        f"{len(failing)} threads" in stdout[0], stdout
+    assert f"kernel check, block ({first // 4}, 0, 0), thread ({first % 4}, 0, 0): assertion " \
+        f"`gid below limit` failed (-:{line}: (unknown))" in stdout[0], stdout
+
+
+def test_device_assert_stops_the_blocks_not_yet_started(capfd):
+    """After a block with a failed assert the launch runs no block it had not started (as a
+    CUDA trap ends the grid; 16 threads run in order on the calling thread); the module
+    stays usable."""
+    mod = _compile(ASSERT.replace("BARRIER", "").replace("(%c2, %c1, %c1) threads",
+                                                         "(%c4, %c1, %c1) threads"))
+    out = np.full(16, -1, np.int32)
+    capfd.readouterr()
+    with pytest.raises(pywave.KernelFaultError, match="in 4 threads .* block \\(0, 0, 0\\), "
+                       "thread \\(0, 0, 0\\): assertion `gid below limit` failed"):
+        mod.run(out, 0)
+    lines = capfd.readouterr().err.splitlines()
+    assert [ln.split(" Assertion")[0].split(": ", 2)[2] for ln in lines] == [
+        f"block: [0,0,0], thread: [{t},0,0]" for t in range(4)]
+    assert (out == -1).all()
+    mod.run(out, 16)
+    assert out.tolist() == list(range(16))
+    assert capfd.readouterr().err == ""
+
+
+@pytest.mark.parametrize("obj, fmt", [
+    ('assembly = ".version 8.0\\0A.target sm_90\\0A"', "PTX"), ('bin = "\\7FELF"', "cubin")])
+def test_an_embedded_gpu_binary_is_a_compile_error(obj, fmt):
+    """A gpu.binary of the input holds a GPU image: target='cpu' refuses it at compile time
+    (its launch once failed only at the first call, with an ArgumentError)."""
+    start, end = VECTOR_ADD.index("  gpu.module @kernels"), VECTOR_ADD.index("  func.func @main")
+    text = VECTOR_ADD[:start] + (f'  gpu.binary @kernels [#gpu.object<#nvvm.target<chip = '
+                                 f'"sm_90">, {obj}>]\n') + VECTOR_ADD[end:]
+    line = text[:text.index("gpu.binary")].count("\n") + 1
+    with pytest.raises(pywave.CompileError) as info:
+        _compile(text)
+    message = str(info.value)
+    assert f"gpu.binary @kernels at line {line}" in message, message
+    assert f"({fmt} for #nvvm.target<chip = \"sm_90\">)" in message, message
+    assert "cannot run on the CPU device" in message, message
+
+
+CLUSTER = r"""
+module attributes {gpu.container_module} {
+  gpu.module @k {
+    gpu.func @fill(%out: memref<?xi32>) kernel {
+      %t = gpu.thread_id x
+      %v = arith.index_cast %t : index to i32
+      memref.store %v, %out[%t] : memref<?xi32>
+      gpu.return
+    }
+  }
+  func.func @run(%out: memref<?xi32>) {
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %c4 = arith.constant 4 : index
+    gpu.launch_func @k::@fill CLUSTERS blocks in (%c2, %c1, %c1) threads in (%c4, %c1, %c1)
+        args(%out : memref<?xi32>)
+    return
+  }
+}
+"""
+
+
+def test_a_cluster_launch_is_a_compile_error_naming_it():
+    line = next(i for i, ln in enumerate(CLUSTER.splitlines(), 1) if "launch_func" in ln)
+    with pytest.raises(pywave.CompileError,
+                       match=f"gpu.launch_func @k::@fill at line {line}, column 5 is a cluster "
+                             "launch .*the CPU device has no thread-block clusters"):
+        _compile(CLUSTER.replace("CLUSTERS", "clusters in (%c2, %c1, %c1)"))
+    mod = _compile(CLUSTER.replace("CLUSTERS ", ""))     # the same launch without clusters
+    out = np.full(4, -1, np.int32)
+    mod.run(out)
+    assert out.tolist() == [0, 1, 2, 3]
+
+
+ASSERT_LOCATED = r"""
+module attributes {gpu.container_module} {
+  gpu.module @k {
+    gpu.func @t(%no: i1, %yes: i1) kernel {
+      %t = gpu.thread_id x
+      cf.assert %yes, "holds"
+      gpu.printf "thread %lld: before\n", %t : index
+      cf.assert %no, "fails" loc(callsite("callee"("lib.cc":7:9) at "main.cc":10:8))
+      gpu.printf "thread %lld: after\n", %t : index
+      gpu.return
+    }
+  }
+  func.func @main() {
+    %c1 = arith.constant 1 : index
+    %c3 = arith.constant 3 : index
+    %f = arith.constant 0 : i1
+    %t = arith.constant 1 : i1
+    gpu.launch_func @k::@t blocks in (%c1, %c1, %c1) threads in (%c3, %c1, %c1)
+        args(%f : i1, %t : i1)
+    return
+  }
+}
+"""
+
+
+def test_device_assert_line_takes_file_and_function_from_the_location(capfd):
+    """The line's file, line and function are the assert's location's (the callee of a call
+    site, as MLIR's lowering passes them); printf before the assert is flushed, after it is
+    never reached."""
+    mod = _compile(ASSERT_LOCATED)
+    capfd.readouterr()
+    with pytest.raises(pywave.KernelFaultError, match=r"in 3 threads .* thread \(0, 0, 0\): "
+                       r"assertion `fails` failed \(lib.cc:7: callee\)"):
+        mod.main()
+    captured = capfd.readouterr()
+    assert captured.out == "".join(f"thread {t}: before\n" for t in range(3))
+    assert captured.err.splitlines() == [
+        f"lib.cc:7: callee: block: [0,0,0], thread: [{t},0,0] Assertion `fails` failed."
+        for t in range(3)]
