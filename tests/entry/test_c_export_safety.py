@@ -281,7 +281,7 @@ def test_two_exports_load_in_one_python_process(two_exports, tmp_path):
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
                           text=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == (["0", "0"] if "WAVERT_CUDA_LIBRARY" in env else ["4", "4"])
+    assert proc.stdout.split() == HOST_CALLS_OK.rstrip("|").split()   # host programs: no driver
 
 
 def test_library_run_path_is_searched_before_ld_library_path(two_exports):
