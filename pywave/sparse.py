@@ -61,11 +61,12 @@ READER_FUNCTIONS = frozenset({
 } | {f"_mlir_ciface_getSparseTensorReaderReadToBuffers{c}{v}"
      for c in READER_OVERHEADS for v in READER_VALUES})
 #: The tensor storage of MLIR's sparse runtime (``enable-runtime-library=true``) as libwavert
-#: implements it (``wavert_sparse_storage.h``; dense, compressed and singleton levels).
+#: implements it (``wavert_sparse_storage.h``; dense, compressed, loose compressed and
+#: singleton levels).
 STORAGE_FUNCTIONS = frozenset({
     "_mlir_ciface_newSparseTensor", "sparseLvlSize", "sparseDimSize", "endLexInsert",
     "delSparseTensor",
-} | {f"_mlir_ciface_sparse{kind}{c}" for kind in ("Positions", "Coordinates")
+} | {f"_mlir_ciface_sparse{kind}{c}" for kind in ("Positions", "Coordinates", "CoordinatesBuffer")
      for c in READER_OVERHEADS}
   | {f"_mlir_ciface_{kind}{v}" for kind in ("sparseValues", "lexInsert") for v in READER_VALUES})
 #: Every function of MLIR's sparse runtime that libwavert implements.

@@ -189,8 +189,15 @@ def run_lines(text: str) -> list[str]:
 def _finish(kind: str, text: str, commands: list[str], defines: dict[str, str]) -> None:
     """A complete RUN command (substitutions expanded) or DEFINE / REDEFINE."""
     if kind == "RUN":
-        for name in sorted(defines, key=len, reverse=True):
-            text = text.replace(name, defines[name])
+        # A value may name other substitutions (upstream's sparse tests define %{compile} in
+        # terms of %{sparsifier_opts}, which a REDEFINE changes later): expand until nothing
+        # changes, as lit's substitution list does; a self-referring value stops the loop.
+        for _ in range(len(defines) + 1):
+            before = text
+            for name in sorted(defines, key=len, reverse=True):
+                text = text.replace(name, defines[name])
+            if text == before:
+                break
         commands.append(text.strip())
         return
     name, sep, value = text.partition("=")

@@ -67,11 +67,17 @@ WAVERT_SPARSE_FILE_EXPORT uint64_t sparseDimSize(void *tensor, uint64_t d);
 /* Borrowed views of the tensor's buffers (valid until delSparseTensor), written to `out`:
  * the positions / coordinates of compressed level `l` (the suffix's width must be the
  * tensor's: 0 and 64 are 8 bytes) and the values (the suffix must be the tensor's type).
- * A tensor still taking insertions is finished first. On failure `out` is an empty memref. */
+ * A tensor still taking insertions is finished first. On failure `out` is an empty memref.
+ * sparseCoordinatesBuffer<P>: the coordinates of levels l.. of a trailing COO (a (loose)
+ * compressed level l followed by singleton levels only) interleaved, entry by entry (what
+ * sparse_tensor.print and disassemble read); a copy valid until the next call or
+ * delSparseTensor. */
 #define WAVERT_SPARSE_OVERHEAD_ACCESSORS(P)                                                   \
   WAVERT_SPARSE_FILE_EXPORT void _mlir_ciface_sparsePositions##P(                             \
       wavert_memref_1d *out, void *tensor, uint64_t l);                               \
   WAVERT_SPARSE_FILE_EXPORT void _mlir_ciface_sparseCoordinates##P(                           \
+      wavert_memref_1d *out, void *tensor, uint64_t l);                               \
+  WAVERT_SPARSE_FILE_EXPORT void _mlir_ciface_sparseCoordinatesBuffer##P(                     \
       wavert_memref_1d *out, void *tensor, uint64_t l);
 WAVERT_SPARSE_OVERHEAD_ACCESSORS(0)
 WAVERT_SPARSE_OVERHEAD_ACCESSORS(64)

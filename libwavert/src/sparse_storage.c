@@ -2,7 +2,9 @@
  * sparse_storage.c — the tensor storage of MLIR's sparse runtime (wavert_sparse_storage.h),
  * which the sparsifier calls with enable-runtime-library=true: tensors of dense and compressed
  * levels, made empty (then filled by lexInsert and finished by endLexInsert) or from a file
- * reader, and read through positions / coordinates / values buffers.
+ * reader, and read through positions / coordinates / values buffers. A loose compressed level
+ * is a compressed one whose positions are a (start, end) pair per parent position instead of
+ * shared boundaries, so its segments may leave holes in its coordinates and the values.
  *
  * Entries are gathered as level coordinates and values, sorted (a stable merge sort), and
  * the levels are built from them: a dense level of size n gives each parent position n
@@ -22,10 +24,24 @@
 #define fail wavert__sparse_fail
 
 /* MLIR 22's LevelType formats (bits 16-31; 0x20000 is batch, 0x100000 loose compressed,
- * 0x200000 n:m); bit 0 = non-unique, bit 1 = non-ordered. */
-enum { LEVEL_DENSE = 0x10000, LEVEL_COMPRESSED = 0x40000, LEVEL_SINGLETON = 0x80000 };
+ * 0x200000 n:m); bit 0 = non-unique, bit 1 = non-ordered, bit 2 = SoA (a singleton level of
+ * a COO whose coordinates are kept apart from the other levels': as every level here). */
+enum {
+  LEVEL_DENSE = 0x10000,
+  LEVEL_COMPRESSED = 0x40000,
+  LEVEL_SINGLETON = 0x80000,
+  LEVEL_LOOSE = 0x100000
+};
 #define LEVEL_FORMAT(type) ((type) & ~UINT64_C(0xffff))
 #define LEVEL_NONUNIQUE(type) (((type) & 1) != 0)
+#define LEVEL_SOA(type) (((type) & 4) != 0)
+/* A level with positions: compressed or loose compressed. */
+#define LEVEL_POSITIONED(type) (LEVEL_FORMAT(type) == LEVEL_COMPRESSED || \
+                                LEVEL_FORMAT(type) == LEVEL_LOOSE)
+/* The positions a level with them has under `parents` parent positions (no overflow: parents
+ * is at most MAX_ELEMENTS). */
+#define LEVEL_POSITIONS(type, parents) \
+  (LEVEL_FORMAT(type) == LEVEL_LOOSE ? 2 * (parents) : (parents) + 1)
 /* MLIR 22's Action (mlir/ExecutionEngine/SparseTensor/Enums.h): every one. */
 enum { ACTION_EMPTY = 0, ACTION_FROM_READER = 1, ACTION_PACK = 2, ACTION_SORT_COO_IN_PLACE = 3 };
 
@@ -44,6 +60,7 @@ typedef struct tensor {
   buffer pending_crd;  /* lexInsert's entries: lvl_rank uint64_t coordinates each */
   buffer pending_val;  /* and their values */
   buffer positions[MAX_RANK], coordinates[MAX_RANK], values;
+  buffer coo_coordinates; /* sparseCoordinatesBuffer's copy: a trailing COO's, interleaved */
 } tensor;
 
 /* ---- buffers ----------------------------------------------------------------------------- */
@@ -130,6 +147,7 @@ static void free_tensor(tensor *t) {
     free(t->coordinates[l].data);
   }
   free(t->values.data);
+  free(t->coo_coordinates.data);
   free(t);
 }
 
@@ -193,9 +211,12 @@ static int build_level(const builder *b, uint64_t lo, uint64_t hi, uint64_t l, u
   }
   const uint64_t format = LEVEL_FORMAT(t->lvl_types[l]);
   const bool dense = format == LEVEL_DENSE, compressed = format == LEVEL_COMPRESSED;
+  const bool loose = format == LEVEL_LOOSE;
   buffer *positions = &t->positions[l], *coordinates = &t->coordinates[l];
-  if (compressed) { /* the segments of the parents before this one are empty */
-    while (positions->count < parent + 1)
+  if (compressed || loose) { /* the segments of the parents before this one are empty */
+    /* Compressed: positions[p] starts parent p's segment; loose: positions[2p], and this
+     * parent's start is pushed here too. */
+    while (positions->count < (loose ? 2 * parent + 1 : parent + 1))
       if (!push_uint(positions, t->pos_bytes, coordinates->count, "position", b->function))
         return 0;
   } else if (!dense && hi - lo > 1 && !LEVEL_NONUNIQUE(t->lvl_types[l])) {
@@ -229,7 +250,7 @@ static int build_level(const builder *b, uint64_t lo, uint64_t hi, uint64_t l, u
     if (!build_level(b, a, e, l + 1, position)) return 0;
     a = e;
   }
-  if (compressed &&
+  if ((compressed || loose) &&
       !push_uint(positions, t->pos_bytes, coordinates->count, "position", b->function))
     return 0;
   return 1;
@@ -287,7 +308,7 @@ static int build(tensor *t, const uint64_t *crd, const char *val, uint64_t n,
       count *= t->lvl_sizes[l];
     } else {
       buffer *positions = &t->positions[l];
-      while (positions->count < count + 1)
+      while (positions->count < LEVEL_POSITIONS(t->lvl_types[l], count))
         if (!push_uint(positions, t->pos_bytes, t->coordinates[l].count, "position", function))
           return 0;
       count = t->coordinates[l].count;
@@ -378,10 +399,12 @@ static int copy_in(buffer *b, const void *data, uint64_t count, size_t size,
  * then its coordinates; for a trailing COO (a non-unique compressed level followed by
  * singleton levels to the last) its positions and one array of structures of coordinates
  * (each entry's coordinates of those levels together); then the values. Dense levels take
- * no buffer. A compressed level of a parent of size n has n + 1 positions, and its last
- * position is its number of coordinates; the values are as many as the last level's size.
- * Unlike upstream, which trusts them, the positions must not decrease and every coordinate
- * must be below its level's size. 1, or 0 (error reported). */
+ * no buffer. A compressed level of a parent of size n has n + 1 positions, a loose compressed
+ * level 2n (a start and an end per parent position); in both the last position is the
+ * level's number of coordinates; the values are as many as the last level's size. Unlike
+ * upstream, which trusts them, compressed positions must not decrease, a loose segment must
+ * not end before it starts or past the last position, and every coordinate must be below its
+ * level's size. 1, or 0 (error reported). */
 static int from_buffers(tensor *t, const intptr_t *buffers, const char *function) {
   if (buffers == NULL) {
     fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: action 2 (assemble) needs the level buffers; got "
@@ -406,30 +429,39 @@ static int from_buffers(tensor *t, const intptr_t *buffers, const char *function
            "in a trailing COO)", function, l);
       return 0;
     }
-    /* Compressed: a trailing COO when non-unique (the levels below must be singletons). */
+    /* (Loose) compressed: a trailing COO when non-unique (the levels below: singletons). */
     const uint64_t width = LEVEL_NONUNIQUE(type) ? t->lvl_rank - l : 1;
     for (uint64_t k = l + 1; k < l + width; ++k)
-      if (LEVEL_FORMAT(t->lvl_types[k]) != LEVEL_SINGLETON) {
+      if (LEVEL_FORMAT(t->lvl_types[k]) != LEVEL_SINGLETON || LEVEL_SOA(t->lvl_types[k])) {
         fail(WAVERT_ERROR_UNSUPPORTED, "%s: level %" PRIu64 " follows the non-unique compressed "
-             "level %" PRIu64 " but is not a singleton level (a trailing COO)", function, k, l);
+             "level %" PRIu64 " but is not a singleton level of an array-of-structures COO (a "
+             "trailing COO; singleton(soa) levels are not assembled)", function, k, l);
         return 0;
       }
     const char *pos = (const char *)buffers[next++], *crd = (const char *)buffers[next++];
-    if (pos == NULL || parent + 1 > MAX_ELEMENTS) {
+    const bool loose = format == LEVEL_LOOSE;
+    if (pos == NULL || parent + 1 > MAX_ELEMENTS / 2) {
       fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: the positions of level %" PRIu64 " are %s",
            function, l, pos == NULL ? "NULL" : "too many");
       return 0;
     }
+    const uint64_t npos = LEVEL_POSITIONS(type, parent);
     buffer *positions = &t->positions[l];
-    if (!copy_in(positions, pos, parent + 1, t->pos_bytes, function)) return 0;
-    for (uint64_t p = 1; p <= parent; ++p)
-      if (get_uint(positions->data + p * t->pos_bytes, t->pos_bytes) <
-          get_uint(positions->data + (p - 1) * t->pos_bytes, t->pos_bytes)) {
-        fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: position %" PRIu64 " of level %" PRIu64
-             " is below the one before it", function, p, l);
+    if (!copy_in(positions, pos, npos, t->pos_bytes, function)) return 0;
+#define POSITION(p) get_uint(positions->data + (p) * t->pos_bytes, t->pos_bytes)
+    const uint64_t count = npos > 0 ? POSITION(npos - 1) : 0; /* loose under no parent: 0 */
+    for (uint64_t p = 1; p < npos; ++p) {
+      /* Loose: the pair (2q, 2q + 1) is one segment within [0, count]; the segments need not
+       * follow each other. Compressed: the boundaries do not decrease. */
+      const bool below = (!loose || p % 2 == 1) && POSITION(p) < POSITION(p - 1);
+      if (below || (loose && POSITION(p) > count)) {
+        fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: position %" PRIu64 " of level %" PRIu64 " is "
+             "%s", function, p, l, below ? "below the one before it"
+             : "past the level's last position");
         return 0;
       }
-    const uint64_t count = get_uint(positions->data + parent * t->pos_bytes, t->pos_bytes);
+    }
+#undef POSITION
     if (count > MAX_ELEMENTS / width || (count > 0 && crd == NULL)) {
       fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: level %" PRIu64 " has %" PRIu64 " coordinates%s",
            function, l, count, crd == NULL ? " and a NULL buffer" : ", more than the limit");
@@ -489,11 +521,13 @@ void *_mlir_ciface_newSparseTensor(wavert_memref_1d *dim_sizes,
     goto failed;
   for (uint64_t l = 0; l < t->lvl_rank; ++l) {
     const uint64_t type = t->lvl_types[l], format = LEVEL_FORMAT(type);
-    if (!(type == LEVEL_DENSE || ((format == LEVEL_COMPRESSED || format == LEVEL_SINGLETON) &&
-                                  type - format <= 3))) {
+    const uint64_t properties = type - format; /* SoA: singleton levels only */
+    if (!(type == LEVEL_DENSE ||
+          ((format == LEVEL_COMPRESSED || format == LEVEL_LOOSE) && properties <= 3) ||
+          (format == LEVEL_SINGLETON && properties <= 7))) {
       fail(WAVERT_ERROR_UNSUPPORTED, "%s: level %" PRIu64 " has level type %#" PRIx64
-           ", which libwavert's sparse tensor storage does not support (dense, compressed and "
-           "singleton levels only)", function, l, type);
+           ", which libwavert's sparse tensor storage does not support (dense, compressed, "
+           "loose compressed and singleton levels only)", function, l, type);
       goto failed;
     }
   }
@@ -603,10 +637,10 @@ static void level_buffer(wavert_memref_1d *out, void *handle, uint64_t l, size_t
                          bool positions, const char *function) {
   tensor *t = result_tensor(out, handle, function);
   if (t == NULL) return;
-  const uint64_t format = l < t->lvl_rank ? LEVEL_FORMAT(t->lvl_types[l]) : 0;
-  if (format != LEVEL_COMPRESSED && (positions || format != LEVEL_SINGLETON)) {
+  const uint64_t type = l < t->lvl_rank ? t->lvl_types[l] : 0;
+  if (!LEVEL_POSITIONED(type) && (positions || LEVEL_FORMAT(type) != LEVEL_SINGLETON)) {
     fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: level %" PRIu64 " is not a %s level", function, l,
-         positions ? "compressed" : "compressed or singleton");
+         positions ? "(loose) compressed" : "(loose) compressed or singleton");
     return;
   }
   if ((positions ? t->pos_bytes : t->crd_bytes) != bytes) {
@@ -618,6 +652,38 @@ static void level_buffer(wavert_memref_1d *out, void *handle, uint64_t l, size_t
   alias(out, b->data, b->count);
 }
 
+/* sparseCoordinatesBuffer: the coordinates of levels l..lvl_rank-1, which must be a (loose)
+ * compressed level and singleton levels only (a trailing COO, or the last level alone),
+ * interleaved as an array of structures (entry n's coordinates of those levels together), the
+ * layout sparse_tensor.assemble takes; a copy the tensor owns, rewritten by the next call. */
+static void coo_buffer(wavert_memref_1d *out, void *handle, uint64_t l, size_t bytes,
+                       const char *function) {
+  tensor *t = result_tensor(out, handle, function);
+  if (t == NULL) return;
+  bool coo = l < t->lvl_rank && LEVEL_POSITIONED(t->lvl_types[l]);
+  for (uint64_t k = l + 1; coo && k < t->lvl_rank; ++k)
+    coo = LEVEL_FORMAT(t->lvl_types[k]) == LEVEL_SINGLETON;
+  if (!coo) {
+    fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: level %" PRIu64 " does not start a trailing COO "
+         "(a (loose) compressed level followed by singleton levels only)", function, l);
+    return;
+  }
+  if (t->crd_bytes != bytes) {
+    fail(WAVERT_ERROR_INVALID_ARGUMENT, "%s: the tensor's coordinates are %zu-byte", function,
+         t->crd_bytes);
+    return;
+  }
+  const uint64_t width = t->lvl_rank - l, count = t->coordinates[l].count;
+  buffer *b = &t->coo_coordinates;
+  b->count = 0; /* count * width <= MAX_ELEMENTS: from_buffers and build check it */
+  if (!reserve(b, count > 0 ? count * width : 1, bytes, function)) return;
+  for (uint64_t n = 0; n < count; ++n)
+    for (uint64_t k = 0; k < width; ++k)
+      memcpy(b->data + (n * width + k) * bytes, t->coordinates[l + k].data + n * bytes, bytes);
+  b->count = count * width;
+  alias(out, b->data, b->count);
+}
+
 #define OVERHEAD_ACCESSORS(P, BYTES)                                                          \
   void _mlir_ciface_sparsePositions##P(wavert_memref_1d *out, void *tensor,            \
                                        uint64_t l) {                                          \
@@ -626,6 +692,10 @@ static void level_buffer(wavert_memref_1d *out, void *handle, uint64_t l, size_t
   void _mlir_ciface_sparseCoordinates##P(wavert_memref_1d *out, void *tensor,          \
                                          uint64_t l) {                                        \
     level_buffer(out, tensor, l, BYTES, false, "sparseCoordinates" #P);                       \
+  }                                                                                           \
+  void _mlir_ciface_sparseCoordinatesBuffer##P(wavert_memref_1d *out, void *tensor,    \
+                                               uint64_t l) {                                  \
+    coo_buffer(out, tensor, l, BYTES, "sparseCoordinatesBuffer" #P);                          \
   }
 OVERHEAD_ACCESSORS(0, 8)
 OVERHEAD_ACCESSORS(64, 8)

@@ -112,7 +112,7 @@ static void test_csr_bsr_coo_dense(void) {
   v = values(t, &n);
   CHECK_ARRAY(v, n, 0, 1, 2, 0, 0, 0, 0, 7);
   positions(t, 0, &n);
-  expect_error(WAVERT_ERROR_INVALID_ARGUMENT, "level 0 is not a compressed level");
+  expect_error(WAVERT_ERROR_INVALID_ARGUMENT, "level 0 is not a (loose) compressed level");
   delSparseTensor(t);
   /* COO: compressed (non-unique) then singleton; a duplicate coordinate is kept. */
   uint64_t ctypes[4] = {COMPRESSED | NONUNIQUE, SINGLETON};
@@ -297,9 +297,13 @@ static void test_pack(void) {
 
 static void test_errors(void) {
   uint64_t sizes[2] = {4, 5}, types[2] = {DENSE, COMPRESSED}, map[2] = {0, 1};
-  uint64_t loose[2] = {DENSE, 0x100000}, batch[2] = {0x20000, COMPRESSED};
-  CHECK(make(4, 5, 2, sizes, loose, map, INDEX, 0, NULL) == NULL);
-  expect_error(WAVERT_ERROR_UNSUPPORTED, "level 1 has level type 0x100000");
+  /* n:m levels; the SoA property on a compressed level (singleton levels only) */
+  uint64_t nm[2] = {DENSE, 0x200000}, soa[2] = {DENSE, COMPRESSED | 4};
+  uint64_t batch[2] = {0x20000, COMPRESSED};
+  CHECK(make(4, 5, 2, sizes, nm, map, INDEX, 0, NULL) == NULL);
+  expect_error(WAVERT_ERROR_UNSUPPORTED, "level 1 has level type 0x200000");
+  CHECK(make(4, 5, 2, sizes, soa, map, INDEX, 0, NULL) == NULL);
+  expect_error(WAVERT_ERROR_UNSUPPORTED, "level 1 has level type 0x40004");
   CHECK(make(4, 5, 2, sizes, batch, map, INDEX, 0, NULL) == NULL);
   expect_error(WAVERT_ERROR_UNSUPPORTED, "level 0 has level type 0x20000");
   CHECK(make(4, 5, 2, sizes, types, map, INDEX, 2, NULL) == NULL);

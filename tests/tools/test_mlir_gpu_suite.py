@@ -244,6 +244,29 @@ def test_lit_defines_expand_in_run_lines():
     assert without_rt.filecheck and other.entry == "other" and not other.filecheck
 
 
+def test_defines_naming_other_defines_expand_with_the_redefined_value():
+    """Upstream's sparse CPU tests: %{compile} names %{sparsifier_opts} and %{run} names
+    %{run_opts}; a REDEFINE of the inner one changes the next RUN line (before, the inner
+    names reached the pipeline unexpanded: ``sparsifier{%{sparsifier_opts}}``)."""
+    text = ('// DEFINE: %{opts} = enable-runtime-library=true\n'
+            '// DEFINE: %{compile} = mlir-opt %s --sparsifier="%{opts}"\n'
+            '// DEFINE: %{run_opts} = -e start -entry-point-result=void\n'
+            '// DEFINE: %{run} = mlir-cpu-runner %{run_opts}\n'
+            '// RUN: %{compile} | %{run} | FileCheck %s\n'
+            '// REDEFINE: %{opts} = enable-runtime-library=false vl=4\n'
+            '// RUN: %{compile} | %{run} | FileCheck %s\n')
+    first, second = (suite.parse_run(suite.substitute(c, "/t/p.mlir", {}))
+                     for c in suite.run_lines(text))
+    assert first.prelude == ["sparsifier{enable-runtime-library=true}"]
+    assert second.prelude == ["sparsifier{enable-runtime-library=false vl=4}"]
+    assert first.entry == second.entry == "start"
+
+
+def test_a_self_referring_define_does_not_loop():
+    text = '// DEFINE: %{a} = x %{a}\n// RUN: tool %{a}\n'
+    assert suite.run_lines(text)[0].startswith("tool x x")
+
+
 def test_index_dialect_bitwidth_is_not_the_kernel_index_width():
     """Upstream's sm90 TMA RUN lines: convert-index-to-llvm{index-bitwidth=32} (the `index`
     dialect's ops only) beside convert-gpu-to-nvvm at its default 64 bits: the kernels'
