@@ -159,15 +159,28 @@ def _fatbin_counts(data: bytes, name: str) -> Counts:
 
 
 def _hsaco_counts(data: bytes) -> dict[str, int]:
+    meta = amdgpu_metadata(data)
+    return {k[".name"]: sum(not a.get(".value_kind", "").startswith("hidden_")
+                            for a in k.get(".args", ()))
+            for k in meta.get("amdhsa.kernels", ())}
+
+
+def amdgpu_metadata(data: bytes) -> dict:
+    """The decoded MessagePack of an hsaco's NT_AMDGPU_METADATA note (``amdhsa.version``,
+    ``amdhsa.kernels``...; LLVM AMDGPUUsage), ``{}`` when the ELF has none.
+
+    Raises
+    ------
+    struct.error, IndexError, ValueError
+        A damaged ELF or note (:func:`param_counts` turns these into a CompileError).
+    """
     for _, kind, body in _elf_sections(data):
         if kind != _SHT_NOTE:
             continue
         for owner, note_type, desc in _notes(body):
             if owner == b"AMDGPU" and note_type == _NT_AMDGPU_METADATA:
                 meta, _ = _unpack(desc, 0)
-                return {k[".name"]: sum(not a.get(".value_kind", "").startswith("hidden_")
-                                        for a in k.get(".args", ()))
-                        for k in meta.get("amdhsa.kernels", ())}
+                return meta if isinstance(meta, dict) else {}
     return {}
 
 

@@ -57,8 +57,8 @@ def _where(op: "ir.Operation") -> str:
     return f"line {loc[0]}, column {loc[1]}" if loc else "an unknown location"
 
 
-def _in_gpu_module(op: "ir.Operation") -> bool:
-    op = op.parent
+def in_gpu_module(op: "ir.Operation") -> bool:
+    """Whether ``op`` is or is nested in a ``gpu.module`` (kernel code, not host code)."""
     while op is not None:
         if op.name == "gpu.module":
             return True
@@ -148,7 +148,7 @@ def _check_attribute(op: "ir.Operation", name: str, attr: "ir.Attribute", resour
     element = shaped.element_type
     scalar, parts = _parts(element, ir)
     scalar_text = str(scalar)
-    kernel = _in_gpu_module(op)
+    kernel = in_gpu_module(op)
     if scalar_text in _NO_LLVM_TYPE:
         raise _refuse(op, name, attr.type, f"{scalar_text} elements have no LLVM type")
     if kernel and scalar_text in _HOST_ONLY:

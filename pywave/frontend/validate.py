@@ -24,6 +24,7 @@ import os
 import re
 from typing import TYPE_CHECKING, Any, Mapping
 
+from . import dense
 from ..errors import CompileError, Error
 from ..program import FORMAT_CHOICES
 
@@ -424,7 +425,6 @@ def module(mod: "ir.Module") -> None:
     types of dense elements attributes (:func:`pywave.frontend.dense.check`)."""
     from mlir import ir
 
-    from . import dense
     _walk_checking(mod.operation, lambda op: _check_op(op, ir), ir)
     dense.check(mod)
 
@@ -609,7 +609,7 @@ def host_spaces(mod: "ir.Module") -> None:
         for t in types(op):
             text = str(t)
             space = next((s for s in MAPPED_SPACES if s in text), None)
-            if space is not None and not _in_gpu_module(op):
+            if space is not None and not dense.in_gpu_module(op):   # the kernel path's
                 raise CompileError(
                     f"{op.name} at {_where(op)} uses the type {t} in host code; the host "
                     f"lowering (gpu-to-llvm) maps no {space[:-1]} memory space to an LLVM "
@@ -617,16 +617,6 @@ def host_spaces(mod: "ir.Module") -> None:
                     "space 1 (or none), in the kernel's signature too")
 
     _walk_checking(mod.operation, check, ir)
-
-
-def _in_gpu_module(op: "ir.Operation") -> bool:
-    """Whether ``op`` is or is nested in a ``gpu.module`` (one the host lowering leaves to
-    the kernel path, e.g. inside a nested builtin.module)."""
-    while op is not None:
-        if op.name == "gpu.module":
-            return True
-        op = op.parent
-    return False
 
 
 def _drop_impossible_launch_hints(gmod: "ir.Operation", ir) -> None:

@@ -10,6 +10,7 @@ import struct
 import pytest
 
 import pywave
+from pywave import image_params
 from pywave.api import build
 from pywave.kernels import rocdl
 from conftest import TESTS
@@ -96,63 +97,10 @@ class Elf:
         return out
 
 
-def msgpack_load(data: bytes):
-    """Decode one msgpack value (the subset AMDGPU metadata uses)."""
-    def value(pos: int):
-        b = data[pos]
-        pos += 1
-        if b <= 0x7F:
-            return b, pos
-        if b >= 0xE0:
-            return b - 0x100, pos
-        if 0x80 <= b <= 0x8F:
-            return mapping(b & 0x0F, pos)
-        if 0x90 <= b <= 0x9F:
-            return array(b & 0x0F, pos)
-        if 0xA0 <= b <= 0xBF:
-            return data[pos:pos + (b & 0x1F)].decode(), pos + (b & 0x1F)
-        if b in (0xC0, 0xC2, 0xC3):
-            return {0xC0: None, 0xC2: False, 0xC3: True}[b], pos
-        fixed = {0xCC: "B", 0xCD: ">H", 0xCE: ">I", 0xCF: ">Q", 0xD0: "b", 0xD1: ">h",
-                 0xD2: ">i", 0xD3: ">q", 0xCA: ">f", 0xCB: ">d"}
-        if b in fixed:
-            fmt = fixed[b]
-            return struct.unpack_from(fmt, data, pos)[0], pos + struct.calcsize(fmt)
-        lengths = {0xD9: "B", 0xDA: ">H", 0xDB: ">I", 0xC4: "B", 0xC5: ">H", 0xC6: ">I"}
-        if b in lengths:
-            n = struct.unpack_from(lengths[b], data, pos)[0]
-            pos += struct.calcsize(lengths[b])
-            raw = data[pos:pos + n]
-            return (raw.decode() if b >= 0xD9 else raw), pos + n
-        if b in (0xDC, 0xDD, 0xDE, 0xDF):
-            fmt = ">H" if b in (0xDC, 0xDE) else ">I"
-            n = struct.unpack_from(fmt, data, pos)[0]
-            pos += struct.calcsize(fmt)
-            return (array if b in (0xDC, 0xDD) else mapping)(n, pos)
-        raise ValueError(f"msgpack byte 0x{b:02x} not handled")
-
-    def array(n: int, pos: int):
-        out = []
-        for _ in range(n):
-            v, pos = value(pos)
-            out.append(v)
-        return out, pos
-
-    def mapping(n: int, pos: int):
-        out = {}
-        for _ in range(n):
-            k, pos = value(pos)
-            v, pos = value(pos)
-            out[k] = v
-        return out, pos
-
-    return value(0)[0]
-
-
 def metadata(elf: Elf) -> dict:
     notes = [d for name, t, d in elf.notes() if name == "AMDGPU" and t == NT_AMDGPU_METADATA]
     assert len(notes) == 1, "no NT_AMDGPU_METADATA note"
-    return msgpack_load(notes[0])
+    return image_params.amdgpu_metadata(elf.data)   # the decoder the launch path reads
 
 
 # --------------------------------------------------------------------------------------------
