@@ -172,24 +172,15 @@ static int wrong_device(HostFunction *self, param_t *p, Py_ssize_t index, PyObje
                                            : type_name(Py_TYPE(obj));
   if (!tn)
     return -1;
-  if (self->device_type == kDLCPU && self->cpu_device) {
+  if (self->device_type == kDLCPU) { /* the CPU device's kernels, or a host program */
+    const char *runs = self->cpu_device ? "runs its kernels on the CPU device (target cpu)"
+                                        : "belongs to a host program (no GPU op; target host)";
     PyObject *ds = device_str(type, id);
     if (ds) {
       PyErr_Format(ArgumentError,
-                   "argument '%U' (#%zd) is on %U (%U), but %U() runs its kernels on the CPU "
-                   "device (target cpu): pass a CPU tensor (DLPack kDLCPU, or pinned host "
-                   "memory)",
-                   p->name, index, ds, tn, self->name);
-      Py_DECREF(ds);
-    }
-  } else if (self->device_type == kDLCPU) { /* a host program */
-    PyObject *ds = device_str(type, id);
-    if (ds) {
-      PyErr_Format(ArgumentError,
-                   "argument '%U' (#%zd) is on %U (%U), but %U() belongs to a host program (no "
-                   "GPU op; target host): pass a CPU tensor (DLPack kDLCPU, or pinned host "
-                   "memory)",
-                   p->name, index, ds, tn, self->name);
+                   "argument '%U' (#%zd) is on %U (%U), but %U() %s: pass a CPU tensor "
+                   "(DLPack kDLCPU, or pinned host memory)",
+                   p->name, index, ds, tn, self->name, runs);
       Py_DECREF(ds);
     }
   } else if (type == kDLCPU) {
