@@ -337,7 +337,8 @@ class Pipeline:
                 validate.module(module)
             rec.done("passes", module if self.passes is not None else None)
             bool_args, gpu_op = prepare.prepare(module, self.text,
-                                                device_arguments=not self._runner)
+                                                device_arguments=not self._runner,
+                                                structured_kernels=self.target.chip == "cpu")
             rec.done("prepare", module)
             functions = signature.read_signatures(module, self.text, bool_args,
                                                   strict=not self._runner)
@@ -411,7 +412,8 @@ class Pipeline:
             from .host import stage as host_stage
             dumper.update(tool_versions=tool_versions(), pipelines={
                 "passes": self.passes or "",
-                "prepare": prepare.PREPARE_PIPELINE,
+                "prepare": prepare.CPU_PREPARE_PIPELINE if self.target.chip == "cpu"
+                else prepare.PREPARE_PIPELINE,
                 "nvvm": _lowering.nvvm_pipeline(self.lowering),
                 "host": host_stage.HOST_PIPELINE, "llvm": f"llvmlite O{self.opt_level}"})
         return dumper

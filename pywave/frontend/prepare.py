@@ -28,14 +28,21 @@ from ..mlirutil import file_location, find_ops, gpu_modules, kernels_of, run_pip
 PREPARE_PIPELINE = ("builtin.module(canonicalize, convert-nvgpu-to-nvvm, gpu-kernel-outlining, "
                     "convert-vector-to-scf, expand-strided-metadata, lower-affine, "
                     "convert-scf-to-cf)")
+#: The same for the CPU target, whose kernels keep scf's structured control flow until their
+#: own lowering (:mod:`pywave.kernels.cpu_split` cuts them at their barriers into thread
+#: loops; ``pywave.kernels.cpu.CPU_PIPELINE`` lowers scf to cf then): scf-to-cf on the host
+#: functions alone.
+CPU_PREPARE_PIPELINE = PREPARE_PIPELINE.replace(
+    "convert-scf-to-cf)", "func.func(convert-scf-to-cf), llvm.func(convert-scf-to-cf))")
 
 
-def prepare(module: ir.Module, text: str, *,
-            device_arguments: bool) -> tuple[set[tuple[str, int]], str | None]:
+def prepare(module: ir.Module, text: str, *, device_arguments: bool,
+            structured_kernels: bool = False) -> tuple[set[tuple[str, int]], str | None]:
     """Run the stage on ``module`` (in place). ``device_arguments``: the public host
     functions' memref arguments hold GPU memory when the module uses the GPU (False for
     runner programs); in a host program (:func:`pywave.frontend.gpu_use.first_gpu_op` finds
-    no GPU op) they hold host memory. Returns :func:`widen_bool_memrefs`'s pairs and the
+    no GPU op) they hold host memory. ``structured_kernels`` (the CPU target): the kernels'
+    scf ops are kept (:data:`CPU_PREPARE_PIPELINE`). Returns :func:`widen_bool_memrefs`'s pairs and the
     module's first GPU op (None: a host program); CompileError for what the later stages
     cannot take."""
     dense.empty_resources(module)
@@ -46,10 +53,12 @@ def prepare(module: ir.Module, text: str, *,
     if structured:      # before PREPARE_PIPELINE's vector-to-scf and scf-to-cf (upstream's order)
         run_pipeline(module, f"builtin.module({', '.join(structured)})",
                      "lowering structured ops to loops", text)
-    run_pipeline(module, PREPARE_PIPELINE, "preparing the module", text)
+    run_pipeline(module, CPU_PREPARE_PIPELINE if structured_kernels else PREPARE_PIPELINE,
+                 "preparing the module", text)
     check_kernels(module)
     gpu_op = gpu_use.first_gpu_op(module)
-    validate.prepared(module, device_arguments=device_arguments and gpu_op is not None)
+    validate.prepared(module, device_arguments=device_arguments and gpu_op is not None,
+                      structured_kernels=structured_kernels)
     return bool_args, gpu_op
 
 

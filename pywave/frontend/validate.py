@@ -565,19 +565,22 @@ def _integers(attr: "ir.Attribute", ir) -> list[int] | None:
     return None
 
 
-def prepared(mod: "ir.Module", *, device_arguments: bool = True) -> None:
+def prepared(mod: "ir.Module", *, device_arguments: bool = True,
+             structured_kernels: bool = False) -> None:
     """Checks after the prepare pipeline (kernels outlined): host code touching device
     memory, ops that neither the kernel nor the host lowering handles. ``device_arguments``:
     the memref arguments of public host functions hold GPU memory (tensors from Python;
     False for ``pywave run``, whose entry takes none and whose other functions get what
-    their callers pass)."""
+    their callers pass). ``structured_kernels``: the CPU target's kernels keep their scf ops
+    (:data:`pywave.frontend.prepare.CPU_PREPARE_PIPELINE`)."""
     from mlir import ir
 
+    kernel_dialects = KERNEL_DIALECTS | {"scf"} if structured_kernels else KERNEL_DIALECTS
     for top in mod.body.operations:
         top = top.operation
         if top.name == "gpu.module":
             _drop_impossible_launch_hints(top, ir)
-            _check_lowerable(top, KERNEL_DIALECTS, "kernels (convert-gpu-to-nvvm/rocdl)", ir,
+            _check_lowerable(top, kernel_dialects, "kernels (convert-gpu-to-nvvm/rocdl)", ir,
                              skip_self=True)
         elif top.name == "func.func":
             _check_argument_words(top, ir)

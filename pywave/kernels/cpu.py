@@ -24,16 +24,20 @@ CPU backend (``libwavert/src/backend_cpu.c``) dlopens and runs through the same
    ``thread_local`` array of :data:`DYNAMIC_SHARED_BYTES` (the device's opt-in limit),
    address spaces are dropped (one address space on the host), and libdevice calls
    (``__nv_expf``) become the C library's (``expf``); one that libm lacks is a CompileError.
+   The prepare stage leaves the kernels' scf ops for step 2b (``CPU_PREPARE_PIPELINE``).
 4. Add the ABI (:data:`CPU_ABI`, libwavert's ``WAVERT_CPU_ABI``): a thread-local pointer to
    the running thread's record, the query and barrier functions reading it, and per kernel K
    ``__wavert_cpu_thread_K(void **params, record *)`` (one thread: loads each kernel
-   argument from the launch's parameter array, MLIR's launch ABI) and, for a module without
-   :data:`SYNC_OPS`, ``__wavert_cpu_block_K`` (a loop over the block's threads, x fastest,
-   into which LLVM inlines the kernel); kernels of modules with barriers run one fiber per
-   thread (backend_cpu.c). Every function probes each page of a large stack frame (a fiber's
+   argument from the launch's parameter array, MLIR's launch ABI) and
+   ``__wavert_cpu_block_K`` (one whole block): K itself when :mod:`pywave.kernels.cpu_split`
+   made it loops over its block's threads cut at its barriers (step 2b, after step 2: the
+   kernels it can rewrite, at a kernel opt level above 0), else, for a module without :data:`SYNC_OPS`, a loop over the
+   block's threads, x fastest, into which LLVM inlines the kernel; other kernels run one
+   fiber per thread (backend_cpu.c). Every function probes each page of a large stack frame (a fiber's
    overflow faults on its guard page: libwavert stops the process naming the stack size,
-   ``$WAVERT_CPU_STACK_KIB``, default 64). Optimise with llvmlite at ``opt_level`` for this machine's CPU
-   and features (the cache key holds both: :func:`host_cpu`), emit an object and link it with
+   ``$WAVERT_CPU_STACK_KIB``, default 64). Optimise with llvmlite at ``opt_level`` for this
+   machine's CPU and features (the cache key holds both: :func:`host_cpu`) but
+   :data:`EXACT_FEATURES_OFF`, emit an object and link it with
    the C compiler driver (``$CC``, else ``cc``) ``-shared -lm``.
 
 Subgroups (warps), as on NVIDIA GPUs: :data:`SUBGROUP_SIZE` = 32 lanes, formed from
@@ -110,7 +114,7 @@ from ..mlirutil import diagnostic_error, file_location, find_ops, gpu_modules, s
 from ..image_params import undefined_symbols
 from ..llvm import host_cpu
 from ..program import CPU_KERNEL_ABI, Binary
-from . import unused_params
+from . import cpu_split, unused_params
 from .rewrites import gpu_ids
 
 log = logging.getLogger("pywave.kernels.cpu")
@@ -186,6 +190,9 @@ def lower_cpu(module: ir.Module, *, text: str | None = None, opt_level: int = 3,
         gpu_ids.lower_id_queries(gmod, "nvvm")
         _rewrite_lane_ops(gmod, name)
         _rewrite_queries(gmod, sites)
+        # Kernel opt level 0 keeps every kernel's fibers: the reference the split must match.
+        split = set() if checks or not opt_level or \
+            find_ops(gmod, lambda op: op.name == "cf.assert") else cpu_split.split_kernels(gmod)
         try:
             passmanager.PassManager.parse(CPU_PIPELINE, module.context).run(gmod)
         except ir.MLIRError as exc:
@@ -200,7 +207,9 @@ def lower_cpu(module: ir.Module, *, text: str | None = None, opt_level: int = 3,
         kernels = [sym_name(op.operation) for op in gmod.regions[0].blocks[0].operations
                    if op.operation.name == "llvm.func" and "gpu.kernel" in op.operation.attributes]
         llvm_ir = _host_ir(_translate(gmod), name)
-        obj = compile_object(llvm_ir, kernels, barriers=barriers, opt_level=opt_level,
+        entries = {k: "block" if k in split else "fibers" if barriers else "loop"
+                   for k in kernels}
+        obj = compile_object(llvm_ir, entries, opt_level=opt_level,
                              what=f"gpu.module @{name}", checks=checks)
         image = link(obj, what=f"gpu.module @{name}")
         with module.context, gmod.location:
@@ -635,40 +644,62 @@ def _process_has(symbol: str) -> bool:
     return False
 
 
-def abi_ir(kernels: dict[str, list[str]], barriers: bool, checks: bool = False) -> str:
+#: Host features the kernels are compiled without: their f32 -> bf16 instructions
+#: (VCVTNEPS2BF16 of AVX512-BF16 and AVX-NE-CONVERT) flush denormal inputs and results to zero
+#: (Intel SDM), where MLIR's ``arith.truncf`` rounds to nearest even, denormals kept.
+#: Without them LLVM calls :data:`BF16_LIBCALLS`, which the image defines exactly.
+EXACT_FEATURES_OFF = ("avx512bf16", "avxneconvert")
+#: LLVM's libcalls for f32/f64 -> bf16 and f64 -> f16, defined in the image (:func:`_bf16_ir`:
+#: the C compiler's runtime may lack them, libgcc before GCC 13 does).
+BF16_LIBCALLS = ("__truncsfbf2", "__truncdfbf2", "__truncdfhf2")
+
+
+def kernel_features(features: str) -> str:
+    """The host's LLVM feature string without :data:`EXACT_FEATURES_OFF`."""
+    out = []
+    for feature in features.split(","):
+        if feature[1:] in EXACT_FEATURES_OFF:
+            feature = "-" + feature[1:]
+        out.append(feature)
+    return ",".join(out)
+
+
+def _bf16_ir() -> list[str]:
+    """:data:`BF16_LIBCALLS` in LLVM IR. f32 -> bf16: round to nearest even on the bits (a
+    NaN stays a quiet NaN of the same sign). f64 -> bf16 or f16 rounds once: to f32 with
+    round to odd (toward zero, then the last bit set when inexact; f32's 24 bits leave the
+    narrower type's rounding unchanged), then from f32."""
+    def from_f64(name: str, kind: str, last: str) -> str:
+        return (f"define hidden {kind} @{name}(double %d) {{\n"
+                "  %r = fptrunc double %d to float\n  %back = fpext float %r to double\n"
+                "  %rb = bitcast float %r to i32\n  %ad = call double @llvm.fabs.f64(double %d)\n"
+                "  %ab = call double @llvm.fabs.f64(double %back)\n"
+                "  %away = fcmp ogt double %ab, %ad\n  %dec = sub i32 %rb, 1\n"
+                "  %zero = select i1 %away, i32 %dec, i32 %rb\n"
+                "  %inexact = fcmp one double %back, %d\n  %odd = or i32 %zero, 1\n"
+                "  %ro = select i1 %inexact, i32 %odd, i32 %zero\n  %f = bitcast i32 %ro to float\n"
+                f"{last}  ret {kind} %h\n}}")
+    return [
+        "define hidden bfloat @__truncsfbf2(float %x) {\n"
+        "  %b = bitcast float %x to i32\n  %abs = and i32 %b, 2147483647\n"
+        "  %nan = icmp ugt i32 %abs, 2139095040\n  %s = lshr i32 %b, 16\n"
+        "  %lsb = and i32 %s, 1\n  %bias = add i32 %lsb, 32767\n  %r = add i32 %b, %bias\n"
+        "  %h = lshr i32 %r, 16\n  %q = or i32 %s, 64\n  %v = select i1 %nan, i32 %q, i32 %h\n"
+        "  %t = trunc i32 %v to i16\n  %f = bitcast i16 %t to bfloat\n  ret bfloat %f\n}",
+        "declare double @llvm.fabs.f64(double)",
+        from_f64("__truncdfbf2", "bfloat", "  %h = call bfloat @__truncsfbf2(float %f)\n"),
+        from_f64("__truncdfhf2", "half", "  %h = fptrunc float %f to half\n")]
+
+
+def abi_ir(kernels: dict[str, tuple[list[str], str]], checks: bool = False) -> str:
     """The image's ABI in LLVM IR: the thread-local record pointer, the query and barrier
-    functions, and the per-kernel entries (``kernels``: name -> LLVM argument types); with
-    ``checks`` the checked mode's functions and the ``__wavert_cpu_checked`` marker."""
+    functions, and the per-kernel entries (``kernels``: name -> (LLVM argument types, entry
+    kind: ``"block"``, ``"loop"`` or ``"fibers"``, :func:`_entry_ir`)); with ``checks`` the
+    checked mode's functions and the ``__wavert_cpu_checked`` marker."""
     lines = [f"@{PREFIX}abi = constant i32 {CPU_ABI}",
              f"@{PREFIX}current = internal thread_local global ptr null"]
     if checks:
-        lines.append(f"@{PREFIX}checked = constant i32 1")
-        values = ", ".join(f"i64 %v{k}" for k in range(8))
-        lines.append(
-            f"define linkonce_odr hidden void @{CIFACE}{PREFIX}fault(ptr %what, ptr %where, "
-            f"i64 %rank, {values}) noinline {{\n"
-            f"  %t = load ptr, ptr @{PREFIX}current\n"
-            f"  %p = getelementptr inbounds i64, ptr %t, i64 {FAULT_FIELD}\n"
-            "  %f = load ptr, ptr %p\n"
-            f"  call void %f(ptr %t, ptr %what, ptr %where, i64 %rank, {values})\n"
-            "  unreachable\n}")
-        idx = ", ".join(f"i64 %v{k}" for k in range(4))
-        lines.append(
-            f"define linkonce_odr hidden void @{CIFACE}{PREFIX}access(i64 %addr, i64 %write, "
-            f"ptr %what, ptr %where, i64 %rank, {idx}) noinline {{\n"
-            f"  %t = load ptr, ptr @{PREFIX}current\n"
-            f"  %p = getelementptr inbounds i64, ptr %t, i64 {ACCESS_FIELD}\n"
-            "  %f = load ptr, ptr %p\n  %a = inttoptr i64 %addr to ptr\n"
-            f"  call void %f(ptr %t, ptr %a, i64 %write, ptr %what, ptr %where, i64 %rank, "
-            f"{idx})\n  ret void\n}}")
-        lines.append(
-            f"define linkonce_odr hidden void @{CIFACE}{PREFIX}barrier_at(ptr %site) noinline {{\n"
-            f"  %t = load ptr, ptr @{PREFIX}current\n"
-            f"  %s = getelementptr inbounds i64, ptr %t, i64 {SITE_FIELD}\n"
-            "  store ptr %site, ptr %s\n"
-            f"  %p = getelementptr inbounds i64, ptr %t, i64 {BARRIER_FIELD}\n"
-            "  %f = load ptr, ptr %p\n  call void %f(ptr %t)\n"
-            f"  store ptr %t, ptr @{PREFIX}current\n  ret void\n}}")
+        lines += _checks_ir()
     for op, base in THREAD_FIELDS.items():
         for i, dim in enumerate("xyz"):
             lines.append(
@@ -679,61 +710,105 @@ def abi_ir(kernels: dict[str, list[str]], barriers: bool, checks: bool = False) 
                 f"  %v = load i64, ptr %p\n  ret i64 %v\n}}")
     lines.append(
         f"define linkonce_odr hidden void @{CIFACE}{PREFIX}barrier() noinline {{\n"
-        f"  %t = load ptr, ptr @{PREFIX}current\n"
-        f"  %p = getelementptr inbounds i64, ptr %t, i64 {BARRIER_FIELD}\n"
-        f"  %f = load ptr, ptr %p\n  call void %f(ptr %t)\n"
+        + _record_fn(BARRIER_FIELD) + "  call void %f(ptr %t)\n"
         # Other fibers of the block ran meanwhile and set the pointer to their records.
-        f"  store ptr %t, ptr @{PREFIX}current\n  ret void\n}}")
-
-    def record_fn(field: int) -> str:
-        return (f"  %t = load ptr, ptr @{PREFIX}current\n"
-                f"  %p = getelementptr inbounds i64, ptr %t, i64 {field}\n"
-                "  %f = load ptr, ptr %p\n")
-    restore = f"  store ptr %t, ptr @{PREFIX}current\n"
-    for scope, code in (("warp", 0), ("block", 1)):
-        lines.append(
-            f"define linkonce_odr hidden void @{CIFACE}{PREFIX}publish_{scope}(i64 %v) "
-            "noinline {\n" + record_fn(PUBLISH_FIELD) +
-            f"  call void %f(ptr %t, i64 {code}, i64 %v)\n" + restore + "  ret void\n}")
-        lines.append(
-            f"define linkonce_odr hidden i64 @{CIFACE}{PREFIX}read_{scope}(i64 %i) {{\n" +
-            record_fn(READ_FIELD) + f"  %r = call i64 %f(ptr %t, i64 {code}, i64 %i)\n"
-            "  ret i64 %r\n}")
-    lines.append(
-        f"define linkonce_odr hidden i64 @{CIFACE}{PREFIX}exchange_warp(i64 %v, i64 %i) "
-        "noinline {\n" + record_fn(PUBLISH_FIELD) +
-        "  call void %f(ptr %t, i64 0, i64 %v)\n" + restore +
-        f"  %rp = getelementptr inbounds i64, ptr %t, i64 {READ_FIELD}\n"
-        "  %rf = load ptr, ptr %rp\n  %r = call i64 %rf(ptr %t, i64 0, i64 %i)\n"
-        "  ret i64 %r\n}")
+        + _RESTORE + "  ret void\n}")
+    lines += _exchange_ir()
     lines.append(
         f"define linkonce_odr hidden void @{PREFIX}assertfail(ptr %msg, ptr %file, i32 %line, "
-        "ptr %func, i64 %size) noinline noreturn {\n" + record_fn(ASSERT_FIELD) +
+        "ptr %func, i64 %size) noinline noreturn {\n" + _record_fn(ASSERT_FIELD) +
         "  call void %f(ptr %t, ptr %msg, ptr %file, i32 %line, ptr %func)\n  unreachable\n}")
     lines.append(
         f"define linkonce_odr hidden i32 @{PREFIX}vprintf(ptr %fmt, ptr %args) {{\n" +
-        record_fn(PRINT_FIELD) + "  call void %f(ptr %fmt, ptr %args)\n  ret i32 0\n}")
-    for name, types in kernels.items():
-        lines.append(f"declare void @{name}({', '.join(types)})")
-        loads = []
-        for i, ty in enumerate(types):
-            loads.append(f"  %q{i} = getelementptr inbounds ptr, ptr %params, i64 {i}\n"
-                         f"  %p{i} = load ptr, ptr %q{i}\n  %a{i} = load {ty}, ptr %p{i}")
-        args = ", ".join(f"{ty} %a{i}" for i, ty in enumerate(types))
-        call = f"  call void @{name}({args})"
-        lines.append(f"define void @{PREFIX}thread_{name}(ptr %params, ptr %t) {{\n"
-                     f"  store ptr %t, ptr @{PREFIX}current\n" + "\n".join(loads) +
-                     f"\n{call}\n  ret void\n}}")
-        if barriers:
-            continue
+        _record_fn(PRINT_FIELD) + "  call void %f(ptr %fmt, ptr %args)\n  ret i32 0\n}")
+    lines += _bf16_ir()
+    for name, (types, kind) in kernels.items():
+        lines += _entry_ir(name, types, kind)
+    return "\n\n".join(lines) + "\n"
+
+
+#: After a call that may switch fibers: the record pointer back to this thread's.
+_RESTORE = f"  store ptr %t, ptr @{PREFIX}current\n"
+
+
+def _record_fn(field: int) -> str:
+    """IR loading the running thread's record (%t) and its function of word ``field`` (%f)."""
+    return (f"  %t = load ptr, ptr @{PREFIX}current\n"
+            f"  %p = getelementptr inbounds i64, ptr %t, i64 {field}\n"
+            "  %f = load ptr, ptr %p\n")
+
+
+def _checks_ir() -> list[str]:
+    """The checked mode's ABI: the marker, fault, access and barrier_at."""
+    values = ", ".join(f"i64 %v{k}" for k in range(8))
+    idx = ", ".join(f"i64 %v{k}" for k in range(4))
+    return [
+        f"@{PREFIX}checked = constant i32 1",
+        f"define linkonce_odr hidden void @{CIFACE}{PREFIX}fault(ptr %what, ptr %where, "
+        f"i64 %rank, {values}) noinline {{\n" + _record_fn(FAULT_FIELD) +
+        f"  call void %f(ptr %t, ptr %what, ptr %where, i64 %rank, {values})\n"
+        "  unreachable\n}",
+        f"define linkonce_odr hidden void @{CIFACE}{PREFIX}access(i64 %addr, i64 %write, "
+        f"ptr %what, ptr %where, i64 %rank, {idx}) noinline {{\n" + _record_fn(ACCESS_FIELD) +
+        "  %a = inttoptr i64 %addr to ptr\n"
+        f"  call void %f(ptr %t, ptr %a, i64 %write, ptr %what, ptr %where, i64 %rank, "
+        f"{idx})\n  ret void\n}}",
+        f"define linkonce_odr hidden void @{CIFACE}{PREFIX}barrier_at(ptr %site) noinline {{\n"
+        f"  %t = load ptr, ptr @{PREFIX}current\n"
+        f"  %s = getelementptr inbounds i64, ptr %t, i64 {SITE_FIELD}\n"
+        "  store ptr %site, ptr %s\n"
+        f"  %p = getelementptr inbounds i64, ptr %t, i64 {BARRIER_FIELD}\n"
+        "  %f = load ptr, ptr %p\n  call void %f(ptr %t)\n" + _RESTORE + "  ret void\n}"]
+
+
+def _exchange_ir() -> list[str]:
+    """publish/read of a warp (scope 0) or the block (1), and a warp's exchange."""
+    lines = []
+    for scope, code in (("warp", 0), ("block", 1)):
+        lines.append(
+            f"define linkonce_odr hidden void @{CIFACE}{PREFIX}publish_{scope}(i64 %v) "
+            "noinline {\n" + _record_fn(PUBLISH_FIELD) +
+            f"  call void %f(ptr %t, i64 {code}, i64 %v)\n" + _RESTORE + "  ret void\n}")
+        lines.append(
+            f"define linkonce_odr hidden i64 @{CIFACE}{PREFIX}read_{scope}(i64 %i) {{\n" +
+            _record_fn(READ_FIELD) + f"  %r = call i64 %f(ptr %t, i64 {code}, i64 %i)\n"
+            "  ret i64 %r\n}")
+    lines.append(
+        f"define linkonce_odr hidden i64 @{CIFACE}{PREFIX}exchange_warp(i64 %v, i64 %i) "
+        "noinline {\n" + _record_fn(PUBLISH_FIELD) +
+        "  call void %f(ptr %t, i64 0, i64 %v)\n" + _RESTORE +
+        f"  %rp = getelementptr inbounds i64, ptr %t, i64 {READ_FIELD}\n"
+        "  %rf = load ptr, ptr %rp\n  %r = call i64 %rf(ptr %t, i64 0, i64 %i)\n"
+        "  ret i64 %r\n}")
+    return lines
+
+
+def _entry_ir(name: str, types: list[str], kind: str) -> list[str]:
+    """Kernel ``name``'s image entries: ``__wavert_cpu_thread_<name>`` (one GPU thread: the
+    arguments loaded from the launch's parameter array), and ``__wavert_cpu_block_<name>``
+    (one whole block) for ``kind`` "block" (the kernel runs its block's threads itself:
+    :mod:`pywave.kernels.cpu_split`) or "loop" (a loop over the block's threads, x fastest,
+    writing each thread's id into the record); "fibers": no block entry."""
+    loads = "\n".join(f"  %q{i} = getelementptr inbounds ptr, ptr %params, i64 {i}\n"
+                      f"  %p{i} = load ptr, ptr %q{i}\n  %a{i} = load {ty}, ptr %p{i}"
+                      for i, ty in enumerate(types))
+    args = ", ".join(f"{ty} %a{i}" for i, ty in enumerate(types))
+    call = f"  call void @{name}({args})"
+    start = f"  store ptr %t, ptr @{PREFIX}current\n" + loads + "\n"
+    lines = [f"declare void @{name}({', '.join(types)})",
+             f"define void @{PREFIX}thread_{name}(ptr %params, ptr %t) {{\n" + start +
+             f"{call}\n  ret void\n}}"]
+    if kind == "block":
+        lines.append(f"define void @{PREFIX}block_{name}(ptr %params, ptr %t) {{\n" + start +
+                     f"{call}\n  ret void\n}}")
+    elif kind == "loop":
         dims = "\n".join(f"  %d{k}p = getelementptr inbounds i64, ptr %t, i64 {6 + k}\n"
                          f"  %d{k} = load i64, ptr %d{k}p\n"
                          f"  %i{k}p = getelementptr inbounds i64, ptr %t, i64 {k}"
                          for k in range(3))
         lines.append(
-            f"define void @{PREFIX}block_{name}(ptr %params, ptr %t) {{\nentry:\n"
-            f"  store ptr %t, ptr @{PREFIX}current\n" + "\n".join(loads) + "\n" + dims +
-            "\n  br label %z\n"
+            f"define void @{PREFIX}block_{name}(ptr %params, ptr %t) {{\nentry:\n" + start +
+            dims + "\n  br label %z\n"
             "z:\n  %z.i = phi i64 [0, %entry], [%z.n, %z.end]\n  store i64 %z.i, ptr %i2p\n"
             "  br label %y\n"
             "y:\n  %y.i = phi i64 [0, %z], [%y.n, %y.end]\n  store i64 %y.i, ptr %i1p\n"
@@ -747,27 +822,27 @@ def abi_ir(kernels: dict[str, list[str]], barriers: bool, checks: bool = False) 
             "z.end:\n  %z.n = add i64 %z.i, 1\n  %z.c = icmp ult i64 %z.n, %d2\n"
             "  br i1 %z.c, label %z, label %done\n"
             "done:\n  ret void\n}")
-    return "\n\n".join(lines) + "\n"
+    return lines
 
 
-def compile_object(llvm_ir: str, kernels: list[str], *, barriers: bool, opt_level: int = 3,
+def compile_object(llvm_ir: str, kernels: dict[str, str], *, opt_level: int = 3,
                    what: str = "the kernels", checks: bool = False) -> bytes:
-    """Step 4: the kernels' IR with the ABI, optimised for this CPU, as an ELF object."""
+    """Step 4: the kernels' IR with the ABI (``kernels``: name -> entry kind,
+    :func:`_entry_ir`), optimised for this CPU, as an ELF object."""
     from ..llvm import native_target
     llvm = native_target()
     cpu, features = host_cpu()
+    features = kernel_features(features)
     target = llvm.Target.from_triple(llvm.get_process_triple())
     tm = target.create_target_machine(cpu=cpu, features=features, opt=opt_level, reloc="pic",
                                       codemodel="default")
     try:
         mod = llvm.parse_assembly(llvm_ir)
-        types = {}
-        for name in kernels:
-            fn = mod.get_function(name)
-            types[name] = [str(arg.type) for arg in fn.arguments]
-        mod.link_in(llvm.parse_assembly(abi_ir(types, barriers, checks)))
+        entries = {name: ([str(arg.type) for arg in mod.get_function(name).arguments], kind)
+                   for name, kind in kernels.items()}
+        mod.link_in(llvm.parse_assembly(abi_ir(entries, checks)))
         for fn in mod.functions:    # only the kernel entries are exported
-            if not fn.is_declaration and \
+            if not fn.is_declaration and fn.name not in BF16_LIBCALLS and \
                     not fn.name.startswith((PREFIX + "thread_", PREFIX + "block_")):
                 fn.linkage = llvm.Linkage.internal
         mod.triple = tm.triple

@@ -286,24 +286,14 @@ def _cpu_key(case: cs.Case) -> tuple[str, str, str]:
 
 
 #: (op, first operand type, result type) the CPU device does not compile yet (on top of
-#: UNSUPPORTED): the f64 -> f16/bf16 truncations call compiler-rt's __truncdfhf2 /
-#: __truncdfbf2, which pywave.kernels.cpu does not find in the process; rsqrt, fpowi and the
-#: f64 isnan/isinf/isfinite call libdevice functions it maps to no C library function.
+#: UNSUPPORTED): rsqrt, fpowi and the f64 isnan/isinf/isfinite call libdevice functions
+#: pywave.kernels.cpu maps to no C library function.
 #: test_cpu_unsupported_ops_are_exactly_those_listed keeps the table true.
-CPU_UNSUPPORTED = {("arith.truncf", "f64", t) for t in ("f16", "bf16")} | {
+CPU_UNSUPPORTED = {
     (op, t, t) for op in ("math.rsqrt", "math.fpowi") for t in cs.FLOAT_TYPES} | {
     (op, "f64", "i1") for op in ("math.isnan", "math.isinf", "math.isfinite")}
 
 
-def _host_has_avx512bf16() -> bool:
-    from pywave import llvm
-    return "+avx512bf16" in llvm.host_cpu()[1].split(",")
-
-
-#: bf16 results that are denormal come out as zero where the host has AVX512-BF16: LLVM
-#: lowers f32 -> bf16 to VCVTNEPS2BF16, which flushes denormal inputs and outputs (Intel SDM)
-#: and which the CPU target uses because it compiles for the host's features.
-_BF16_FLUSH = "f32 -> bf16 by VCVTNEPS2BF16 (AVX512-BF16) flushes denormals to zero"
 #: Case name -> why the CPU device's result differs from MLIR's semantics (as
 #: EXPECTED_DEVIATIONS: a listed case must still differ).
 CPU_DEVIATIONS: dict[str, str] = {
@@ -312,12 +302,6 @@ CPU_DEVIATIONS: dict[str, str] = {
     "tanh_f64": "glibc's tanh is off by 2 ulps where CUDA's bound is 1",
     "cbrt_f64": "glibc's cbrt is off by 2 ulps where CUDA's bound is 1",
 }
-if _host_has_avx512bf16():
-    CPU_DEVIATIONS.update({f"{name}_bf16": _BF16_FLUSH for name in (
-        "addf subf mulf divf remf maximumf minimumf maxnumf minnumf expm1 log1p sin tan tanh "
-        "atan sinh asin asinh atanh atan2 powf fma").split()})
-    CPU_DEVIATIONS["truncf_f32_bf16"] = _BF16_FLUSH
-
 
 @pytest.mark.parametrize("group", GROUPS)
 def test_kernels_match_mlir_semantics(device, groups, group):
