@@ -256,17 +256,22 @@ def source(text: Any) -> None:
 #: Brackets nested deeper than this are refused before parsing: MLIR's parser and verifier
 #: recurse per level and their time grows faster than linearly (100,000 levels: > 60 s).
 MAX_NESTING = 1000
-#: What the nesting check skips, as MLIR's lexer reads it (mlir/lib/AsmParser/Lexer.cpp): a
-#: string (``"``, escapes ``\\x``, up to the next unescaped ``"``; it cannot span a line), a
-#: ``//`` comment to the end of its line, and an unterminated string with all that follows
-#: it: MLIR stops there ("expected '\"' in string literal"), so the check stops there too.
-#: Written unrolled (``[^...]*(?:\\.[^...]*)*``): no alternative matches the same text two
-#: ways, so a string that never closes costs one pass over its line, not one per escaped
-#: quote in it. Replaced by "" (a literal replacement: substituted at C speed; a group
-#: reference in it would call Python per match).
-_SKIPPED = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"|//[^\n]*|"[\s\S]*')
-#: The tokens of one line that the nesting check reads (to name the column of a refusal).
-_TOKENS = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"|//[^\n]*|[(){}\[\]]')
+#: Escapes (a backslash and the character after it, not a line break), removed before
+#: :data:`_SKIPPED` reads strings. In a string this is MLIR's lexing (an escape is read as a
+#: unit, left to right; mlir/lib/AsmParser/Lexer.cpp); a backslash outside a string is a
+#: lexer error ("unexpected character") where MLIR stops reading, so what the check makes
+#: of the text after it never reaches MLIR.
+_ESCAPES = re.compile(r"\\.")
+#: What the nesting check skips, in text without escapes: a string (``"`` up to the next
+#: ``"``; it cannot span a line), a ``//`` comment to the end of its line, and an
+#: unterminated string with all that follows it: MLIR stops there ("expected '\"' in
+#: string literal"), so the check stops there too. Both substitutions replace by "" (a
+#: literal replacement: C speed, where a group reference would call Python per match), and
+#: no alternative can match the same text two ways: one pass, however many quotes.
+_SKIPPED = re.compile(r'"[^"\\\n]*"|//[^\n]*|"[\s\S]*')
+#: The tokens of one line that the nesting check reads to name the column of a refusal: the
+#: same reading as :data:`_ESCAPES` then :data:`_SKIPPED`, one token at a time.
+_TOKENS = re.compile(r'\\.|"[^"\\\n]*(?:\\.[^"\\\n]*)*"|//[^\n]*|[(){}\[\]]')
 _OPEN = "({["
 
 
@@ -276,16 +281,17 @@ def nesting(text: str) -> None:
     opening brackets than that in all (strings and comments included) cannot nest deeper and
     are not scanned.
 
-    Time proportional to the text, at C speed: one regular-expression substitution
-    (:data:`_SKIPPED`) cuts out strings and comments (line numbers are kept: neither spans
-    a line) and everything from the first unterminated string on (where MLIR's lexer stops:
-    a first-error stop), and the depths are running sums (:func:`_depths`). Only the line of a
-    refusal is scanned token by token, for its column."""
+    Time proportional to the text, at C speed: two regular-expression substitutions
+    (:data:`_ESCAPES`, :data:`_SKIPPED`) cut out escapes, strings and comments (line numbers
+    are kept: none spans a line) and everything from the first unterminated string on
+    (where MLIR's lexer stops: a first-error stop), and the depths are running sums
+    (:func:`_depths`). Only the line of a refusal is scanned token by token, for its
+    column."""
     if sum(map(text.count, _OPEN)) <= MAX_NESTING:
         return
     code = text
     if '"' in text or "//" in text:
-        code = _SKIPPED.sub("", text)
+        code = _SKIPPED.sub("", _ESCAPES.sub("", text) if "\\" in text else text)
     raw = code.encode("utf-8", "surrogatepass")
     depths = _depths(raw)
     over = np.flatnonzero(depths > MAX_NESTING) if depths is not None else None

@@ -163,6 +163,59 @@ def test_a_client_that_never_reads_stalls_nobody(env):
     assert took < 60, took
 
 
+def test_slow_clients_during_a_compile_leave_its_result_intact(env):
+    """While other connections of the shared server write without reading (four of them,
+    flooding until dropped, then reconnecting), hold half a request, or stay silent, a
+    second process's compiles through the same server all return the same PTX as one done
+    before the hogs started, and the server still serves afterwards. The subprocess
+    timeouts are the watchdog; nothing here is a timing."""
+    import threading
+    path = _start_server(env)
+    body = "import hashlib; print(hashlib.sha256(compile().binaries[0].data).hexdigest())"
+    want = script(body, env)
+    assert want.returncode == 0, want.stderr[-2000:]
+    stop = threading.Event()
+    dropped = []
+
+    def flood():
+        while not stop.is_set():
+            try:
+                s = socket_connect(path)
+            except OSError:
+                continue
+            s.setblocking(False)
+            try:
+                while not stop.is_set():
+                    try:
+                        s.send(b"F" + bytes(8) * 64)       # requests, replies never read
+                    except BlockingIOError:
+                        time.sleep(0.001)
+            except OSError:
+                dropped.append(1)                       # the server dropped it
+            finally:
+                s.close()
+    halves = [socket_connect(path) for _ in range(20)]
+    for h in halves:
+        h.send(b"F\0\0\0")                               # half a request, held open
+    silent = [socket_connect(path) for _ in range(200)]
+    floods = [threading.Thread(target=flood, daemon=True) for _ in range(4)]
+    for t in floods:
+        t.start()
+    try:
+        got = script("for _ in range(5):\n    " + body.replace("; ", "\n    "), env, timeout=180)
+    finally:
+        stop.set()
+        for t in floods:
+            t.join(30)
+        for s in halves + silent:
+            s.close()
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert got.stdout.split() == want.stdout.split() * 5, (got.stdout, want.stdout)
+    assert dropped, "no flooding connection was dropped: the hogs did not hog"
+    again = script(body, env)
+    assert again.stdout.split() == want.stdout.split(), again.stderr[-2000:]
+
+
 FAKE_SERVER = """
     path = connection.server_path()
     try: os.unlink(path)
