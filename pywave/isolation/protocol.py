@@ -17,8 +17,10 @@ worker's status pipe and closes it.
 On accepting a connection the server speaks first: a greeting of :data:`HELLO` (``b"H"``
 and the size of a JSON body: :func:`identity` and the server's pid) or, at its connection
 limit, ``b"R"`` and a JSON body with the reason. Waits use poll(2) (any fd number); every
-frame is checked before use (:data:`MAX_FRAME_BYTES`, :func:`check_worker_frame`) and a
-peer that breaks the format is :class:`PeerError`.
+frame is checked before use (:data:`MAX_FRAME_BYTES`, :func:`check_worker_frame` on the
+client, :func:`check_request` in the worker) and a peer that breaks the format is
+:class:`PeerError`: the client raises it as a WorkerDied naming the worker, the worker
+answers it with a ``done`` frame carrying a CompileError naming its client, and exits.
 """
 
 from __future__ import annotations
