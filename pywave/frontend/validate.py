@@ -256,7 +256,22 @@ def source(text: Any) -> None:
 #: Brackets nested deeper than this are refused before parsing: MLIR's parser and verifier
 #: recurse per level and their time grows faster than linearly (100,000 levels: > 60 s).
 MAX_NESTING = 1000
-_BRACKETS = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|[(){}\[\]]')
+#: Escapes (a backslash and the character after it, not a line break), removed before
+#: :data:`_SKIPPED` reads strings. In a string this is MLIR's lexing (an escape is read as a
+#: unit, left to right; mlir/lib/AsmParser/Lexer.cpp); a backslash outside a string is a
+#: lexer error ("unexpected character") where MLIR stops reading, so what the check makes
+#: of the text after it never reaches MLIR.
+_ESCAPES = re.compile(r"\\.")
+#: What the nesting check skips, in text without escapes: a string (``"`` up to the next
+#: ``"``; it cannot span a line), a ``//`` comment to the end of its line, and an
+#: unterminated string with all that follows it: MLIR stops there ("expected '\"' in
+#: string literal"), so the check stops there too. Both substitutions replace by "" (a
+#: literal replacement: C speed, where a group reference would call Python per match), and
+#: no alternative can match the same text two ways: one pass, however many quotes.
+_SKIPPED = re.compile(r'"[^"\\\n]*"|//[^\n]*|"[\s\S]*')
+#: The tokens of one line that the nesting check reads to name the column of a refusal: the
+#: same reading as :data:`_ESCAPES` then :data:`_SKIPPED`, one token at a time.
+_TOKENS = re.compile(r'\\.|"[^"\\\n]*(?:\\.[^"\\\n]*)*"|//[^\n]*|[(){}\[\]]')
 _OPEN = "({["
 
 
@@ -264,41 +279,101 @@ def nesting(text: str) -> None:
     """CompileError when (), {} or [] outside strings and comments nest deeper than
     MAX_NESTING, naming the line and column where the limit is passed. Texts with no more
     opening brackets than that in all (strings and comments included) cannot nest deeper and
-    are not scanned."""
+    are not scanned.
+
+    Time proportional to the text, at C speed: two regular-expression substitutions
+    (:data:`_ESCAPES`, :data:`_SKIPPED`) cut out escapes, strings and comments (line numbers
+    are kept: none spans a line) and everything from the first unterminated string on
+    (where MLIR's lexer stops: a first-error stop), and the depths are running sums
+    (:func:`_depths`). Only the line of a refusal is scanned token by token, for its
+    column."""
     if sum(map(text.count, _OPEN)) <= MAX_NESTING:
         return
-    if '"' not in text and "//" not in text and _shallow(text):
+    code = text
+    if '"' in text or "//" in text:
+        code = _SKIPPED.sub("", _ESCAPES.sub("", text) if "\\" in text else text)
+    raw = code.encode("utf-8", "surrogatepass")
+    depths = _depths(raw)
+    over = np.flatnonzero(depths > MAX_NESTING) if depths is not None else None
+    if over is not None and over.size == 0:
         return
-    depth = 0
-    for match in _BRACKETS.finditer(text):
+    if over is None:                    # no numpy: the same, one token at a time
+        line, start_depth = _first_over(code)
+        if line is None:
+            return
+    else:
+        at = int(over[0])
+        line = raw.count(b"\n", 0, at) + 1
+        start = raw.rfind(b"\n", 0, at)
+        start_depth = int(depths[start]) if start >= 0 else 0
+    column = _column_over(_line(text, line), start_depth)
+    raise CompileError(
+        f"the MLIR text nests brackets deeper than {MAX_NESTING} levels at line "
+        f"{line}, column {column}; flatten the nesting (regions, affine "
+        "expressions, attributes)", line=line, column=column)
+
+
+def _line(text: str, number: int) -> str:
+    """Line ``number`` (1-based, lines split at ``\\n``) of ``text``."""
+    if np is not None:
+        raw = text.encode("utf-8", "surrogatepass")
+        breaks = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 10)
+        start = int(breaks[number - 2]) + 1 if number > 1 else 0
+        end = int(breaks[number - 1]) if number - 1 < breaks.size else len(raw)
+        return raw[start:end].decode("utf-8", "surrogatepass")
+    start = 0
+    for _ in range(number - 1):
+        start = text.index("\n", start) + 1
+    end = text.find("\n", start)
+    return text[start:] if end < 0 else text[start:end]
+
+
+def _column_over(line: str, depth: int) -> int:
+    """The 1-based column of the bracket in ``line`` (which starts at ``depth``) that first
+    nests deeper than MAX_NESTING (the caller knows there is one)."""
+    for match in _TOKENS.finditer(line):
         token = match.group()
         if token in _OPEN:
             depth += 1
             if depth > MAX_NESTING:
-                at = match.start()
-                line = text.count("\n", 0, at) + 1
-                column = at - (text.rfind("\n", 0, at) + 1) + 1
-                raise CompileError(
-                    f"the MLIR text nests brackets deeper than {MAX_NESTING} levels at line "
-                    f"{line}, column {column}; flatten the nesting (regions, affine "
-                    "expressions, attributes)", line=line, column=column)
+                return match.start() + 1
         elif len(token) == 1:
             depth = max(depth - 1, 0)
+    return 1
+
+
+def _first_over(code: str) -> tuple[int | None, int]:
+    """(line, depth at its start) where brackets of ``code`` (no strings nor comments)
+    first nest deeper than MAX_NESTING; (None, 0) when they never do."""
+    depth, line, line_depth = 0, 1, 0
+    for match in re.finditer(r"[(){}\[\]\n]", code):
+        token = match.group()
+        if token == "\n":
+            line, line_depth = line + 1, depth
+        elif token in _OPEN:
+            depth += 1
+            if depth > MAX_NESTING:
+                return line, line_depth
+        else:
+            depth = max(depth - 1, 0)
+    return None, 0
 
 
 _STEPS = None
 
+try:
+    import numpy as np
+except ImportError:         # the MLIR bindings need numpy; only a bare install lacks it
+    np = None
 
-def _shallow(text: str) -> bool:
-    """Whether brackets in ``text`` (which has no strings nor comments) nest at most
-    MAX_NESTING deep, computed at C speed: the depth after each bracket is the running sum
-    of +1/-1 less its running minimum (clamped at 0: a stray closer does not go below 0,
-    as in :func:`nesting`). Used only to skip the token scan, which finds the position."""
+
+def _depths(raw: bytes) -> "np.ndarray | None":
+    """The bracket depth after each byte of ``raw`` (UTF-8 text without strings nor
+    comments), computed at C speed: the running sum of +1/-1 less its running minimum
+    (clamped at 0: a stray closer does not go below 0). None without numpy."""
     global _STEPS
-    try:
-        import numpy as np
-    except ImportError:
-        return False
+    if np is None:
+        return None
     if _STEPS is None:
         table = np.zeros(256, dtype=np.int8)
         for ch in _OPEN:
@@ -306,14 +381,23 @@ def _shallow(text: str) -> bool:
         for ch in ")}]":
             table[ord(ch)] = -1
         _STEPS = table
-    raw = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
-    if raw.size == 0:
-        return True
-    total = np.cumsum(_STEPS[raw], dtype=np.int32)     # MAX_TEXT_CHARS fits an int32
+    data = np.frombuffer(raw, dtype=np.uint8)
+    if data.size == 0:
+        return np.zeros(0, dtype=np.int32)
+    total = np.cumsum(_STEPS[data], dtype=np.int32)     # MAX_TEXT_CHARS fits an int32
     floor = np.minimum.accumulate(total)
     np.minimum(floor, 0, out=floor)
     np.subtract(total, floor, out=total)
-    return int(total.max()) <= MAX_NESTING
+    return total
+
+
+def _shallow(text: str) -> bool:
+    """Whether brackets in ``text`` (which has no strings nor comments) nest at most
+    MAX_NESTING deep (:func:`_depths`)."""
+    depths = _depths(text.encode("utf-8", "surrogatepass"))
+    if depths is None:
+        return _first_over(text)[0] is None
+    return depths.size == 0 or int(depths.max()) <= MAX_NESTING
 
 
 def pipeline_value(what: str, value: str) -> str:
@@ -409,6 +493,44 @@ def top_level(mod: "ir.Module") -> None:
         raise CompileError(f"the MLIR module has no function pywave can call: no func.func "
                            f"or llvm.func with a body and no gpu.module at its top level "
                            f"(found: {found})")
+
+
+#: Most functions (with a body) one module may define: host ``func.func``/``llvm.func`` at
+#: its top level plus ``gpu.func``/``func.func``/``llvm.func`` in its ``gpu.module``\ s. LLVM's
+#: optimisation and code generation of the host object take time that grows faster than
+#: the count (measured on a 2-core x86-64 machine, one trivial ``func.func`` each, isolated:
+#: 10,000 in 20 s, 20,000 in 48 s; 100,000 took minutes and over 2 GiB), so a larger
+#: module is refused right after parsing (in time proportional to its size: about 1 s for
+#: 100,000) instead of after minutes. Split such a module into several compiles.
+MAX_FUNCTIONS = 20_000
+
+
+def function_count(mod: "ir.Module") -> None:
+    """CompileError naming the count and :data:`MAX_FUNCTIONS` when ``mod`` defines more
+    functions with a body than that (one pass over its top level and its gpu.modules'
+    bodies)."""
+    count = 0
+    for op in mod.body.operations:
+        op = op.operation
+        if op.name == "gpu.module":
+            blocks = op.regions[0].blocks
+            count += sum(_defines(o.operation) for o in blocks[0].operations) if len(blocks) else 0
+        else:
+            count += _defines(op)
+    if count > MAX_FUNCTIONS:
+        raise CompileError(
+            f"the MLIR module defines {count} functions, more than the {MAX_FUNCTIONS} "
+            "pywave compiles in one module (pywave.frontend.validate.MAX_FUNCTIONS: LLVM's "
+            "time grows faster than the count); split it into several modules and compile "
+            "each")
+
+
+_FUNCTION_OPS = frozenset({"func.func", "llvm.func", "gpu.func"})
+
+
+def _defines(op: "ir.Operation") -> bool:
+    """Whether ``op`` is a function with a body."""
+    return op.name in _FUNCTION_OPS and len(op.regions) > 0 and len(op.regions[0].blocks) > 0
 
 
 def _transform_library(op: "ir.Operation") -> bool:

@@ -40,7 +40,7 @@ from ..mlirutil import gpu_modules, kernels_of
 from ..mlirutil import sym_name
 from ..program import HostSignature, Param
 from ..runtime.kernel_api import launcher_name
-from .signature import arg_name, as_bool, kernel_written_args, make_param
+from .signature import arg_name, as_bool, kernel_written_args, make_param, source_lines
 
 log = logging.getLogger("pywave.launchers")
 
@@ -50,6 +50,7 @@ def add_launchers(module: ir.Module, text: str | None,
     prepare pipeline, while the kernel bodies exist) and return their signatures.
     ``bool_args``: (``"module::kernel"``, index) of memrefs that were ``i1`` (they take bool
     tensors)."""
+    lines = source_lines(text)
     written = kernel_written_args(module)
     kernels: list[tuple[str, str, list[Param], list[ir.Type]]] = []
     for gmod in gpu_modules(module):
@@ -57,7 +58,7 @@ def add_launchers(module: ir.Module, text: str | None,
         for kernel in kernels_of(gmod):
             kname = sym_name(kernel)
             args = _function_arguments(kernel)
-            names = [arg_name(a, text) or f"arg{i}" for i, a in enumerate(args)]
+            names = [arg_name(a, lines) or f"arg{i}" for i, a in enumerate(args)]
             params = _params(mname, kname, names, [a.type for a in args],
                              written.get(f"{mname}::{kname}", set()), bool_args)
             if params is not None:

@@ -57,6 +57,7 @@ def read_signatures(module: ir.Module, text: str | None,
     in MLIR's own test programs) or when ``strict`` is false (``pywave run``, which calls one
     entry by name); otherwise it is refused with CompileError. A module without entry points
     (kernels only) is valid."""
+    text = source_lines(text)
     written = kernel_written_args(module)
     called = _called_functions(module)
     out = []
@@ -120,7 +121,7 @@ def is_wave_function(op: ir.Operation) -> bool:
     return found
 
 
-def _wave_signature(op: ir.Operation, text: str | None,
+def _wave_signature(op: ir.Operation, text: "SourceLines | None",
                     written: dict[str, set[int]]) -> HostSignature:
     """The signature of a host function in Wave's convention: one ``object`` parameter per
     argument after the stream, with the element type the host code views its buffer as
@@ -175,7 +176,7 @@ def _viewed_dtype(arg: ir.Value) -> tuple[tuple[int, int, int], int]:
     return (code, bits, 1), SIGNLESS if signless else 0
 
 
-def _signature(op: ir.Operation, name: str, text: str | None,
+def _signature(op: ir.Operation, name: str, text: "SourceLines | None",
                written: dict[str, set[int]], bool_args: set[tuple[str, int]]) -> HostSignature:
     ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
     block = op.regions[0].blocks[0]
@@ -309,14 +310,29 @@ def as_bool(param: Param) -> Param:
 _ARG_RE = re.compile(r"%([A-Za-z_$.\-][\w$.\-]*)")
 
 
-def arg_name(arg: ir.BlockArgument, text: str | None) -> str | None:
-    """The source name (``%a``) of a block argument, read back at its location."""
+class SourceLines:
+    """The lines of a module's source text, split once (a module of n functions asks for
+    the names of its arguments n times: splitting the text per argument was quadratic, 10^4
+    functions spent seconds in it)."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = text.splitlines()
+
+
+def source_lines(text: "str | SourceLines | None") -> "SourceLines | None":
+    """``text`` as :class:`SourceLines` (split once); None stays None."""
+    return text if text is None or isinstance(text, SourceLines) else SourceLines(text)
+
+
+def arg_name(arg: ir.BlockArgument, text: "str | SourceLines | None") -> str | None:
+    """The source name (``%a``) of a block argument, read back at its location in ``text``
+    (the source, or its :class:`SourceLines`: pass those when asking for many arguments)."""
     if text is None:
         return None
     where = file_location(arg.location)
     if where is None:
         return None
-    lines = text.splitlines()
+    lines = source_lines(text).lines
     line, col = where
     if not 1 <= line <= len(lines):
         return None

@@ -472,7 +472,7 @@ def _start_server(path: str, idle: float, lock_fd: int, shield: Shield,
             except OSError:
                 pass
         if proc.returncode is None:         # not waited for: reaped in the background
-            threading.Thread(target=proc.wait, daemon=True, name="pywave-server-reaper").start()
+            reap_later(proc, "pywave-server-reaper")
     if proc.returncode is None:
         if deadline.passed():
             raise _no_worker_in_time()
@@ -489,6 +489,17 @@ def _start_server(path: str, idle: float, lock_fd: int, shield: Shield,
             pass
         raise ServerUnavailable(f"compile server {crash.describe_exit(proc.returncode)}"
                                 + (f": {said}" if said else ""))
+
+
+def reap_later(proc: subprocess.Popen, name: str) -> None:
+    """Reap ``proc`` when it exits, without waiting here: on a thread of its own, or where
+    no thread can start (a thread limit, ``ulimit -u``: RuntimeError) by :mod:`subprocess`
+    itself, which reaps a dropped Popen that still runs at its next start of a process."""
+    try:
+        threading.Thread(target=proc.wait, daemon=True, name=name).start()
+    except RuntimeError as exc:
+        log.debug("no thread to reap process %d (%s): left to subprocess", proc.pid, exc)
+        proc.poll()
 
 
 def stop_server() -> bool:

@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 from typing import TYPE_CHECKING, Any
 
 from . import connection, crash, options, protocol, trace
@@ -332,8 +331,7 @@ class SpawnedWorker(Worker):
             self.stderr.close()
         except OSError:
             pass
-        threading.Thread(target=self.proc.wait, daemon=True,   # reaped, never waited for
-                         name="pywave-worker-reaper").start()
+        connection.reap_later(self.proc, "pywave-worker-reaper")    # never waited for
 
     def _close_own(self) -> None:
         pass

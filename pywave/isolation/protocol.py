@@ -17,8 +17,10 @@ worker's status pipe and closes it.
 On accepting a connection the server speaks first: a greeting of :data:`HELLO` (``b"H"``
 and the size of a JSON body: :func:`identity` and the server's pid) or, at its connection
 limit, ``b"R"`` and a JSON body with the reason. Waits use poll(2) (any fd number); every
-frame is checked before use (:data:`MAX_FRAME_BYTES`, :func:`check_worker_frame`) and a
-peer that breaks the format is :class:`PeerError`.
+frame is checked before use (:data:`MAX_FRAME_BYTES`, :func:`check_worker_frame` on the
+client, :func:`check_request` in the worker) and a peer that breaks the format is
+:class:`PeerError`: the client raises it as a WorkerDied naming the worker, the worker
+answers it with a ``done`` frame carrying a CompileError naming its client, and exits.
 """
 
 from __future__ import annotations
@@ -151,6 +153,47 @@ def check_worker_frame(value: object) -> tuple:
     if value[0] == "done" and (value[1] not in ("ok", "error") or (
             value[1] == "error" and not isinstance(value[2], BaseException))):
         raise PeerError(f"a 'done' frame of another shape: {_short(value)}")
+    return value
+
+
+#: What a client's request holds: key -> the types its value may have (``pipeline``: a
+#: :class:`pywave.pipeline.Pipeline`, checked by the worker, which imports it).
+REQUEST_KEYS = {"kind": (str,), "pipeline": (object,), "env": (dict,),
+                "cwd": (str, type(None)), "log_level": (int,)}
+#: What a request may ask for (:func:`pywave.isolation._run`).
+REQUEST_KINDS = ("artifacts", "program")
+
+
+def check_request(value: object, pipeline_type: type) -> dict:
+    """``value`` if it is a request a client of this version sends (a dict of exactly
+    :data:`REQUEST_KEYS`, of those types: ``kind`` one of :data:`REQUEST_KINDS`, ``env`` of
+    str to str, ``log_level`` a logging level 0..50, ``pipeline`` a ``pipeline_type``),
+    else PeerError naming the first thing that differs."""
+    if not isinstance(value, dict):
+        raise PeerError(f"a request that is not a dict: {_short(value)}")
+    keys = set(value)
+    if keys != set(REQUEST_KEYS):
+        missing = sorted(map(str, set(REQUEST_KEYS) - keys))
+        extra = sorted(map(repr, keys - set(REQUEST_KEYS)))
+        raise PeerError(f"a request with keys of another version (missing: "
+                        f"{', '.join(missing) or 'none'}; unknown: {', '.join(extra) or 'none'})")
+    for key, kinds in REQUEST_KEYS.items():
+        if not isinstance(value[key], kinds) or isinstance(value[key], bool):
+            raise PeerError(f"a request whose {key!r} is {type(value[key]).__name__}: "
+                            f"{_short(value[key])}")
+    if value["kind"] not in REQUEST_KINDS:
+        raise PeerError(f"a request of kind {_short(value['kind'])} (expected one of "
+                        f"{', '.join(REQUEST_KINDS)})")
+    if not all(isinstance(k, str) and isinstance(v, str) and k and "\0" not in k + v and "=" not in k
+               for k, v in value["env"].items()):
+        raise PeerError("a request whose 'env' is not str names to str values")
+    if not 0 <= value["log_level"] <= 50:
+        raise PeerError(f"a request whose 'log_level' is {value['log_level']} (0..50)")
+    if value["cwd"] is not None and "\0" in value["cwd"]:
+        raise PeerError("a request whose 'cwd' holds a NUL")
+    if not isinstance(value["pipeline"], pipeline_type):
+        raise PeerError(f"a request whose 'pipeline' is {type(value['pipeline']).__name__}, "
+                        f"not {pipeline_type.__module__}.{pipeline_type.__name__}")
     return value
 
 

@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 from . import protocol, trace
 from ..errors import CompileError, Error
+from .._version import __version__
 from .options import ENV_ISOLATE
 
 log = logging.getLogger("pywave.isolation")
@@ -42,6 +43,8 @@ def main(client_pidfd: int | None) -> None:
     trace.event("worker", "worker starts")
     faulthandler.enable()   # a fatal signal's name and traceback on stderr: the client quotes
     watch_client(client_pidfd)   # them even when the exit status is lost with the server
+    global _CLIENT_PID
+    _CLIENT_PID = _pidfd_pid(client_pidfd)
     serve()
 
 
@@ -63,13 +66,22 @@ def serve() -> None:
     pipeline.on_stage(lambda stage: send(("stage", stage)))
     log.parent.addHandler(_ForwardHandler(send))
     while True:
-        header = requests.read(protocol.HEADER.size)
-        if len(header) < protocol.HEADER.size:
+        try:
+            request = _next_request(requests, pipeline.Pipeline)
+        except protocol.PeerError as exc:
+            # not a client of this version: say so (the client raises it) and stop, since
+            # the rest of the stream cannot be trusted to be in step
+            trace.event("worker", f"bad request: {exc}")
+            try:
+                send(("done", "error", CompileError(
+                    f"the compile worker {os.getpid()} got {exc} from its client "
+                    f"({_client_name()}), which is not pywave {__version__}'s protocol; "
+                    "nothing was compiled"), protocol.rss_bytes()))
+            except OSError:
+                pass                    # the client is gone too
             return
-        (size,) = protocol.HEADER.unpack(header)
-        if size > protocol.MAX_FRAME_BYTES:
-            return                      # not a client of this version: nothing to serve
-        request = pickle.loads(requests.read(size))
+        if request is None:
+            return
         trace.event("worker", "request received")
         send(("start",))
         log.parent.setLevel(request["log_level"])
@@ -80,6 +92,58 @@ def serve() -> None:
                                                  "without a result; see its stderr")))
         trace.event("worker", "request done")
         send(("done", *result[0], protocol.rss_bytes()))
+
+
+def _next_request(requests: Any, pipeline_type: type) -> dict | None:
+    """The next request on ``requests`` (a buffered binary file), checked
+    (:func:`protocol.check_request`); None at EOF before a frame starts. PeerError for a
+    frame over :data:`protocol.MAX_FRAME_BYTES`, one cut short by EOF, one that does not
+    decode or one of another shape."""
+    header = requests.read(protocol.HEADER.size)
+    if not header:
+        return None
+    if len(header) < protocol.HEADER.size:
+        raise protocol.PeerError(f"a frame header of {len(header)} bytes, then the end of "
+                                 f"the stream ({protocol.HEADER.size} expected)")
+    (size,) = protocol.HEADER.unpack(header)
+    if size > protocol.MAX_FRAME_BYTES:
+        raise protocol.PeerError(f"a frame of {size} bytes (the limit is "
+                                 f"{protocol.MAX_FRAME_BYTES})")
+    body = requests.read(size)
+    if len(body) < size:
+        raise protocol.PeerError(f"a frame of {len(body)} of its {size} bytes, then the end "
+                                 "of the stream")
+    try:
+        value = pickle.loads(body)
+    except Exception as exc:  # noqa: BLE001 - any decoding failure
+        raise protocol.PeerError(f"a frame that does not decode ({type(exc).__name__}: "
+                                 f"{protocol._short(str(exc))})") from None
+    return protocol.check_request(value, pipeline_type)
+
+
+def _client_name() -> str:
+    """Who writes this worker's requests: the client's process as far as it is known."""
+    return f"the process that started it, pid {os.getppid()}" if _CLIENT_PID is None \
+        else f"pid {_CLIENT_PID}"
+
+
+#: The client's pid when this worker was given its pidfd (read from /proc), else None.
+_CLIENT_PID: int | None = None
+
+
+def _pidfd_pid(pidfd: int | None) -> int | None:
+    """The pid a pidfd refers to (its /proc fdinfo ``Pid:`` line), None when unknown."""
+    if pidfd is None:
+        return None
+    try:
+        with open(f"/proc/self/fdinfo/{pidfd}", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Pid:"):
+                    pid = int(line.split()[1])
+                    return pid if pid > 0 else None
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 #: Stacks tried for the build thread, largest first: under an address-space limit

@@ -163,6 +163,59 @@ def test_a_client_that_never_reads_stalls_nobody(env):
     assert took < 60, took
 
 
+def test_slow_clients_during_a_compile_leave_its_result_intact(env):
+    """While other connections of the shared server write without reading (four of them,
+    flooding until dropped, then reconnecting), hold half a request, or stay silent, a
+    second process's compiles through the same server all return the same PTX as one done
+    before the hogs started, and the server still serves afterwards. The subprocess
+    timeouts are the watchdog; nothing here is a timing."""
+    import threading
+    path = _start_server(env)
+    body = "import hashlib; print(hashlib.sha256(compile().binaries[0].data).hexdigest())"
+    want = script(body, env)
+    assert want.returncode == 0, want.stderr[-2000:]
+    stop = threading.Event()
+    dropped = []
+
+    def flood():
+        while not stop.is_set():
+            try:
+                s = socket_connect(path)
+            except OSError:
+                continue
+            s.setblocking(False)
+            try:
+                while not stop.is_set():
+                    try:
+                        s.send(b"F" + bytes(8) * 64)       # requests, replies never read
+                    except BlockingIOError:
+                        time.sleep(0.001)
+            except OSError:
+                dropped.append(1)                       # the server dropped it
+            finally:
+                s.close()
+    halves = [socket_connect(path) for _ in range(20)]
+    for h in halves:
+        h.send(b"F\0\0\0")                               # half a request, held open
+    silent = [socket_connect(path) for _ in range(200)]
+    floods = [threading.Thread(target=flood, daemon=True) for _ in range(4)]
+    for t in floods:
+        t.start()
+    try:
+        got = script("for _ in range(5):\n    " + body.replace("; ", "\n    "), env, timeout=180)
+    finally:
+        stop.set()
+        for t in floods:
+            t.join(30)
+        for s in halves + silent:
+            s.close()
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert got.stdout.split() == want.stdout.split() * 5, (got.stdout, want.stdout)
+    assert dropped, "no flooding connection was dropped: the hogs did not hog"
+    again = script(body, env)
+    assert again.stdout.split() == want.stdout.split(), again.stderr[-2000:]
+
+
 FAKE_SERVER = """
     path = connection.server_path()
     try: os.unlink(path)
@@ -339,6 +392,79 @@ def test_a_process_limit_is_a_typed_error_naming_it(env):
     assert first.startswith("True ok") or ("RLIMIT_NPROC" in first
                                            and "isolate=False" in first), first
     assert done.stdout.splitlines()[1].startswith("False ok")
+
+
+#: The unprivileged user the RLIMIT_NPROC test runs as (root is exempt from that limit:
+#: the kernel does not count its processes).
+NPROC_USER = "pywave-nproc"
+
+
+@pytest.fixture
+def unprivileged(tmp_path):
+    """(uid, gid, runtime folder, cache folder) of :data:`NPROC_USER`, created with
+    ``useradd`` when missing. Skips unless this is root with useradd and setpriv."""
+    import pwd
+    import shutil
+    if os.geteuid() != 0:
+        pytest.skip("RLIMIT_NPROC binds only a non-root user: creating one needs root")
+    for tool in ("useradd", "setpriv"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"no {tool} on PATH: cannot run a compile as a non-root user")
+    try:
+        user = pwd.getpwnam(NPROC_USER)
+    except KeyError:
+        made = subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
+                               "/usr/sbin/nologin", NPROC_USER], capture_output=True,
+                              text=True, timeout=60)
+        if made.returncode != 0:
+            pytest.skip(f"useradd {NPROC_USER} failed: {made.stderr.strip()}")
+        user = pwd.getpwnam(NPROC_USER)
+    run = tempfile.mkdtemp(prefix="rt", dir="/tmp")
+    cache = str(tmp_path / "cache")
+    os.mkdir(cache)
+    for folder in (run, cache):
+        os.chown(folder, user.pw_uid, user.pw_gid)
+    os.chmod(tmp_path, 0o755)
+    yield user.pw_uid, user.pw_gid, run, cache
+
+
+def _as_user(ids, nproc: int | None, body: str) -> subprocess.CompletedProcess:
+    """``body`` after PRELUDE in a fresh interpreter run as the unprivileged user (keeping
+    only CAP_DAC_READ_SEARCH, so an interpreter under /root stays readable; no
+    CAP_SYS_RESOURCE, so RLIMIT_NPROC binds), under ``ulimit -u nproc``."""
+    uid, gid, run, cache = ids
+    env = dict(os.environ, XDG_RUNTIME_DIR=run, PYWAVE_CACHE_DIR=cache, HOME=run,
+               PYWAVE_COMPILE_SERVER_IDLE="30",
+               OPENBLAS_NUM_THREADS="1")   # numpy's own import needs a thread per CPU
+    limit = f"ulimit -u {nproc} && " if nproc is not None else ""
+    return subprocess.run(
+        ["bash", "-c", limit + 'exec setpriv --reuid="$2" --regid="$3" --clear-groups '
+         '--inh-caps=+dac_read_search --ambient-caps=+dac_read_search "$0" -c "$1"',
+         sys.executable, PRELUDE + textwrap.dedent(body), str(uid), str(gid)],
+        env=env, capture_output=True, text=True, timeout=300, cwd="/")
+
+
+@pytest.mark.parametrize("nproc", [1, 2, 3, 10])
+def test_a_process_limit_as_a_non_root_user_is_a_typed_error_naming_it(unprivileged, nproc):
+    """As a non-root user under ``ulimit -u``: an isolated compile either works or is a
+    CompileError naming RLIMIT_NPROC, its value and isolate=False (never a raw
+    BlockingIOError/RuntimeError, a traceback or a crash report); in-process it works.
+    At 1 (this process alone) no worker can start: that one must be the CompileError."""
+    try:
+        check = _as_user(unprivileged, None, "print(os.getuid())")
+        assert check.stdout.strip() == str(unprivileged[0]), check.stderr[-2000:]
+        done = _as_user(unprivileged, nproc, RESULT)
+    finally:
+        _as_user(unprivileged, None, "connection.stop_server()")
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2, (done.stdout, done.stderr[-2000:])
+    if nproc == 1:
+        assert lines[0].startswith("True CompileError"), lines[0]
+    assert lines[0].startswith("True ok") or (
+        f"RLIMIT_NPROC, `ulimit -u`: {nproc})" in lines[0] and "isolate=False" in lines[0]
+        and "crashed" not in lines[0] and "reproducer" not in lines[0]), lines[0]
+    assert lines[1].startswith("False ok"), lines[1]
 
 
 def test_pywave_changed_under_the_process_is_a_compile_error_saying_restart(env):
