@@ -63,7 +63,7 @@
 #include "backend.h"
 
 /* Version of the image ABI above; pywave/kernels/cpu.py's CPU_ABI must equal it. */
-#define WAVERT_CPU_ABI 4
+#define WAVERT_CPU_ABI 5
 /* Default stack of one GPU thread run as a fiber, a guard page below it
  * ($WAVERT_CPU_STACK_KIB overrides it, 16 to 65536). 64 KiB hold the kernel's frames (its
  * private memref.alloca buffers included) and the C library's printf; a fiber that runs
@@ -115,8 +115,11 @@ struct wavert__cpu_thread {
    * function): prints CUDA's line to stderr and stops the thread (not resumed, as `fault`). */
   void (*assert_fail)(wavert__cpu_thread *thread, const char *message, const char *file,
                       uint32_t line, const char *function);
+  /* Blocks per thread-block cluster (gpu.cluster_dim_blocks; 1, 1, 1 for a launch without
+   * clusters): the image derives cluster_id, cluster_dim and cluster_block_id from it. */
+  int64_t cluster_dim[3];
 };
-_Static_assert(sizeof(wavert__cpu_thread) == 22 * 8, "wavert__cpu_thread layout");
+_Static_assert(sizeof(wavert__cpu_thread) == 25 * 8, "wavert__cpu_thread layout");
 
 typedef void (*cpu_kernel)(void **params, wavert__cpu_thread *thread);
 
@@ -239,6 +242,7 @@ typedef struct {
   const cpu_function *function;
   void **params;
   int64_t grid[3], block[3];
+  int64_t cluster[3]; /* blocks per cluster, each dividing grid */
   int64_t blocks; /* grid x * y * z */
   atomic_llong next;
   atomic_int active; /* pool threads still working on this job */
@@ -831,6 +835,7 @@ static int run_block(cpu_job *job, int64_t linear) {
   for (int i = 0; i < 3; ++i) {
     thread.block_dim[i] = job->block[i];
     thread.grid_dim[i] = job->grid[i];
+    thread.cluster_dim[i] = job->cluster[i];
   }
   thread.print = fiber_print;
   thread.fault = fiber_fault;
@@ -1249,8 +1254,13 @@ static wavert_status cpu_function_opt_in_shared(void *function, int64_t bytes) {
   return WAVERT_OK;
 }
 
-static wavert_status cpu_launch(void *opaque, const uint32_t grid[3], const uint32_t block[3],
-                                uint32_t dynamic_shared_bytes, void *stream, void **params) {
+/* A launch whose blocks form clusters of cluster[0..2] blocks (1, 1, 1: no clusters). The
+ * blocks of a cluster are not scheduled together (no distributed shared memory, no cluster
+ * barrier: their ops are refused at compile time); the cluster queries see the extents. */
+static wavert_status launch_clustered(void *opaque, const uint32_t cluster[3],
+                                      const uint32_t grid[3], const uint32_t block[3],
+                                      uint32_t dynamic_shared_bytes, void *stream,
+                                      void **params) {
   (void)dynamic_shared_bytes; /* checked by launch.c against the OPTIN attribute */
   (void)stream;               /* synchronous: the launch returns when every block has run */
   cpu_job job;
@@ -1259,6 +1269,7 @@ static wavert_status cpu_launch(void *opaque, const uint32_t grid[3], const uint
   job.blocks = 1;
   int64_t threads = 1;
   for (int i = 0; i < 3; ++i) {
+    job.cluster[i] = cluster[i];
     job.grid[i] = grid[i];
     job.block[i] = block[i];
     job.blocks *= grid[i]; /* < 2^31 * 2^16 * 2^16: no overflow */
@@ -1336,6 +1347,20 @@ static wavert_status cpu_launch(void *opaque, const uint32_t grid[3], const uint
                          "on stderr); the first: %s", n, n == 1 ? "" : "s", job.message);
   }
   return WAVERT_OK;
+}
+
+static wavert_status cpu_launch(void *opaque, const uint32_t grid[3], const uint32_t block[3],
+                                uint32_t dynamic_shared_bytes, void *stream, void **params) {
+  static const uint32_t one[3] = {1, 1, 1};
+  return launch_clustered(opaque, one, grid, block, dynamic_shared_bytes, stream, params);
+}
+
+/* launch.c has checked that each cluster extent is positive and divides the grid's. */
+static wavert_status cpu_launch_cluster(void *opaque, const uint32_t cluster[3],
+                                        const uint32_t grid[3], const uint32_t block[3],
+                                        uint32_t dynamic_shared_bytes, void *stream,
+                                        void **params) {
+  return launch_clustered(opaque, cluster, grid, block, dynamic_shared_bytes, stream, params);
 }
 
 /* Streams and events: distinct non-NULL handles that order nothing (all work is synchronous). */
@@ -1446,6 +1471,7 @@ const wavert__backend wavert__cpu_backend = {
     .function_attribute = cpu_function_attribute,
     .function_opt_in_shared = cpu_function_opt_in_shared,
     .launch = cpu_launch,
+    .launch_cluster = cpu_launch_cluster,
     .stream_create = cpu_handle_create,
     .stream_check = cpu_stream_check,
     .stream_destroy = cpu_handle_destroy,

@@ -42,6 +42,12 @@ _READ_OPS = {"memref.load", "vector.load", "vector.transfer_read", "memref.dim",
              "vector.gather", "vector.maskedload", "vector.expandload", "memref.rank"}
 _VIEW_OPS = {"memref.subview", "memref.cast", "memref.reinterpret_cast", "memref.view",
              "memref.collapse_shape", "memref.expand_shape", "memref.transpose"}
+# Ops that take a memref's address as an integer: a write only where that integer can become
+# a pointer again (:func:`_address_escapes`).
+_ADDRESS_OPS = {"memref.extract_aligned_pointer_as_index"}
+# Ops through which an address only stays a number: integer arithmetic and comparisons, whose
+# i1 results a cf.assert may test.
+_NUMBER_DIALECTS = ("arith.", "index.")
 
 
 def read_signatures(module: ir.Module, text: str | None,
@@ -370,7 +376,29 @@ def _may_write(value: ir.Value, writes: Callable[[ir.OpOperand], bool] = lambda 
             if any(_may_write(r, writes) for r in use.owner.results):
                 return True
             continue
+        if name == "memref.extract_strided_metadata":
+            # Its base buffer is a view; sizes, strides and offset are numbers.
+            if _may_write(use.owner.results[0], writes):
+                return True
+            continue
+        if name in _ADDRESS_OPS and not _address_escapes(use.owner.results[0]):
+            continue
         if writes(use):
+            return True
+    return False
+
+
+def _address_escapes(value: ir.Value) -> bool:
+    """Whether an integer holding a memref's address may become a pointer again: it does
+    unless every use, followed through integer arithmetic, is that arithmetic or a
+    ``cf.assert`` (a stored, returned or passed address escapes)."""
+    for use in value.uses:
+        name = use.owner.name
+        if name == "cf.assert":
+            continue
+        if not name.startswith(_NUMBER_DIALECTS):
+            return True
+        if any(_address_escapes(r) for r in use.owner.results):
             return True
     return False
 

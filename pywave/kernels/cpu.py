@@ -6,12 +6,13 @@ CPU backend (``libwavert/src/backend_cpu.c``) dlopens and runs through the same
 
 1. Refuse what a CPU cannot run: ops of the ``nvvm``, ``rocdl``, ``nvgpu``, ``amdgpu``
    dialects (intrinsics, wgmma, TMA, mbarriers) and every ``gpu`` op but those in
-   :data:`GPU_OPS` (MMA, clusters, ...): a CompileError naming the op and its line; so are
-   a ``gpu.binary`` of the input (a GPU's image) and a cluster launch of the host code.
+   :data:`GPU_OPS` (MMA, ...): a CompileError naming the op and its line; so is a
+   ``gpu.binary`` of the input (a GPU's image).
 2. Rewrite the GPU queries into calls of the image's ABI functions (defined in step 4):
    ``gpu.thread_id``/``block_id``/``block_dim``/``grid_dim`` (x, y, z) read the current
    thread's record (:data:`THREAD_FIELDS`); ``gpu.global_id`` is
-   ``block_id * block_dim + thread_id``; ``gpu.barrier`` calls ``__wavert_cpu_barrier``;
+   ``block_id * block_dim + thread_id``; the cluster queries as in "Clusters" below;
+   ``gpu.barrier`` calls ``__wavert_cpu_barrier``;
    the subgroup ops as in "Subgroups" below; ``gpu.printf``'s integer arguments narrower
    than 32 bits are promoted to i32 and floats to f64 (C's default promotions).
 3. Lower with MLIR's own passes (:data:`CPU_PIPELINE`: ``convert-gpu-to-nvvm`` turns
@@ -66,6 +67,16 @@ read then returns any thread's published value).
   others) so that none can go on: the launch fails with an error naming the kernel, the block
   and two of the threads with what each waits at (libwavert); a barrier reached a different
   number of times by different threads is detected only in checked mode.
+
+Clusters (``gpu.launch_func ... clusters in (cx, cy, cz)``: the host code calls
+``wavert_jit_launch_cluster``, whose grid extents must be multiples of the cluster's, as on
+the GPU): the record holds the blocks per cluster (``gpu.cluster_dim_blocks``; 1 for a launch
+without clusters, as on an NVIDIA GPU, where every block is then a cluster of one), and
+per dimension ``gpu.cluster_id`` is ``block_id / cluster_dim_blocks``, ``gpu.cluster_dim``
+(clusters per grid) ``grid_dim / cluster_dim_blocks`` and ``gpu.cluster_block_id``
+``block_id % cluster_dim_blocks`` (:func:`_rewrite_cluster_queries`). The blocks of a cluster
+are not scheduled together: distributed shared memory and cluster barriers are NVVM ops
+(``nvvm.mapa``, ``nvvm.cluster.arrive``...), refused as every NVVM op is.
 
 ``gpu.printf``: NVIDIA's ``vprintf`` ABI (convert-gpu-to-nvvm's lowering) implemented by
 libwavert: C printf formatting, each argument's size taken from its conversion as the CUDA
@@ -126,7 +137,8 @@ CPU_ABI = CPU_KERNEL_ABI
 DYNAMIC_SHARED_BYTES = 65536
 #: Field index (in int64 words) of each query's x component in libwavert's
 #: ``wavert__cpu_thread`` record; y and z follow. The barrier function pointer is word 12.
-THREAD_FIELDS = {"gpu.thread_id": 0, "gpu.block_id": 3, "gpu.block_dim": 6, "gpu.grid_dim": 9}
+THREAD_FIELDS = {"gpu.thread_id": 0, "gpu.block_id": 3, "gpu.block_dim": 6, "gpu.grid_dim": 9,
+                 "gpu.cluster_dim_blocks": 22}
 BARRIER_FIELD = 12
 #: Words of the record's lane-exchange functions (publish, read) and of its printf function.
 PUBLISH_FIELD, READ_FIELD, PRINT_FIELD = 14, 15, 16
@@ -140,7 +152,8 @@ SUBGROUP_SIZE = 32
 GPU_OPS = frozenset(THREAD_FIELDS) | {
     "gpu.module", "gpu.func", "gpu.return", "gpu.barrier", "gpu.global_id", "gpu.lane_id",
     "gpu.dynamic_shared_memory", "gpu.subgroup_size", "gpu.num_subgroups", "gpu.subgroup_id",
-    "gpu.shuffle", "gpu.subgroup_reduce", "gpu.all_reduce", "gpu.yield", "gpu.printf"}
+    "gpu.shuffle", "gpu.subgroup_reduce", "gpu.all_reduce", "gpu.yield", "gpu.printf",
+    "gpu.cluster_id", "gpu.cluster_dim", "gpu.cluster_block_id"}
 #: Ops whose threads exchange values or wait for each other: a module holding one runs each
 #: GPU thread as a fiber.
 SYNC_OPS = ("gpu.barrier", "gpu.shuffle", "gpu.subgroup_reduce", "gpu.all_reduce")
@@ -165,14 +178,12 @@ def lower_cpu(module: ir.Module, *, text: str | None = None, opt_level: int = 3,
     ``gpu.binary`` of the same name. Returns one :class:`pywave.program.Binary` (format
     ``"cpu-so"``, chip ``"cpu"``) per module and what :func:`pywave.kernels.unused_params.drop_unused`
     dropped (nothing with ``keep_params``). CompileError for a ``gpu.binary`` of the input
-    (a GPU image: named, with its objects' formats), a cluster launch (named), an op a CPU
-    cannot run (named,
-    with its line), a failed lowering, a math function libm lacks, or no C compiler driver
+    (a GPU image: named, with its objects' formats), an op a CPU cannot run (named, with
+    its line), a failed lowering, a math function libm lacks, or no C compiler driver
     to link with. ``checks``: the checked mode (:mod:`pywave.kernels.checks`): every kernel
     runs one fiber per thread, its memref accesses bounds-checked, its workgroup-memory
     accesses race-checked, its barriers required of every thread."""
     _refuse_binaries(module)
-    _refuse_cluster_launches(module)
     out, dropped = [], {}
     for gmod in gpu_modules(module):
         name = sym_name(gmod)
@@ -189,6 +200,7 @@ def lower_cpu(module: ir.Module, *, text: str | None = None, opt_level: int = 3,
             sites = checked.instrument(gmod, name, text)
         gpu_ids.lower_id_queries(gmod, "nvvm")
         _rewrite_lane_ops(gmod, name)
+        _rewrite_cluster_queries(gmod)
         _rewrite_queries(gmod, sites)
         # Kernel opt level 0 keeps every kernel's fibers: the reference the split must match.
         split = set() if checks or not opt_level or \
@@ -247,18 +259,27 @@ def _refuse_binaries(module: ir.Module) -> None:
             "or compile for a GPU target")
 
 
-def _refuse_cluster_launches(module: ir.Module) -> None:
-    """CompileError for a ``gpu.launch_func ... clusters in (...)`` of the host code: the CPU
-    device has no thread-block clusters (libwavert's CPU backend has no cluster launch, and
-    the cluster queries are refused in kernels), so the launch would fail at the first call."""
-    for op in find_ops(module.operation, lambda o: o.name == "gpu.launch_func"):
-        if op.opview.clusterSizeX is None:
-            continue
-        kernel = str(op.attributes["kernel"])
-        raise CompileError(
-            f"gpu.launch_func {kernel}{_where(op)} is a cluster launch (clusters in (...)): the "
-            "CPU device has no thread-block clusters; launch it without clusters, or compile "
-            "for a GPU target that has them (sm_90 and newer)")
+#: Cluster query -> (the block query it derives from, the arith op combining it with
+#: ``gpu.cluster_dim_blocks``): module docstring, "Clusters".
+_CLUSTER_QUERIES = {"gpu.cluster_id": ("gpu.block_id", arith.DivUIOp),
+                    "gpu.cluster_dim": ("gpu.grid_dim", arith.DivUIOp),
+                    "gpu.cluster_block_id": ("gpu.block_id", arith.RemUIOp)}
+
+
+def _rewrite_cluster_queries(gmod: ir.Operation) -> None:
+    """``gpu.cluster_id``, ``gpu.cluster_dim`` and ``gpu.cluster_block_id`` into arithmetic on
+    ``gpu.block_id`` / ``gpu.grid_dim`` and ``gpu.cluster_dim_blocks`` (the record's words,
+    read by :func:`_rewrite_queries`)."""
+    with gmod.context, gmod.location:
+        for op in find_ops(gmod, lambda o: o.name in _CLUSTER_QUERIES):
+            base, combine = _CLUSTER_QUERIES[op.name]
+            dim = getattr(gpu.Dimension,
+                          re.search(r"([xyz])>*$", str(op.attributes["dimension"])).group(1))
+            with ir.InsertionPoint(op), op.location:
+                of = (gpu.BlockIdOp if base == "gpu.block_id" else gpu.GridDimOp)(dim).result
+                value = combine(of, gpu.ClusterDimBlocksOp(dim).result).result
+            op.results[0].replace_all_uses_with(value)
+            op.erase()
 
 
 def _where(op: ir.Operation) -> str:

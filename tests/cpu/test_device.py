@@ -300,9 +300,10 @@ def test_nvvm_op_is_a_compile_error_naming_it():
 
 def test_gpu_only_op_is_a_compile_error_naming_it():
     text = NVVM_OP.replace("%l = nvvm.read.ptx.sreg.laneid : i32",
-                           "%i = gpu.cluster_id x\n"
-                           "      %l = arith.index_cast %i : index to i32")
-    with pytest.raises(pywave.CompileError, match=r"gpu\.cluster_id.*CPU"):
+                           "%i = gpu.thread_id x\n"
+                           "      %j = arith.index_cast %i : index to i32\n"
+                           "      %l = gpu.subgroup_broadcast %j, first_active_lane : i32")
+    with pytest.raises(pywave.CompileError, match=r"gpu\.subgroup_broadcast.*CPU"):
         _compile(text)
 
 
@@ -943,38 +944,105 @@ def test_an_embedded_gpu_binary_is_a_compile_error(obj, fmt):
     assert "cannot run on the CPU device" in message, message
 
 
+# Each thread of each block writes, at its block's linear id, for x, y, z: cluster_id,
+# cluster_dim, cluster_block_id, cluster_dim_blocks (12 words; thread 0 only).
 CLUSTER = r"""
 module attributes {gpu.container_module} {
   gpu.module @k {
-    gpu.func @fill(%out: memref<?xi32>) kernel {
+    gpu.func @clusters(%out: memref<?x12xi64>) kernel {
       %t = gpu.thread_id x
-      %v = arith.index_cast %t : index to i32
-      memref.store %v, %out[%t] : memref<?xi32>
+      %c0 = arith.constant 0 : index
+      %first = arith.cmpi eq, %t, %c0 : index
+      scf.if %first {
+        %bx = gpu.block_id x
+        %by = gpu.block_id y
+        %bz = gpu.block_id z
+        %gx = gpu.grid_dim x
+        %gy = gpu.grid_dim y
+        %l0 = arith.muli %bz, %gy : index
+        %l1 = arith.addi %l0, %by : index
+        %l2 = arith.muli %l1, %gx : index
+        %b = arith.addi %l2, %bx : index
+        %v0 = gpu.cluster_id x
+        %v1 = gpu.cluster_id y
+        %v2 = gpu.cluster_id z
+        %v3 = gpu.cluster_dim x
+        %v4 = gpu.cluster_dim y
+        %v5 = gpu.cluster_dim z
+        %v6 = gpu.cluster_block_id x
+        %v7 = gpu.cluster_block_id y
+        %v8 = gpu.cluster_block_id z
+        %v9 = gpu.cluster_dim_blocks x
+        %v10 = gpu.cluster_dim_blocks y
+        %v11 = gpu.cluster_dim_blocks z
+        STORES
+      }
       gpu.return
     }
   }
-  func.func @run(%out: memref<?xi32>) {
-    %c1 = arith.constant 1 : index
-    %c2 = arith.constant 2 : index
+  func.func @run(%out: memref<?x12xi64>, %gx: index, %gy: index, %gz: index, %cx: index,
+                 %cy: index, %cz: index) {
     %c4 = arith.constant 4 : index
-    gpu.launch_func @k::@fill CLUSTERS blocks in (%c2, %c1, %c1) threads in (%c4, %c1, %c1)
-        args(%out : memref<?xi32>)
+    %c1 = arith.constant 1 : index
+    gpu.launch_func @k::@clusters CLUSTERS blocks in (%gx, %gy, %gz)
+        threads in (%c4, %c1, %c1) args(%out : memref<?x12xi64>)
     return
   }
 }
-"""
+""".replace("STORES", "\n        ".join(
+    f"%i{k} = arith.constant {k} : index\n        "
+    f"%w{k} = arith.index_cast %v{k} : index to i64\n        "
+    f"memref.store %w{k}, %out[%b, %i{k}] : memref<?x12xi64>" for k in range(12)))
 
 
-def test_a_cluster_launch_is_a_compile_error_naming_it():
-    line = next(i for i, ln in enumerate(CLUSTER.splitlines(), 1) if "launch_func" in ln)
-    with pytest.raises(pywave.CompileError,
-                       match=f"gpu.launch_func @k::@fill at line {line}, column 5 is a cluster "
-                             "launch .*the CPU device has no thread-block clusters"):
-        _compile(CLUSTER.replace("CLUSTERS", "clusters in (%c2, %c1, %c1)"))
-    mod = _compile(CLUSTER.replace("CLUSTERS ", ""))     # the same launch without clusters
-    out = np.full(4, -1, np.int32)
-    mod.run(out)
-    assert out.tolist() == [0, 1, 2, 3]
+def _cluster_expected(grid, cluster):
+    """The 12 words per block in NumPy: MLIR's GPU dialect, cluster_id = block_id / size,
+    cluster_dim (clusters per grid) = grid / size, cluster_block_id = block_id % size,
+    cluster_dim_blocks = size."""
+    gx, gy, gz = grid
+    z, y, x = np.meshgrid(np.arange(gz), np.arange(gy), np.arange(gx), indexing="ij")
+    ids = np.stack([x.ravel(), y.ravel(), z.ravel()], axis=1)
+    size = np.array(cluster)
+    n = len(ids)
+    return np.concatenate([ids // size, np.tile(np.array(grid) // size, (n, 1)), ids % size,
+                           np.tile(size, (n, 1))], axis=1).astype(np.int64)
+
+
+@pytest.mark.parametrize("grid,cluster", [((4, 1, 1), (2, 1, 1)), ((6, 4, 2), (3, 2, 1)),
+                                          ((2, 3, 4), (1, 1, 4)), ((8, 2, 2), (8, 2, 1))])
+def test_cluster_queries_match_the_gpu_dialect(grid, cluster):
+    mod = _compile(CLUSTER.replace("CLUSTERS", "clusters in (%cx, %cy, %cz)"))
+    out = np.full((int(np.prod(grid)), 12), -1, np.int64)
+    mod.run(out, *grid, *cluster)
+    assert np.array_equal(out, _cluster_expected(grid, cluster))
+
+
+def test_cluster_queries_without_clusters_are_clusters_of_one_block():
+    """As on an NVIDIA GPU launched without cluster dimensions: every block its own cluster."""
+    mod = _compile(CLUSTER.replace("CLUSTERS ", ""))
+    grid = (3, 2, 2)
+    out = np.full((12, 12), -1, np.int64)
+    mod.run(out, *grid, 1, 1, 1)
+    assert np.array_equal(out, _cluster_expected(grid, (1, 1, 1)))
+
+
+def test_a_cluster_that_does_not_divide_the_grid_is_refused_naming_it():
+    mod = _compile(CLUSTER.replace("CLUSTERS", "clusters in (%cx, %cy, %cz)"))
+    out = np.zeros((6, 12), np.int64)
+    with pytest.raises(pywave.ArgumentError,
+                       match=r"kernel 'clusters': grid y = 3 is not a multiple of cluster y = 2"):
+        mod.run(out, 2, 3, 1, 1, 2, 1)
+    with pytest.raises(pywave.ArgumentError, match=r"cluster x = 0 is not a positive"):
+        mod.run(out, 2, 3, 1, 0, 1, 1)
+
+
+def test_distributed_shared_memory_is_a_compile_error_naming_the_op():
+    """The blocks of a cluster are not scheduled together on the CPU device: the NVVM ops of
+    distributed shared memory and cluster barriers are refused, as every NVVM op is."""
+    text = NVVM_OP.replace("%l = nvvm.read.ptx.sreg.laneid : i32",
+                           "nvvm.cluster.arrive\n      %l = arith.constant 0 : i32")
+    with pytest.raises(pywave.CompileError, match=r"nvvm\.cluster\.arrive.*CPU"):
+        _compile(text)
 
 
 ASSERT_LOCATED = r"""
