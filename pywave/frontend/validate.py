@@ -292,20 +292,16 @@ def nesting(text: str) -> None:
     code = text
     if '"' in text or "//" in text:
         code = _SKIPPED.sub("", _ESCAPES.sub("", text) if "\\" in text else text)
+    import numpy as np      # here, not at import: `import pywave` stays light
     raw = code.encode("utf-8", "surrogatepass")
     depths = _depths(raw)
-    over = np.flatnonzero(depths > MAX_NESTING) if depths is not None else None
-    if over is not None and over.size == 0:
+    over = np.flatnonzero(depths > MAX_NESTING)
+    if over.size == 0:
         return
-    if over is None:                    # no numpy: the same, one token at a time
-        line, start_depth = _first_over(code)
-        if line is None:
-            return
-    else:
-        at = int(over[0])
-        line = raw.count(b"\n", 0, at) + 1
-        start = raw.rfind(b"\n", 0, at)
-        start_depth = int(depths[start]) if start >= 0 else 0
+    at = int(over[0])
+    line = raw.count(b"\n", 0, at) + 1
+    start = raw.rfind(b"\n", 0, at)
+    start_depth = int(depths[start]) if start >= 0 else 0
     column = _column_over(_line(text, line), start_depth)
     raise CompileError(
         f"the MLIR text nests brackets deeper than {MAX_NESTING} levels at line "
@@ -315,17 +311,12 @@ def nesting(text: str) -> None:
 
 def _line(text: str, number: int) -> str:
     """Line ``number`` (1-based, lines split at ``\\n``) of ``text``."""
-    if np is not None:
-        raw = text.encode("utf-8", "surrogatepass")
-        breaks = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 10)
-        start = int(breaks[number - 2]) + 1 if number > 1 else 0
-        end = int(breaks[number - 1]) if number - 1 < breaks.size else len(raw)
-        return raw[start:end].decode("utf-8", "surrogatepass")
-    start = 0
-    for _ in range(number - 1):
-        start = text.index("\n", start) + 1
-    end = text.find("\n", start)
-    return text[start:] if end < 0 else text[start:end]
+    import numpy as np
+    raw = text.encode("utf-8", "surrogatepass")
+    breaks = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 10)
+    start = int(breaks[number - 2]) + 1 if number > 1 else 0
+    end = int(breaks[number - 1]) if number - 1 < breaks.size else len(raw)
+    return raw[start:end].decode("utf-8", "surrogatepass")
 
 
 def _column_over(line: str, depth: int) -> int:
@@ -342,38 +333,15 @@ def _column_over(line: str, depth: int) -> int:
     return 1
 
 
-def _first_over(code: str) -> tuple[int | None, int]:
-    """(line, depth at its start) where brackets of ``code`` (no strings nor comments)
-    first nest deeper than MAX_NESTING; (None, 0) when they never do."""
-    depth, line, line_depth = 0, 1, 0
-    for match in re.finditer(r"[(){}\[\]\n]", code):
-        token = match.group()
-        if token == "\n":
-            line, line_depth = line + 1, depth
-        elif token in _OPEN:
-            depth += 1
-            if depth > MAX_NESTING:
-                return line, line_depth
-        else:
-            depth = max(depth - 1, 0)
-    return None, 0
-
-
 _STEPS = None
 
-try:
-    import numpy as np
-except ImportError:         # the MLIR bindings need numpy; only a bare install lacks it
-    np = None
 
-
-def _depths(raw: bytes) -> "np.ndarray | None":
+def _depths(raw: bytes) -> "numpy.ndarray":
     """The bracket depth after each byte of ``raw`` (UTF-8 text without strings nor
     comments), computed at C speed: the running sum of +1/-1 less its running minimum
-    (clamped at 0: a stray closer does not go below 0). None without numpy."""
+    (clamped at 0: a stray closer does not go below 0)."""
+    import numpy as np
     global _STEPS
-    if np is None:
-        return None
     if _STEPS is None:
         table = np.zeros(256, dtype=np.int8)
         for ch in _OPEN:
@@ -389,15 +357,6 @@ def _depths(raw: bytes) -> "np.ndarray | None":
     np.minimum(floor, 0, out=floor)
     np.subtract(total, floor, out=total)
     return total
-
-
-def _shallow(text: str) -> bool:
-    """Whether brackets in ``text`` (which has no strings nor comments) nest at most
-    MAX_NESTING deep (:func:`_depths`)."""
-    depths = _depths(text.encode("utf-8", "surrogatepass"))
-    if depths is None:
-        return _first_over(text)[0] is None
-    return depths.size == 0 or int(depths.max()) <= MAX_NESTING
 
 
 def pipeline_value(what: str, value: str) -> str:

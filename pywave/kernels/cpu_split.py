@@ -52,14 +52,15 @@ MAX_THREADS = 1024
 #: Prefix of the CPU image's ABI functions (pywave.kernels.cpu.PREFIX).
 PREFIX = "__wavert_cpu_"
 #: Queries whose value is the block's own (the same for every thread of it).
-UNIFORM_QUERIES = frozenset(f"{PREFIX}{q}_{d}" for q in ("block_id", "block_dim", "grid_dim")
+UNIFORM_QUERIES = frozenset(f"{PREFIX}{q}_{d}" for q in ("block_id", "block_dim", "grid_dim",
+                                                           "cluster_dim_blocks")
                             for d in "xyz")
 #: Thread-id queries -> the thread loop they read (0: x, 1: y, 2: z).
 THREAD_QUERIES = {f"{PREFIX}thread_id_{d}": i for i, d in enumerate("xyz")}
 BARRIER = f"{PREFIX}barrier"
 #: Ops without memory effects or regions (MLIR's Pure trait, by name): run once when their
 #: operands are uniform, recomputed where a later segment needs them.
-PURE_DIALECTS = frozenset({"arith", "index", "math", "complex", "affine.apply"})
+PURE_DIALECTS = frozenset({"arith", "index", "math", "complex"})
 PURE = frozenset({
     "affine.apply", "affine.min", "affine.max",
     "memref.dim", "memref.rank", "memref.subview", "memref.cast", "memref.reinterpret_cast",
