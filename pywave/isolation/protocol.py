@@ -145,14 +145,14 @@ def check_worker_frame(value: object) -> tuple:
     known tag and fields of the right types; ``done`` with ``ok`` or ``error`` and an
     exception for ``error``), else PeerError naming what came."""
     if not isinstance(value, tuple) or not value or value[0] not in _WORKER_FRAMES:
-        raise PeerError(f"a frame that is not pywave's: {_short(value)}")
+        raise PeerError(f"a frame that is not pywave's: {short(value)}")
     kinds = _WORKER_FRAMES[value[0]]
     if len(value) != 1 + len(kinds) or not all(
             isinstance(field, kind) for field, kind in zip(value[1:], kinds)):
-        raise PeerError(f"a {value[0]!r} frame of another shape: {_short(value)}")
+        raise PeerError(f"a {value[0]!r} frame of another shape: {short(value)}")
     if value[0] == "done" and (value[1] not in ("ok", "error") or (
             value[1] == "error" and not isinstance(value[2], BaseException))):
-        raise PeerError(f"a 'done' frame of another shape: {_short(value)}")
+        raise PeerError(f"a 'done' frame of another shape: {short(value)}")
     return value
 
 
@@ -170,7 +170,7 @@ def check_request(value: object, pipeline_type: type) -> dict:
     str to str, ``log_level`` a logging level 0..50, ``pipeline`` a ``pipeline_type``),
     else PeerError naming the first thing that differs."""
     if not isinstance(value, dict):
-        raise PeerError(f"a request that is not a dict: {_short(value)}")
+        raise PeerError(f"a request that is not a dict: {short(value)}")
     keys = set(value)
     if keys != set(REQUEST_KEYS):
         missing = sorted(map(str, set(REQUEST_KEYS) - keys))
@@ -180,9 +180,9 @@ def check_request(value: object, pipeline_type: type) -> dict:
     for key, kinds in REQUEST_KEYS.items():
         if not isinstance(value[key], kinds) or isinstance(value[key], bool):
             raise PeerError(f"a request whose {key!r} is {type(value[key]).__name__}: "
-                            f"{_short(value[key])}")
+                            f"{short(value[key])}")
     if value["kind"] not in REQUEST_KINDS:
-        raise PeerError(f"a request of kind {_short(value['kind'])} (expected one of "
+        raise PeerError(f"a request of kind {short(value['kind'])} (expected one of "
                         f"{', '.join(REQUEST_KINDS)})")
     if not all(isinstance(k, str) and isinstance(v, str) and k and "\0" not in k + v and "=" not in k
                for k, v in value["env"].items()):
@@ -197,7 +197,9 @@ def check_request(value: object, pipeline_type: type) -> dict:
     return value
 
 
-def _short(value: object) -> str:
+def short(value: object) -> str:
+    """A peer's value for a message: its repr, at most 120 characters (its type when the
+    repr fails)."""
     try:
         text = repr(value)
     except Exception:  # noqa: BLE001 - a foreign object's repr

@@ -117,7 +117,7 @@ def _next_request(requests: Any, pipeline_type: type) -> dict | None:
         value = pickle.loads(body)
     except Exception as exc:  # noqa: BLE001 - any decoding failure
         raise protocol.PeerError(f"a frame that does not decode ({type(exc).__name__}: "
-                                 f"{protocol._short(str(exc))})") from None
+                                 f"{protocol.short(str(exc))})") from None
     return protocol.check_request(value, pipeline_type)
 
 

@@ -117,7 +117,7 @@ import subprocess
 import tempfile
 
 from mlir import ir, passmanager
-from mlir.dialects import arith, func, gpu, scf
+from mlir.dialects import arith, func, gpu
 from mlir.dialects import llvm as mlir_llvm
 
 from ..errors import CompileError
@@ -125,7 +125,7 @@ from ..mlirutil import diagnostic_error, file_location, find_ops, gpu_modules, s
 from ..image_params import undefined_symbols
 from ..llvm import host_cpu
 from ..program import CPU_KERNEL_ABI, Binary
-from . import cpu_split, unused_params
+from . import cpu_abi, cpu_lanes, cpu_split, unused_params
 from .rewrites import gpu_ids
 
 log = logging.getLogger("pywave.kernels.cpu")
@@ -147,7 +147,7 @@ FAULT_FIELD, ACCESS_FIELD, SITE_FIELD = 18, 19, 20
 #: Word of the record's failed-``cf.assert`` function (NVIDIA's ``__assertfail`` ABI).
 ASSERT_FIELD = 21
 #: Lanes of a subgroup, as on NVIDIA GPUs (libwavert's WAVERT_CPU_WARP).
-SUBGROUP_SIZE = 32
+SUBGROUP_SIZE = cpu_abi.SUBGROUP_SIZE
 #: The ``gpu`` ops a CPU kernel may hold (the others are refused, naming them).
 GPU_OPS = frozenset(THREAD_FIELDS) | {
     "gpu.module", "gpu.func", "gpu.return", "gpu.barrier", "gpu.global_id", "gpu.lane_id",
@@ -164,7 +164,7 @@ GPU_ONLY_DIALECTS = ("nvvm", "rocdl", "nvgpu", "amdgpu")
 CPU_PIPELINE = ("gpu.module(convert-scf-to-cf, convert-vector-to-llvm, convert-gpu-to-nvvm{index-bitwidth=64}, "
                 "canonicalize, cse, reconcile-unrealized-casts)")
 #: Prefix of the image's ABI symbols.
-PREFIX = "__wavert_cpu_"
+PREFIX = cpu_abi.PREFIX
 #: The lowering calls a ``gpu.module``'s external functions through a private wrapper of
 #: the declared name that calls ``_mlir_ciface_<name>``: the ABI defines those (scalars only,
 #: so the C interface is the plain convention).
@@ -199,7 +199,10 @@ def lower_cpu(module: ir.Module, *, text: str | None = None, opt_level: int = 3,
             from . import checks as checked
             sites = checked.instrument(gmod, name, text)
         gpu_ids.lower_id_queries(gmod, "nvvm")
-        _rewrite_lane_ops(gmod, name)
+        cpu_lanes.LaneOps(gmod, name).rewrite()
+        for op in find_ops(gmod, lambda o: o.name == "gpu.printf"):
+            with gmod.context, ir.InsertionPoint(op), op.location:
+                _promote_printf(op)
         _rewrite_cluster_queries(gmod)
         _rewrite_queries(gmod, sites)
         # Kernel opt level 0 keeps every kernel's fibers: the reference the split must match.
@@ -358,216 +361,8 @@ def _rewrite_queries(gmod: ir.Operation, sites=None) -> None:
             op.erase()
 
 
-#: gpu.all_reduce / gpu.subgroup_reduce operation -> (arith op for integers, for floats).
-_COMBINE = {
-    "add": ("addi", "addf"), "mul": ("muli", "mulf"), "minui": ("minui", None),
-    "minsi": ("minsi", None), "maxui": ("maxui", None), "maxsi": ("maxsi", None),
-    "minnumf": (None, "minnumf"), "maxnumf": (None, "maxnumf"),
-    "minimumf": (None, "minimumf"), "maximumf": (None, "maximumf"),
-    "and": ("andi", None), "or": ("ori", None), "xor": ("xori", None)}
-
-
-def _rewrite_lane_ops(gmod: ir.Operation, name: str) -> None:
-    """Step 2's lane exchanges: ``gpu.shuffle``, ``gpu.subgroup_reduce``, ``gpu.all_reduce``
-    into calls of the image's publish/read functions (module docstring, "Subgroups"), and
-    ``gpu.printf``'s narrow arguments promoted as C's variadic calls promote them."""
-    ctx = gmod.context
-    with ctx, gmod.location:
-        i32, i64, index = ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64), \
-            ir.IndexType.get()
-        body = gmod.regions[0].blocks[0]
-        declared: set[str] = set()
-        combiners = [0]
-
-        def call(symbol: str, args: list, results: list) -> list:
-            if symbol not in declared:
-                declared.add(symbol)
-                with ir.InsertionPoint.at_block_begin(body):
-                    f = func.FuncOp(symbol, ir.FunctionType.get([a.type for a in args], results))
-                    f.sym_visibility = ir.StringAttr.get("private")
-            return list(func.CallOp(results, symbol, args).results)
-
-        def const(ty, value) -> ir.Value:
-            return arith.ConstantOp(ty, value).result
-
-        def check_type(op: ir.Operation, ty: ir.Type) -> None:
-            scalar = isinstance(ty, ir.IndexType) or (
-                isinstance(ty, ir.IntegerType) and ir.IntegerType(ty).width <= 64) or (
-                isinstance(ty, ir.FloatType) and ir.FloatType(ty).width <= 64)
-            if not scalar:
-                raise CompileError(f"gpu.module @{name}: {op.name}{_where(op)} on {ty}: the CPU "
-                                   "target exchanges scalar integers, index and floats of at "
-                                   "most 64 bits")
-
-        def to_bits(v: ir.Value) -> ir.Value:
-            ty = v.type
-            if isinstance(ty, ir.IndexType):
-                return arith.IndexCastOp(i64, v).result
-            if isinstance(ty, ir.FloatType):
-                v = arith.BitcastOp(ir.IntegerType.get_signless(ir.FloatType(ty).width), v).result
-            if ir.IntegerType(v.type).width < 64:
-                v = arith.ExtUIOp(i64, v).result
-            return v
-
-        def from_bits(bits: ir.Value, ty: ir.Type) -> ir.Value:
-            if isinstance(ty, ir.IndexType):
-                return arith.IndexCastOp(index, bits).result
-            width = ir.FloatType(ty).width if isinstance(ty, ir.FloatType) \
-                else ir.IntegerType(ty).width
-            if width < 64:
-                bits = arith.TruncIOp(ir.IntegerType.get_signless(width), bits).result
-            return arith.BitcastOp(ty, bits).result if isinstance(ty, ir.FloatType) else bits
-
-        def linear_and_count() -> tuple[ir.Value, ir.Value]:
-            tx, ty_, tz = (gpu.ThreadIdOp(getattr(gpu.Dimension, d)).result for d in "xyz")
-            bx, by, bz = (gpu.BlockDimOp(getattr(gpu.Dimension, d)).result for d in "xyz")
-            inner = arith.AddIOp(ty_, arith.MulIOp(by, tz).result).result
-            linear = arith.AddIOp(tx, arith.MulIOp(bx, inner).result).result
-            count = arith.MulIOp(arith.MulIOp(bx, by).result, bz).result
-            return linear, count
-
-        def combiner(op: ir.Operation, ty: ir.Type):
-            """A function (lhs, rhs) -> value combining two values of ``ty``."""
-            if "op" in op.attributes:
-                kind = str(op.attributes["op"]).split()[-1].rstrip(">")
-                names = _COMBINE.get(kind)
-                which = names and names[1 if isinstance(ty, ir.FloatType) else 0]
-                if not which:
-                    raise CompileError(f"gpu.module @{name}: {op.name}{_where(op)}: reduction "
-                                       f"'{kind}' on {ty} is not defined")
-                opname = "arith." + which
-                return lambda a, b: ir.Operation.create(opname, results=[ty],
-                                                        operands=[a, b]).result
-            # The region form: its body becomes a private function called per step.
-            region = op.regions[0]
-            block = region.blocks[0]
-            combiners[0] += 1
-            fname = f"{PREFIX}combine_{combiners[0]}"
-            with ir.InsertionPoint.at_block_begin(body):
-                f = func.FuncOp(fname, ir.FunctionType.get([ty, ty], [ty]))
-                f.sym_visibility = ir.StringAttr.get("private")
-                entry = f.add_entry_block()
-            block.arguments[0].replace_all_uses_with(entry.arguments[0])
-            block.arguments[1].replace_all_uses_with(entry.arguments[1])
-            yielded = None
-            for inner in list(block.operations):
-                if inner.operation.name == "gpu.yield":
-                    yielded = inner.operation
-                else:
-                    _append(inner.operation, entry)
-            with ir.InsertionPoint(entry), yielded.location:
-                func.ReturnOp(list(yielded.operands))
-            yielded.erase()
-            return lambda a, b: func.CallOp([ty], fname, [a, b]).results[0]
-
-        for op in find_ops(gmod, lambda o: o.name in ("gpu.shuffle", "gpu.subgroup_reduce",
-                                                      "gpu.all_reduce", "gpu.printf")):
-            with ir.InsertionPoint(op), op.location:
-                if op.name == "gpu.printf":
-                    _promote_printf(op)
-                    continue
-                value = op.operands[0]
-                ty = value.type
-                check_type(op, ty)
-                if op.name == "gpu.shuffle":
-                    results = _shuffle(op, to_bits(value), call, const, i32, i64)
-                    op.results[0].replace_all_uses_with(from_bits(results[0], ty))
-                    op.results[1].replace_all_uses_with(results[1])
-                    op.erase()
-                    continue
-                combine = combiner(op, ty)
-                linear, count = linear_and_count()
-                if op.name == "gpu.all_reduce":
-                    call(PREFIX + "publish_block", [to_bits(value)], [])
-                    first = from_bits(call(PREFIX + "read_block", [const(i64, 0)], [i64])[0], ty)
-                    loop = scf.ForOp(const(index, 1), count, const(index, 1), [first])
-                    with ir.InsertionPoint(loop.body):
-                        k = arith.IndexCastOp(i64, loop.induction_variable).result
-                        got = from_bits(call(PREFIX + "read_block", [k], [i64])[0], ty)
-                        scf.YieldOp([combine(loop.inner_iter_args[0], got)])
-                    result = loop.results[0]
-                else:   # gpu.subgroup_reduce, over the cluster's lanes that exist
-                    size = int(ir.IntegerAttr(op.attributes["cluster_size"]).value) \
-                        if "cluster_size" in op.attributes else SUBGROUP_SIZE
-                    stride = int(ir.IntegerAttr(op.attributes["cluster_stride"]).value) \
-                        if "cluster_stride" in op.attributes else 1
-                    call(PREFIX + "publish_warp", [to_bits(value)], [])
-                    warp = const(index, SUBGROUP_SIZE)
-                    lane = arith.RemUIOp(linear, warp).result
-                    warp_base = arith.SubIOp(linear, lane).result
-                    span = const(index, size * stride)
-                    base = arith.AddIOp(
-                        arith.SubIOp(lane, arith.RemUIOp(lane, span).result).result,
-                        arith.RemUIOp(lane, const(index, stride)).result).result
-                    first = from_bits(call(PREFIX + "read_warp",
-                                           [arith.IndexCastOp(i64, base).result], [i64])[0], ty)
-                    loop = scf.ForOp(const(index, 1), const(index, size), const(index, 1),
-                                     [first])
-                    with ir.InsertionPoint(loop.body):
-                        member = arith.AddIOp(base, arith.MulIOp(
-                            loop.induction_variable, const(index, stride)).result).result
-                        exists = arith.CmpIOp(arith.CmpIPredicate.ult, arith.AddIOp(
-                            warp_base, member).result, count).result
-                        got = from_bits(call(PREFIX + "read_warp",
-                                             [arith.IndexCastOp(i64, member).result], [i64])[0],
-                                        ty)
-                        acc = loop.inner_iter_args[0]
-                        scf.YieldOp([arith.SelectOp(exists, combine(acc, got), acc).result])
-                    result = loop.results[0]
-            op.results[0].replace_all_uses_with(result)
-            op.erase()
-
-
-def _append(op: ir.Operation, block: ir.Block) -> None:
-    """Move ``op`` to the end of ``block``."""
-    if len(block.operations):
-        op.move_after(block.operations[len(block.operations) - 1])
-    else:
-        with ir.InsertionPoint(block):
-            tmp = arith.ConstantOp(ir.IntegerType.get_signless(1), 0)
-        op.move_before(tmp.operation)
-        tmp.operation.erase()
-
-
-def _shuffle(op: ir.Operation, bits: ir.Value, call, const, i32, i64) -> list[ir.Value]:
-    """The result bits and the valid flag of one ``gpu.shuffle`` (semantics in the module
-    docstring, "Subgroups")."""
-    mode = str(op.attributes["mode"]).split()[-1].rstrip(">")
-    offset = arith.AndIOp(op.operands[1], const(i32, SUBGROUP_SIZE - 1)).result
-    width = op.operands[2]
-    lane = arith.IndexCastOp(i32, gpu.LaneIdOp().result).result
-    ult = arith.CmpIPredicate.ult
-    if mode == "xor":
-        source = arith.XOrIOp(lane, offset).result
-        ok = arith.CmpIOp(ult, source, width).result
-    elif mode == "down":
-        source = arith.AddIOp(lane, offset).result
-        ok = arith.CmpIOp(ult, source, width).result
-    elif mode == "up":
-        source = arith.SubIOp(lane, offset).result
-        ok = arith.CmpIOp(arith.CmpIPredicate.sge, source, const(i32, 0)).result
-    else:   # idx
-        source = offset
-        ok = arith.CmpIOp(ult, source, width).result
-    valid = arith.AndIOp(ok, arith.CmpIOp(ult, lane, width).result).result
-    # ... and the source lane is a thread of the block (the last warp may be partial).
-    index = ir.IndexType.get()
-    tx, ty, tz = (gpu.ThreadIdOp(getattr(gpu.Dimension, d)).result for d in "xyz")
-    bx, by, bz = (gpu.BlockDimOp(getattr(gpu.Dimension, d)).result for d in "xyz")
-    linear = arith.AddIOp(tx, arith.MulIOp(bx, arith.AddIOp(
-        ty, arith.MulIOp(by, tz).result).result).result).result
-    count = arith.MulIOp(arith.MulIOp(bx, by).result, bz).result
-    base = arith.SubIOp(linear, arith.IndexCastOp(index, lane).result).result
-    there = arith.CmpIOp(ult, arith.AddIOp(base, arith.IndexCastOp(
-        index, arith.ExtUIOp(i64, source).result).result).result, count).result
-    valid = arith.AndIOp(valid, there).result
-    chosen = arith.ExtUIOp(i64, arith.SelectOp(valid, source, lane).result).result
-    got = call(PREFIX + "exchange_warp", [bits, chosen], [i64])[0]
-    return [got, valid]
-
-
 def _promote_printf(op: ir.Operation) -> None:
-    """``gpu.printf``'s integers narrower than 32 bits to i32 (sign-extended; i1
+    """Step 2: ``gpu.printf``'s integers narrower than 32 bits to i32 (sign-extended; i1
     zero-extended) and floats narrower than 64 bits to f64, as C's default argument
     promotions: the argument buffer then holds 4- or 8-byte items the format decides."""
     i32, f64 = ir.IntegerType.get_signless(32), ir.F64Type.get()

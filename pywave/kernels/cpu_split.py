@@ -18,7 +18,7 @@ into a function that runs a whole block, as Polygeist and POCL do:
   values only. Uniform ops run once per block, outside the thread loops.
 - A value a segment computes and a later segment uses is recomputed there when a chain of
   pure ops on uniform values and thread ids makes it (a rematerialisation), else kept per
-  thread: stored into a stack array of :data:`MAX_THREADS` elements (indexed by the linear
+  thread: stored into a stack array of ``MAX_THREADS`` (1024) elements (indexed by the linear
   thread id) after its definition and loaded at the start of each later loop that uses it.
 - A static ``memref.alloca`` at a segment's top level (private memory no later segment
   sees) is made once per block: threads of a segment run one after another, so each has it
@@ -44,13 +44,10 @@ from dataclasses import dataclass, field
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
+from .cpu_abi import MAX_THREADS, PREFIX
+
 log = logging.getLogger("pywave.kernels.cpu_split")
 
-#: Threads per block at most (libwavert's WAVERT_CPU_MAX_THREADS): the size of a per-thread
-#: array of a value living across a barrier.
-MAX_THREADS = 1024
-#: Prefix of the CPU image's ABI functions (pywave.kernels.cpu.PREFIX).
-PREFIX = "__wavert_cpu_"
 #: Queries whose value is the block's own (the same for every thread of it).
 UNIFORM_QUERIES = frozenset(f"{PREFIX}{q}_{d}" for q in ("block_id", "block_dim", "grid_dim",
                                                            "cluster_dim_blocks")
