@@ -468,8 +468,6 @@ def test_subgroup_id_queries_match_mlir_semantics(device, block):
     _check_ids(device, block, _SUBGROUP_COLUMNS)
 
 
-@devices(cpu_xfail="gpu.module @k: gpu.cluster_id at line 20, column 11 cannot run on the "
-                   "CPU target")
 @pytest.mark.parametrize("block", [(5, 3, 3), (32, 2, 1), (7, 1, 9)])
 def test_cluster_id_queries_match_mlir_semantics(device, block):
     """Launched without clusters: each block is its own cluster of one."""

@@ -532,13 +532,14 @@ def test_dims_set_the_grid_on_the_device(device, shape):
     assert np.array_equal(device.get(b), a0)
 
 
-def test_cluster_launch_is_refused_on_the_cpu_device():
-    """Thread-block clusters are a GPU's (sm_90+): target='cpu' refuses the cluster launch
-    at compile time, naming the launch and its kernel."""
-    with pytest.raises(pywave.CompileError,
-                       match=r"gpu.launch_func @\w+::@read_write at line \d+, column \d+ is a "
-                             r"cluster launch .*no thread-block clusters"):
-        pywave.compile(wave_text("cluster"), target="cpu", disk_cache=False)
+def test_cluster_launch_runs_on_the_cpu_device():
+    """Wave's cluster launch (``clusters in``) through the CPU backend's cluster launch: the
+    same copy as on the GPU (test_gpu_cluster)."""
+    a = _f16((32, 32))
+    b = np.zeros_like(a)
+    with pywave.compile(wave_text("cluster"), target="cpu", disk_cache=False) as mod:
+        mod.isolated_benchmark(a, b)
+    assert np.array_equal(a, b)
 
 
 @pytest.mark.gpu
