@@ -93,19 +93,30 @@ int32_t wavert_jit_failed(void) { return current.depth == 0 || current.status !=
 
 /* Record `status` (with this thread's last error message) as the call's error if it is the
  * first; returns `status`. */
-static wavert_status record(wavert_status status) {
-  if (status != WAVERT_OK && current.depth > 0 && current.status == WAVERT_OK) {
-    current.status = status;
-    snprintf(current.message, sizeof(current.message), "%s", wavert_last_error());
+static wavert_status record_in(call_context *cur, wavert_status status) {
+  if (status != WAVERT_OK && cur->depth > 0 && cur->status == WAVERT_OK) {
+    cur->status = status;
+    snprintf(cur->message, sizeof(cur->message), "%s", wavert_last_error());
   }
   return status;
 }
 
-static void *call_stream(void *stream) { return stream != NULL ? stream : current.stream; }
+static wavert_status record(wavert_status status) { return record_in(&current, status); }
 
-wavert_status wavert__call_function(wavert_kernel **slot, const void *image, int64_t image_size,
-                                    const char *name, wavert_function **out_function) {
+/* The kernel of `slot` (created at its first use) loaded on `device`: the function from the
+ * kernel's cache when loaded there before (an atomic load), else wavert_kernel_get_function
+ * loads it. */
+static inline wavert_status call_function(wavert_device *device, wavert_kernel **slot,
+                                          const void *image, int64_t image_size,
+                                          const char *name, wavert_function **out_function) {
   wavert_kernel *kernel = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+  if (__builtin_expect(kernel != NULL && device != NULL, 1)) {
+    wavert_function *function = wavert__kernel_function_loaded(kernel, device);
+    if (__builtin_expect(function != NULL, 1)) {
+      *out_function = function;
+      return WAVERT_OK;
+    }
+  }
   if (kernel == NULL) {
     wavert_kernel *fresh = NULL;
     wavert_status status = wavert_kernel_create(image, (size_t)image_size, name, &fresh);
@@ -117,41 +128,52 @@ wavert_status wavert__call_function(wavert_kernel **slot, const void *image, int
       wavert_kernel_release(fresh); /* another thread's kernel won; `kernel` holds it */
     }
   }
-  return wavert_kernel_get_function(kernel, current.device, out_function);
+  return wavert_kernel_get_function(kernel, device, out_function);
 }
 
-/* wavert_jit_launch and wavert_jit_launch_cluster (`cluster` NULL: a plain launch). */
+wavert_status wavert__call_function(wavert_kernel **slot, const void *image, int64_t image_size,
+                                    const char *name, wavert_function **out_function) {
+  return call_function(current.device, slot, image, image_size, name, out_function);
+}
+
+/* wavert_jit_launch and wavert_jit_launch_cluster (`cluster` NULL: a plain launch). The
+ * thread's call context is looked up once (`cur`): each look-up of a thread-local of a shared
+ * library is a call of the dynamic linker's __tls_get_addr. */
 static int32_t jit_launch(const char *caller, wavert_kernel **slot, const void *image,
                           int64_t image_size, const char *name, const int64_t *cluster,
                           int64_t gx, int64_t gy, int64_t gz, int64_t bx, int64_t by, int64_t bz,
                           int32_t dynamic_shared_bytes, void *stream, void **params) {
-  if (current.depth == 0)
+  call_context *const cur = &current;
+  if (cur->depth == 0)
     return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
                          "%s of kernel '%s': no host call in progress (wavert_call_begin)", caller,
                          name != NULL ? name : "?");
-  if (current.device == NULL)
-    return record(wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
-                                "%s of kernel '%s': the host call has no device (a host-only "
-                                "call, begun with device NULL, launches no kernel)",
-                                caller, name != NULL ? name : "?"));
+  wavert_device *const device = cur->device;
+  if (device == NULL)
+    return record_in(cur, wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                                        "%s of kernel '%s': the host call has no device (a "
+                                        "host-only call, begun with device NULL, launches no "
+                                        "kernel)",
+                                        caller, name != NULL ? name : "?"));
   if (slot == NULL || image_size < 0)
-    return record(wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
-                                "%s: slot is NULL or image_size is negative", caller));
+    return record_in(cur, wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                                        "%s: slot is NULL or image_size is negative", caller));
   uint32_t cluster32[3] = {1, 1, 1};
   if (cluster != NULL) {
     const int64_t grid[3] = {gx, gy, gz};
-    wavert_status checked = wavert__cluster_extents(current.device->backend, caller,
+    wavert_status checked = wavert__cluster_extents(device->backend, caller,
                                                     name != NULL ? name : "?", cluster, grid,
                                                     cluster32);
-    if (checked != WAVERT_OK) return record(checked);
+    if (checked != WAVERT_OK) return record_in(cur, checked);
   }
   wavert_function *function = NULL;
-  wavert_status status = wavert__call_function(slot, image, image_size, name, &function);
+  wavert_status status = call_function(device, slot, image, image_size, name, &function);
   if (status == WAVERT_OK)
     status = wavert__function_launch_leased(function, cluster != NULL ? cluster32 : NULL, gx, gy,
                                             gz, bx, by, bz, dynamic_shared_bytes,
-                                            call_stream(stream), params, &current.lease);
-  return record(status);
+                                            stream != NULL ? stream : cur->stream, params,
+                                            &cur->lease);
+  return record_in(cur, status);
 }
 
 int32_t wavert_jit_launch(wavert_kernel **slot, const void *image, int64_t image_size,

@@ -68,6 +68,24 @@ struct wavert_module {
   wavert_function *functions;
 };
 
+/* A kernel image loaded lazily per device (module.c; wavert_kernel_get_function). */
+struct wavert_kernel {
+  const void *image;
+  size_t size;
+  char *name;
+  pthread_mutex_t mutex; /* serialises first loads */
+  _Atomic(wavert_function *) functions[WAVERT__BACKEND_COUNT][WAVERT__MAX_DEVICES];
+  wavert_module *modules[WAVERT__BACKEND_COUNT][WAVERT__MAX_DEVICES];
+};
+
+/* `kernel`'s function on `device` when it was loaded there before, else NULL (the per-launch
+ * path of generated code, call.c: an atomic load, no call; wavert_kernel_get_function loads). */
+static inline wavert_function *wavert__kernel_function_loaded(wavert_kernel *kernel,
+                                                              const wavert_device *device) {
+  return atomic_load_explicit(&kernel->functions[device->backend_index][device->dl.device_id],
+                              memory_order_acquire);
+}
+
 /* Store `status` and a printf-formatted message as this thread's last error; returns
  * `status`. */
 wavert_status wavert__error(wavert_status status, const char *format, ...) WAVERT__PRINTF(2, 3);
