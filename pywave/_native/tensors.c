@@ -239,16 +239,22 @@ static PyObject *call_dlpack(PyObject *obj, PyObject *stream_value) {
  * message). Nothing is keyed on the tensor object, its id or a version counter: a tensor
  * resized, restrided or viewed as another dtype in place, or another tensor at the same
  * address, has another key or is checked from its own fields. */
-static inline uint32_t dtype_word(DLDataType d) {
-  uint32_t w;
-  memcpy(&w, &d, sizeof w); /* code, bits, lanes: 4 bytes, no padding */
+_Static_assert(offsetof(DLTensor, dtype) == offsetof(DLTensor, ndim) + 4 &&
+                   sizeof(DLDataType) == 4,
+               "DLTensor's ndim and dtype (code, bits, lanes) are one 8-byte word");
+
+/* A tensor's ndim and dtype as one word, compared with one instruction. */
+static inline uint64_t ndim_dtype_word(const DLTensor *t) {
+  uint64_t w;
+  memcpy(&w, (const char *)t + offsetof(DLTensor, ndim), sizeof w);
   return w;
 }
 
 static inline int memo_hit(const param_t *p, const DLTensor *t, int64_t *words) {
   const int32_t rank = p->mtype.rank;
-  if ((t->strides ? MEMO_STRIDES : MEMO_COMPACT) != p->memo_state || t->ndim != rank ||
-      dtype_word(t->dtype) != dtype_word(p->memo_dtype) || (rank > 0 && t->shape == NULL))
+  /* The key's ndim is the one the derivation accepted for this parameter (its rank). */
+  if ((t->strides ? MEMO_STRIDES : MEMO_COMPACT) != p->memo_state ||
+      ndim_dtype_word(t) != p->memo_ndim_dtype || (rank > 0 && t->shape == NULL))
     return 0;
   const int64_t *key = p->memo_key;
   for (int32_t d = 0; d < rank; d++)
@@ -287,7 +293,7 @@ static void memo_store(param_t *p, const DLTensor *t, const int64_t *words) {
   memcpy(key + 2 * rank, words + 2, sizeof(int64_t) * (size_t)(1 + 2 * rank));
   /* aligned = data + byte_offset - offset bytes, neither sum wrapping once accepted */
   p->memo_offset_bytes = (uint64_t)(uintptr_t)t->data + t->byte_offset - (uint64_t)words[1];
-  p->memo_dtype = t->dtype;
+  p->memo_ndim_dtype = ndim_dtype_word(t);
   p->memo_empty = empty;
   p->memo_state = t->strides ? MEMO_STRIDES : MEMO_COMPACT;
 }
