@@ -206,6 +206,7 @@ typedef struct {
   int cpu_device; /* device_type kDLCPU: 1 for the CPU device (target cpu), 0 for a host program */
   Py_ssize_t nparams, ntensors, nslots;
   int wave;            /* Wave's convention: slot 0 is the stream, every param an object */
+  int memrefs_only;    /* pywave's convention and every parameter a memref */
   param_t *p;
   PyObject *results;   /* the result objects given to the constructor (a tuple) */
   Py_ssize_t nresults, nresult_slots; /* result slots follow the nslots argument slots */
