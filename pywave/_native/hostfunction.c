@@ -198,10 +198,12 @@ static PyObject *hf_vectorcall(PyObject *self_, PyObject *const *args, size_t na
    * with tensors of the last exchange-API type (torch) takes the first loop, one type
    * compare a tensor; the general loop takes over at the first argument that is not. */
   Py_ssize_t first = 0;
-  if (self->memrefs_only)
+  if (self->memrefs_only && nargs > 0 && Py_TYPE(args[0]) == last_exchange_type) {
+    c.stream_api = last_exchange_api; /* the first tensor's exchange API */
     for (; first < nargs && Py_TYPE(args[first]) == last_exchange_type; first++)
-      if (classify_last_exchange(self, &c, first, args[first]) < 0)
+      if (classify_exchange_memref(self, &c, first, args[first]) < 0)
         goto done;
+  }
   for (Py_ssize_t i = first; i < nargs; i++) {
     param_t *p = &self->p[i];
     if (p->is_object) {

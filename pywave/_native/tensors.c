@@ -509,6 +509,27 @@ __attribute__((always_inline)) static inline int classify_last_exchange(HostFunc
   return classify_exchange(self, c, i, v, t, last_exchange_api);
 }
 
+/* classify_last_exchange for hf_vectorcall's loop over a function of memrefs only
+ * (memrefs_only): argument `i` is memref parameter `i` (its tensor state ts[i]), and the call's
+ * stream_api was set to the exchange API before the loop (the first argument is of
+ * last_exchange_type). The same steps and checks, fewer loads. */
+__attribute__((always_inline)) static inline int classify_exchange_memref(HostFunction *self,
+                                                                          call_state *c,
+                                                                          Py_ssize_t i,
+                                                                          PyObject *v) {
+  tensor_state *t = &c->ts[i];
+  t->managed = NULL; /* release_tensors and build_results read it for every tensor */
+  c->nstate = i + 1;
+  t->route = ROUTE_EXCHANGE;
+  if (__builtin_expect(last_exchange_api->dltensor_from_py_object_no_sync(v, &t->local) != 0, 0))
+    return exchange_failed(self, i);
+  t->t = &t->local;
+  if (check_device(self, c, i, v, (int32_t)t->local.device.device_type,
+                   t->local.device.device_id, 0) < 0)
+    return -1;
+  return fill_descriptor(self, c, i, &t->local);
+}
+
 /* Phase 1 for tensor argument `i`: its route and device (checked), without taking it; an
  * exchange-API tensor's descriptor is filled here too, while its borrowed view is current.
  * Protocol tensors after the first tensor are left for take_tensor to check from their own
