@@ -125,6 +125,11 @@ static wavert_status device_create(registry_entry *entry, int32_t device_type, i
       attributes[WAVERT_DEVICE_MAX_SHARED_MEMORY_PER_BLOCK])
     attributes[WAVERT_DEVICE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN] =
         attributes[WAVERT_DEVICE_MAX_SHARED_MEMORY_PER_BLOCK];
+  for (int i = 0; i < 6; ++i) {
+    const int64_t limit = i < 3 ? attributes[WAVERT_DEVICE_MAX_GRID_DIM_X + i]
+                                : attributes[WAVERT_DEVICE_MAX_BLOCK_DIM_X + i - 3];
+    device->extent_limits[i] = limit > 0 ? (uint64_t)limit : 0;
+  }
   pthread_mutex_init(&device->pool_mutex, NULL);
   *out_device = device;
   return WAVERT_OK;

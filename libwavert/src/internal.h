@@ -39,6 +39,9 @@ struct wavert_device {
   void *context;   /* CUcontext (primary, retained); NULL on HIP */
   /* Read once when the handle is created; immutable afterwards. */
   int64_t attributes[WAVERT__DEVICE_ATTRIBUTE_COUNT];
+  /* The grid x, y, z and block x, y, z limits of the attributes as unsigned numbers, a
+   * negative one as 0: launch.c's one-compare test of an extent in [1, limit]. */
+  uint64_t extent_limits[6];
   char chip[64]; /* "" when the backend cannot name the chip */
   pthread_mutex_t pool_mutex;
   int stream_count;
