@@ -33,6 +33,15 @@ typedef struct {
 
 static _Thread_local call_context current;
 
+/* This thread's call context, its address computed once: in a shared library that is a call
+ * of __tls_get_addr, which the compiler repeats after a branch or call rather than keep the
+ * address in a register; the empty asm makes the pointer a value it must keep. */
+static inline call_context *this_thread(void) {
+  call_context *cur = &current;
+  __asm__("" : "+r"(cur));
+  return cur;
+}
+
 /* Layout of wavert_call_state.words. */
 enum {
   STATE_MAGIC,
@@ -51,41 +60,45 @@ static const char state_magic = 0; /* its address marks a state begun and not ye
 wavert_status wavert_call_begin(wavert_device *device, void *stream, wavert_call_state *state) {
   if (state == NULL)
     return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT, "wavert_call_begin: state is NULL");
+  call_context *const cur = this_thread();
   state->words[STATE_MAGIC] = (void *)&state_magic;
-  state->words[STATE_PREVIOUS_LEASE_DEVICE] = current.lease.device;
-  state->words[STATE_PREVIOUS_LEASE_SAVED] = current.lease.saved;
-  state->words[STATE_PREVIOUS_DEVICE] = current.device;
-  state->words[STATE_PREVIOUS_STREAM] = current.stream;
-  state->words[STATE_PREVIOUS_STATUS] = (void *)(intptr_t)current.status;
-  state->words[STATE_PREVIOUS_OBJECTS] = (void *)current.objects;
-  state->words[STATE_PREVIOUS_NOBJECTS] = (void *)(intptr_t)current.nobjects;
-  current.objects = NULL;
-  current.nobjects = 0;
-  current.device = device;
-  current.stream = stream;
-  current.status = WAVERT_OK;
-  current.lease.device = NULL;
-  current.lease.saved = NULL;
-  current.depth += 1;
+  state->words[STATE_PREVIOUS_LEASE_DEVICE] = cur->lease.device;
+  state->words[STATE_PREVIOUS_LEASE_SAVED] = cur->lease.saved;
+  state->words[STATE_PREVIOUS_DEVICE] = cur->device;
+  state->words[STATE_PREVIOUS_STREAM] = cur->stream;
+  state->words[STATE_PREVIOUS_STATUS] = (void *)(intptr_t)cur->status;
+  state->words[STATE_PREVIOUS_OBJECTS] = (void *)cur->objects;
+  state->words[STATE_PREVIOUS_NOBJECTS] = (void *)(intptr_t)cur->nobjects;
+  cur->objects = NULL;
+  cur->nobjects = 0;
+  cur->device = device;
+  cur->stream = stream;
+  cur->status = WAVERT_OK;
+  cur->lease.device = NULL;
+  cur->lease.saved = NULL;
+  if (__builtin_expect(cur->lease.hint == NULL, 0)) /* once a thread: a look-up of its own */
+    cur->lease.hint = &wavert__context_hint;
+  cur->depth += 1;
   return WAVERT_OK;
 }
 
 wavert_status wavert_call_end(wavert_call_state *state) {
-  if (state == NULL || state->words[STATE_MAGIC] != (void *)&state_magic || current.depth == 0)
+  call_context *const cur = this_thread();
+  if (state == NULL || state->words[STATE_MAGIC] != (void *)&state_magic || cur->depth == 0)
     return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
                          "wavert_call_end without a matching wavert_call_begin");
-  wavert_status status = current.status;
-  wavert__context_lease_end(&current.lease);
+  wavert_status status = cur->status;
+  wavert__context_lease_end(&cur->lease);
   state->words[STATE_MAGIC] = NULL;
-  current.lease.device = state->words[STATE_PREVIOUS_LEASE_DEVICE];
-  current.lease.saved = state->words[STATE_PREVIOUS_LEASE_SAVED];
-  current.device = state->words[STATE_PREVIOUS_DEVICE];
-  current.stream = state->words[STATE_PREVIOUS_STREAM];
-  current.status = (wavert_status)(intptr_t)state->words[STATE_PREVIOUS_STATUS];
-  current.objects = state->words[STATE_PREVIOUS_OBJECTS];
-  current.nobjects = (int32_t)(intptr_t)state->words[STATE_PREVIOUS_NOBJECTS];
-  current.depth -= 1;
-  if (status != WAVERT_OK) return wavert__error(status, "%s", current.message);
+  cur->lease.device = state->words[STATE_PREVIOUS_LEASE_DEVICE];
+  cur->lease.saved = state->words[STATE_PREVIOUS_LEASE_SAVED];
+  cur->device = state->words[STATE_PREVIOUS_DEVICE];
+  cur->stream = state->words[STATE_PREVIOUS_STREAM];
+  cur->status = (wavert_status)(intptr_t)state->words[STATE_PREVIOUS_STATUS];
+  cur->objects = state->words[STATE_PREVIOUS_OBJECTS];
+  cur->nobjects = (int32_t)(intptr_t)state->words[STATE_PREVIOUS_NOBJECTS];
+  cur->depth -= 1;
+  if (status != WAVERT_OK) return wavert__error(status, "%s", cur->message);
   return WAVERT_OK;
 }
 
@@ -143,7 +156,7 @@ static int32_t jit_launch(const char *caller, wavert_kernel **slot, const void *
                           int64_t image_size, const char *name, const int64_t *cluster,
                           int64_t gx, int64_t gy, int64_t gz, int64_t bx, int64_t by, int64_t bz,
                           int32_t dynamic_shared_bytes, void *stream, void **params) {
-  call_context *const cur = &current;
+  call_context *const cur = this_thread();
   if (cur->depth == 0)
     return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
                          "%s of kernel '%s': no host call in progress (wavert_call_begin)", caller,

@@ -213,22 +213,22 @@ wavert_status wavert_device_synchronize(wavert_device *device) {
 
 /* The context this thread last made current (wavert__enter) or restored (wavert__leave) on a
  * backend with launch_checks_context; NULL at first. */
-static _Thread_local void *context_hint;
+_Thread_local void *wavert__context_hint;
 
 wavert_status wavert__enter(wavert_device *device, void **out_saved) {
   wavert_status status = device->backend->enter(device, out_saved);
   if (status == WAVERT_OK && device->backend->launch_checks_context)
-    context_hint = device->context;
+    wavert__context_hint = device->context;
   return status;
 }
 
 void wavert__leave(wavert_device *device, void *saved) {
   device->backend->leave(device, saved);
-  if (device->backend->launch_checks_context) context_hint = saved;
+  if (device->backend->launch_checks_context) wavert__context_hint = saved;
 }
 
 int wavert__context_hint_current(const wavert_device *device) {
-  return device->backend->launch_checks_context && context_hint == device->context;
+  return device->backend->launch_checks_context && wavert__context_hint == device->context;
 }
 
 wavert_status wavert__stream_acquire(wavert_device *device, void **out_stream) {

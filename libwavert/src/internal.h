@@ -115,6 +115,9 @@ void wavert__leave(wavert_device *device, void *saved);
  * only: the caller (torch, CuPy, the user) may have switched the context since, which the
  * launch then reports and launch.c handles by entering. */
 int wavert__context_hint_current(const wavert_device *device);
+/* The hint itself (device.c): the context this thread last entered or restored on a backend
+ * with launch_checks_context, NULL at first. */
+extern _Thread_local void *wavert__context_hint __attribute__((visibility("hidden")));
 
 /* A device context entered for a run of launches (launch.c): `device` is NULL until a launch
  * enters one; `saved` is the caller's context, restored by wavert__context_lease_end (which
@@ -122,6 +125,9 @@ int wavert__context_hint_current(const wavert_device *device);
 typedef struct wavert__context_lease {
   wavert_device *device;
   void *saved;
+  /* A host call's lease (call.c): this thread's wavert__context_hint, which launch.c reads
+   * through it without a thread-local look-up of its own; NULL in any other lease. */
+  void *const *hint;
 } wavert__context_lease;
 void wavert__context_lease_end(wavert__context_lease *lease);
 

@@ -52,7 +52,7 @@ void wavert__context_lease_end(wavert__context_lease *lease) {
 wavert_status wavert_function_launch(wavert_function *function, int64_t gx, int64_t gy,
                                      int64_t gz, int64_t bx, int64_t by, int64_t bz,
                                      int64_t dynamic_shared_bytes, void *stream, void **params) {
-  wavert__context_lease lease = {NULL, NULL};
+  wavert__context_lease lease = {NULL, NULL, NULL};
   wavert_status status = wavert__function_launch_leased(function, NULL, gx, gy, gz, bx, by, bz,
                                                         dynamic_shared_bytes, stream, params,
                                                         &lease);
@@ -170,7 +170,10 @@ wavert_status wavert__function_launch_leased(wavert_function *function, const ui
                           params);
   wavert__context_lease_end(lease); /* another device's context: restore the caller's first */
   wavert_status tried = WAVERT_OK;
-  if (cluster == NULL && !opt_in && wavert__context_hint_current(device)) {
+  const int hinted = lease->hint != NULL ? device->backend->launch_checks_context &&
+                                              *lease->hint == device->context
+                                        : wavert__context_hint_current(device);
+  if (cluster == NULL && !opt_in && hinted) {
     tried = device->backend->launch(function->handle, grid, block,
                                     (uint32_t)dynamic_shared_bytes, stream, params);
     if (tried == WAVERT_OK) return WAVERT_OK;
