@@ -125,6 +125,11 @@ static wavert_status device_create(registry_entry *entry, int32_t device_type, i
       attributes[WAVERT_DEVICE_MAX_SHARED_MEMORY_PER_BLOCK])
     attributes[WAVERT_DEVICE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN] =
         attributes[WAVERT_DEVICE_MAX_SHARED_MEMORY_PER_BLOCK];
+  for (int i = 0; i < 6; ++i) {
+    const int64_t limit = i < 3 ? attributes[WAVERT_DEVICE_MAX_GRID_DIM_X + i]
+                                : attributes[WAVERT_DEVICE_MAX_BLOCK_DIM_X + i - 3];
+    device->extent_limits[i] = limit > 0 ? (uint64_t)limit : 0;
+  }
   pthread_mutex_init(&device->pool_mutex, NULL);
   *out_device = device;
   return WAVERT_OK;
@@ -208,22 +213,22 @@ wavert_status wavert_device_synchronize(wavert_device *device) {
 
 /* The context this thread last made current (wavert__enter) or restored (wavert__leave) on a
  * backend with launch_checks_context; NULL at first. */
-static _Thread_local void *context_hint;
+_Thread_local void *wavert__context_hint;
 
 wavert_status wavert__enter(wavert_device *device, void **out_saved) {
   wavert_status status = device->backend->enter(device, out_saved);
   if (status == WAVERT_OK && device->backend->launch_checks_context)
-    context_hint = device->context;
+    wavert__context_hint = device->context;
   return status;
 }
 
 void wavert__leave(wavert_device *device, void *saved) {
   device->backend->leave(device, saved);
-  if (device->backend->launch_checks_context) context_hint = saved;
+  if (device->backend->launch_checks_context) wavert__context_hint = saved;
 }
 
 int wavert__context_hint_current(const wavert_device *device) {
-  return device->backend->launch_checks_context && context_hint == device->context;
+  return device->backend->launch_checks_context && wavert__context_hint == device->context;
 }
 
 wavert_status wavert__stream_acquire(wavert_device *device, void **out_stream) {

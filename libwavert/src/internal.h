@@ -39,6 +39,9 @@ struct wavert_device {
   void *context;   /* CUcontext (primary, retained); NULL on HIP */
   /* Read once when the handle is created; immutable afterwards. */
   int64_t attributes[WAVERT__DEVICE_ATTRIBUTE_COUNT];
+  /* The grid x, y, z and block x, y, z limits of the attributes as unsigned numbers, a
+   * negative one as 0: launch.c's one-compare test of an extent in [1, limit]. */
+  uint64_t extent_limits[6];
   char chip[64]; /* "" when the backend cannot name the chip */
   pthread_mutex_t pool_mutex;
   int stream_count;
@@ -68,6 +71,24 @@ struct wavert_module {
   wavert_function *functions;
 };
 
+/* A kernel image loaded lazily per device (module.c; wavert_kernel_get_function). */
+struct wavert_kernel {
+  const void *image;
+  size_t size;
+  char *name;
+  pthread_mutex_t mutex; /* serialises first loads */
+  _Atomic(wavert_function *) functions[WAVERT__BACKEND_COUNT][WAVERT__MAX_DEVICES];
+  wavert_module *modules[WAVERT__BACKEND_COUNT][WAVERT__MAX_DEVICES];
+};
+
+/* `kernel`'s function on `device` when it was loaded there before, else NULL (the per-launch
+ * path of generated code, call.c: an atomic load, no call; wavert_kernel_get_function loads). */
+static inline wavert_function *wavert__kernel_function_loaded(wavert_kernel *kernel,
+                                                              const wavert_device *device) {
+  return atomic_load_explicit(&kernel->functions[device->backend_index][device->dl.device_id],
+                              memory_order_acquire);
+}
+
 /* Store `status` and a printf-formatted message as this thread's last error; returns
  * `status`. */
 wavert_status wavert__error(wavert_status status, const char *format, ...) WAVERT__PRINTF(2, 3);
@@ -94,6 +115,9 @@ void wavert__leave(wavert_device *device, void *saved);
  * only: the caller (torch, CuPy, the user) may have switched the context since, which the
  * launch then reports and launch.c handles by entering. */
 int wavert__context_hint_current(const wavert_device *device);
+/* The hint itself (device.c): the context this thread last entered or restored on a backend
+ * with launch_checks_context, NULL at first. */
+extern _Thread_local void *wavert__context_hint __attribute__((visibility("hidden")));
 
 /* A device context entered for a run of launches (launch.c): `device` is NULL until a launch
  * enters one; `saved` is the caller's context, restored by wavert__context_lease_end (which
@@ -101,6 +125,9 @@ int wavert__context_hint_current(const wavert_device *device);
 typedef struct wavert__context_lease {
   wavert_device *device;
   void *saved;
+  /* A host call's lease (call.c): this thread's wavert__context_hint, which launch.c reads
+   * through it without a thread-local look-up of its own; NULL in any other lease. */
+  void *const *hint;
 } wavert__context_lease;
 void wavert__context_lease_end(wavert__context_lease *lease);
 

@@ -52,7 +52,7 @@ void wavert__context_lease_end(wavert__context_lease *lease) {
 wavert_status wavert_function_launch(wavert_function *function, int64_t gx, int64_t gy,
                                      int64_t gz, int64_t bx, int64_t by, int64_t bz,
                                      int64_t dynamic_shared_bytes, void *stream, void **params) {
-  wavert__context_lease lease = {NULL, NULL};
+  wavert__context_lease lease = {NULL, NULL, NULL};
   wavert_status status = wavert__function_launch_leased(function, NULL, gx, gy, gz, bx, by, bz,
                                                         dynamic_shared_bytes, stream, params,
                                                         &lease);
@@ -91,27 +91,35 @@ wavert_status wavert__function_launch_leased(wavert_function *function, const ui
   if (function == NULL)
     return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT, "wavert_function_launch: function is NULL");
   const int64_t extents[6] = {gx, gy, gz, bx, by, bz};
-  for (int i = 0; i < 6; ++i)
-    if (extents[i] < 0)
-      return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT, "launch of kernel '%s': %s = %lld is negative",
-                           function->name, extent_names[i], (long long)extents[i]);
-  if (dynamic_shared_bytes < 0)
-    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
-                         "launch of kernel '%s': dynamic shared memory %lld bytes is negative",
-                         function->name, (long long)dynamic_shared_bytes);
-  for (int i = 0; i < 6; ++i)
-    if (extents[i] == 0) return WAVERT_OK;
-
   wavert_device *device = function->device;
   const int64_t *attributes = device->attributes;
-  for (int i = 0; i < 6; ++i) {
-    int64_t limit = i < 3 ? attributes[WAVERT_DEVICE_MAX_GRID_DIM_X + i]
-                          : attributes[WAVERT_DEVICE_MAX_BLOCK_DIM_X + i - 3];
-    if (extents[i] > limit)
-      return wavert__error(WAVERT_ERROR_LIMIT_EXCEEDED,
-                           "launch of kernel '%s': %s = %lld exceeds the device limit %lld",
-                           function->name, extent_names[i], (long long)extents[i],
-                           (long long)limit);
+  /* The common case first, one unsigned compare an extent: every extent in [1, limit] (a 0 or
+   * negative extent wraps past every limit; extent_limits has no negative one). Anything else
+   * takes the checks below, in their order, for the error or the launch of nothing. */
+  const uint64_t *const lim = device->extent_limits;
+  if (!(dynamic_shared_bytes >= 0 && (uint64_t)gx - 1u < lim[0] && (uint64_t)gy - 1u < lim[1] &&
+        (uint64_t)gz - 1u < lim[2] && (uint64_t)bx - 1u < lim[3] && (uint64_t)by - 1u < lim[4] &&
+        (uint64_t)bz - 1u < lim[5])) {
+    for (int i = 0; i < 6; ++i)
+      if (extents[i] < 0)
+        return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                             "launch of kernel '%s': %s = %lld is negative", function->name,
+                             extent_names[i], (long long)extents[i]);
+    if (dynamic_shared_bytes < 0)
+      return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                           "launch of kernel '%s': dynamic shared memory %lld bytes is negative",
+                           function->name, (long long)dynamic_shared_bytes);
+    for (int i = 0; i < 6; ++i)
+      if (extents[i] == 0) return WAVERT_OK;
+    for (int i = 0; i < 6; ++i) {
+      int64_t limit = i < 3 ? attributes[WAVERT_DEVICE_MAX_GRID_DIM_X + i]
+                            : attributes[WAVERT_DEVICE_MAX_BLOCK_DIM_X + i - 3];
+      if (extents[i] > limit)
+        return wavert__error(WAVERT_ERROR_LIMIT_EXCEEDED,
+                             "launch of kernel '%s': %s = %lld exceeds the device limit %lld",
+                             function->name, extent_names[i], (long long)extents[i],
+                             (long long)limit);
+    }
   }
   /* Each extent is within a limit the driver reported as an int, but three of them can still
    * multiply past int64. */
@@ -162,7 +170,10 @@ wavert_status wavert__function_launch_leased(wavert_function *function, const ui
                           params);
   wavert__context_lease_end(lease); /* another device's context: restore the caller's first */
   wavert_status tried = WAVERT_OK;
-  if (cluster == NULL && !opt_in && wavert__context_hint_current(device)) {
+  const int hinted = lease->hint != NULL ? device->backend->launch_checks_context &&
+                                              *lease->hint == device->context
+                                        : wavert__context_hint_current(device);
+  if (cluster == NULL && !opt_in && hinted) {
     tried = device->backend->launch(function->handle, grid, block,
                                     (uint32_t)dynamic_shared_bytes, stream, params);
     if (tried == WAVERT_OK) return WAVERT_OK;

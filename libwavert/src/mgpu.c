@@ -290,7 +290,7 @@ static wavert_status launch_leased(wavert_function *function, const uint32_t *cl
                                    int64_t gy, int64_t gz, int64_t bx, int64_t by, int64_t bz,
                                    int64_t dynamic_shared_bytes, void *stream, void **params) {
   wavert__context_lease *call_lease = wavert__call_lease();
-  wavert__context_lease lease = {NULL, NULL};
+  wavert__context_lease lease = {NULL, NULL, NULL};
   wavert_status status = wavert__function_launch_leased(
       function, cluster, gx, gy, gz, bx, by, bz, dynamic_shared_bytes, stream, params,
       call_lease != NULL ? call_lease : &lease);

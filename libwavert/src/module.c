@@ -162,15 +162,6 @@ wavert_status wavert_function_attribute_get(wavert_function *function,
 
 /* ---------------------------------------------------------------------------------------- */
 
-struct wavert_kernel {
-  const void *image;
-  size_t size;
-  char *name;
-  pthread_mutex_t mutex; /* serialises first loads */
-  _Atomic(wavert_function *) functions[WAVERT__BACKEND_COUNT][WAVERT__MAX_DEVICES];
-  wavert_module *modules[WAVERT__BACKEND_COUNT][WAVERT__MAX_DEVICES];
-};
-
 wavert_status wavert_kernel_create(const void *image, size_t size, const char *name,
                                    wavert_kernel **out_kernel) {
   if (image == NULL || name == NULL || out_kernel == NULL)

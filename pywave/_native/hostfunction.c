@@ -194,8 +194,17 @@ static PyObject *hf_vectorcall(PyObject *self_, PyObject *const *args, size_t na
   c.explicit_stream = stream_obj && stream_obj != Py_None;
   if (c.explicit_stream && parse_stream(stream_obj, &c.stream) < 0)
     goto done;
-  /* 1. scalars packed; each tensor's route and device */
-  for (Py_ssize_t i = 0; i < nargs; i++) {
+  /* 1. scalars packed; each tensor's route and device. A function of memrefs only called
+   * with tensors of the last exchange-API type (torch) takes the first loop, one type
+   * compare a tensor; the general loop takes over at the first argument that is not. */
+  Py_ssize_t first = 0;
+  if (self->memrefs_only && nargs > 0 && Py_TYPE(args[0]) == last_exchange_type) {
+    c.stream_api = last_exchange_api; /* the first tensor's exchange API */
+    for (; first < nargs && Py_TYPE(args[first]) == last_exchange_type; first++)
+      if (classify_exchange_memref(self, &c, first, args[first]) < 0)
+        goto done;
+  }
+  for (Py_ssize_t i = first; i < nargs; i++) {
     param_t *p = &self->p[i];
     if (p->is_object) {
       if (classify_object(self, &c, i, args[i]) < 0)
@@ -450,6 +459,7 @@ static PyObject *hf_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
   self->nparams = o.nparams;
   self->ntensors = o.ntensors;
   self->nslots = o.nslots;
+  self->memrefs_only = !o.wave && o.ntensors == o.nparams;
   self->results = o.results;
   self->r = o.r;
   self->nresults = o.nresults;

@@ -172,14 +172,15 @@ typedef struct {
   PyObject *name;     /* str */
   PyObject *type_str; /* "memref<?xf32>", "f32" */
   /* The descriptor memo (tensors.c): the last tensor layout whose descriptor was derived for
-   * this parameter. Key: memo_dtype, memo_state (MEMO_NONE: nothing remembered; MEMO_COMPACT:
+   * this parameter. Key: memo_ndim_dtype (the tensor's ndim and dtype as one word,
+   * tensors.c), memo_state (MEMO_NONE: nothing remembered; MEMO_COMPACT:
    * the tensor gave no strides; MEMO_STRIDES: it gave them), memo_key[0..rank) the
    * shape and memo_key[rank..2*rank) the strides; value: memo_key[2*rank..) the descriptor
    * words after allocated/aligned (offset, sizes, strides), memo_offset_bytes (the static
    * offset in bytes) and memo_empty. Only read and written with the GIL held. */
   int64_t *memo_key;  /* into layout */
   uint64_t memo_offset_bytes;
-  DLDataType memo_dtype;
+  uint64_t memo_ndim_dtype;
   uint8_t memo_state, memo_empty;
 } param_t;
 
@@ -205,6 +206,7 @@ typedef struct {
   int cpu_device; /* device_type kDLCPU: 1 for the CPU device (target cpu), 0 for a host program */
   Py_ssize_t nparams, ntensors, nslots;
   int wave;            /* Wave's convention: slot 0 is the stream, every param an object */
+  int memrefs_only;    /* pywave's convention and every parameter a memref */
   param_t *p;
   PyObject *results;   /* the result objects given to the constructor (a tuple) */
   Py_ssize_t nresults, nresult_slots; /* result slots follow the nslots argument slots */

@@ -239,16 +239,22 @@ static PyObject *call_dlpack(PyObject *obj, PyObject *stream_value) {
  * message). Nothing is keyed on the tensor object, its id or a version counter: a tensor
  * resized, restrided or viewed as another dtype in place, or another tensor at the same
  * address, has another key or is checked from its own fields. */
-static inline uint32_t dtype_word(DLDataType d) {
-  uint32_t w;
-  memcpy(&w, &d, sizeof w); /* code, bits, lanes: 4 bytes, no padding */
+_Static_assert(offsetof(DLTensor, dtype) == offsetof(DLTensor, ndim) + 4 &&
+                   sizeof(DLDataType) == 4,
+               "DLTensor's ndim and dtype (code, bits, lanes) are one 8-byte word");
+
+/* A tensor's ndim and dtype as one word, compared with one instruction. */
+static inline uint64_t ndim_dtype_word(const DLTensor *t) {
+  uint64_t w;
+  memcpy(&w, (const char *)t + offsetof(DLTensor, ndim), sizeof w);
   return w;
 }
 
 static inline int memo_hit(const param_t *p, const DLTensor *t, int64_t *words) {
   const int32_t rank = p->mtype.rank;
-  if ((t->strides ? MEMO_STRIDES : MEMO_COMPACT) != p->memo_state || t->ndim != rank ||
-      dtype_word(t->dtype) != dtype_word(p->memo_dtype) || (rank > 0 && t->shape == NULL))
+  /* The key's ndim is the one the derivation accepted for this parameter (its rank). */
+  if ((t->strides ? MEMO_STRIDES : MEMO_COMPACT) != p->memo_state ||
+      ndim_dtype_word(t) != p->memo_ndim_dtype || (rank > 0 && t->shape == NULL))
     return 0;
   const int64_t *key = p->memo_key;
   for (int32_t d = 0; d < rank; d++)
@@ -287,7 +293,7 @@ static void memo_store(param_t *p, const DLTensor *t, const int64_t *words) {
   memcpy(key + 2 * rank, words + 2, sizeof(int64_t) * (size_t)(1 + 2 * rank));
   /* aligned = data + byte_offset - offset bytes, neither sum wrapping once accepted */
   p->memo_offset_bytes = (uint64_t)(uintptr_t)t->data + t->byte_offset - (uint64_t)words[1];
-  p->memo_dtype = t->dtype;
+  p->memo_ndim_dtype = ndim_dtype_word(t);
   p->memo_empty = empty;
   p->memo_state = t->strides ? MEMO_STRIDES : MEMO_COMPACT;
 }
@@ -501,6 +507,27 @@ __attribute__((always_inline)) static inline int classify_last_exchange(HostFunc
   t->managed = NULL; /* release_tensors and build_results read it for every tensor */
   c->nstate = self->p[i].tensor_index + 1;
   return classify_exchange(self, c, i, v, t, last_exchange_api);
+}
+
+/* classify_last_exchange for hf_vectorcall's loop over a function of memrefs only
+ * (memrefs_only): argument `i` is memref parameter `i` (its tensor state ts[i]), and the call's
+ * stream_api was set to the exchange API before the loop (the first argument is of
+ * last_exchange_type). The same steps and checks, fewer loads. */
+__attribute__((always_inline)) static inline int classify_exchange_memref(HostFunction *self,
+                                                                          call_state *c,
+                                                                          Py_ssize_t i,
+                                                                          PyObject *v) {
+  tensor_state *t = &c->ts[i];
+  t->managed = NULL; /* release_tensors and build_results read it for every tensor */
+  c->nstate = i + 1;
+  t->route = ROUTE_EXCHANGE;
+  if (__builtin_expect(last_exchange_api->dltensor_from_py_object_no_sync(v, &t->local) != 0, 0))
+    return exchange_failed(self, i);
+  t->t = &t->local;
+  if (check_device(self, c, i, v, (int32_t)t->local.device.device_type,
+                   t->local.device.device_id, 0) < 0)
+    return -1;
+  return fill_descriptor(self, c, i, &t->local);
 }
 
 /* Phase 1 for tensor argument `i`: its route and device (checked), without taking it; an
