@@ -185,6 +185,14 @@ def compile(text: "str | os.PathLike[str] | MlirModule", *,
     TypeError
         An option of the wrong type (naming it), or ``text`` of a type not accepted.
     """
+    call = lookup.call_key(text, (target, opt_level, format, disk_cache, dump_dir, binaries,
+                                  lowering, passes, checks, isolate, timeout)) \
+        if binaries is None else None       # images given by path are read on every call
+    if call is not None:
+        hit = lookup.live(call)
+        if hit is not None:
+            log.info("compile: in-memory cache hit")
+            return hit
     text, filename = text_and_name(text)
     compiler = pipeline.Pipeline(text, target=target, opt_level=opt_level, format=format,
                                  filename=filename, replacements=binaries, dump_dir=dump_dir,
@@ -199,7 +207,7 @@ def compile(text: "str | os.PathLike[str] | MlirModule", *,
     hit = lookup.live(req.memo) if not dumping else None
     if hit is not None:
         log.info("compile: in-memory cache hit")
-        return hit
+        return lookup.adopt(req.memo, hit, call)
     module = _from_disk(req) if disk_cache and not dumping else None
     how = "disk cache hit"
     if module is None:
@@ -210,7 +218,7 @@ def compile(text: "str | os.PathLike[str] | MlirModule", *,
         module = CompiledModule(program)
     log.info("compile %s: %s for %s in %.1f ms", req.key[:16], how, module.target,
              (time.perf_counter() - started) * 1e3)
-    return lookup.adopt(req.memo, module)
+    return lookup.adopt(req.memo, module, call if not dumping else None)
 
 
 def _from_disk(req: "lookup.Request") -> "CompiledModule | None":

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
+import sys
 import threading
 import weakref
-from typing import TYPE_CHECKING, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from . import cache, pipeline
 from .errors import CompileError
@@ -32,9 +34,70 @@ class _Live(Protocol):
 
 
 #: The live modules, keyed by (MLIR text, described options): a hit hashes no text beyond
-#: the str's own cached hash. Weak: a module nobody holds any more is dropped.
-_memory: "weakref.WeakValueDictionary[tuple[str, str], _Live]" = weakref.WeakValueDictionary()
+#: the str's own cached hash; and by :func:`call_key` (the text and ``compile``'s arguments as
+#: passed, with the environment the options read), checked before any option object is
+#: built. Weak: a module nobody holds any more is dropped.
+_memory: "weakref.WeakValueDictionary[tuple, _Live]" = weakref.WeakValueDictionary()
 _memory_lock = threading.Lock()
+
+#: The environment variables that decide what :func:`request` describes for a compile's
+#: arguments: ``PYWAVE_DUMP_DIR`` (:func:`pywave.dump.root`: dumping skips the caches),
+#: ``PYWAVE_CHECKS`` (:func:`pywave.lowering.with_checks`), and the CUDA toolkit's search
+#: (:func:`pywave.kernels.toolkit.find_toolkit`, which also reads ``sys.path``: part of
+#: :func:`call_key` too). Any other input of the key is fixed for the process
+#: (:func:`pywave.pipeline.tool_versions`, :func:`pywave.llvm.host_cpu`, GPU 0's chip).
+CALL_ENV = ("PYWAVE_DUMP_DIR", "PYWAVE_CHECKS", "PYWAVE_CUDA_PATH", "CUDA_HOME", "CUDA_PATH",
+            "PATH")
+# os.environ's own mapping (bytes on POSIX), read without its per-lookup encoding (~1 µs a
+# variable): os.environ's writes update it, and what os.environ does not see the key's
+# readers do not see either.
+_environ_data = getattr(os.environ, "_data", None)
+_CALL_ENV_KEYS = tuple(os.environ.encodekey(v) for v in CALL_ENV) \
+    if _environ_data is not None and hasattr(os.environ, "encodekey") else ()
+_PLAIN = frozenset((type(None), bool, int, float, str))
+
+
+class _Unkeyed(Exception):
+    """An argument :func:`call_key` does not key on: the call takes the full path."""
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as a hashable key part that tells apart what ``==`` does not (``2``, ``2.0``
+    and ``True``; a list and a tuple): plain values with their type, lists, tuples and dicts
+    of them, option objects by identity (each kept alive by the key); _Unkeyed otherwise."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return kind, value
+    if kind is list or kind is tuple:
+        return kind, tuple(_plain(v) for v in value)
+    if kind is dict and all(type(k) is str for k in value):
+        return kind, tuple(sorted((k, _plain(v)) for k, v in value.items()))
+    if dataclasses.is_dataclass(kind) and getattr(kind, "__hash__", None) is not None:
+        return kind, id(value), value     # frozen option objects (LoweringOptions)
+    raise _Unkeyed
+
+
+def call_key(text: Any, options: tuple) -> "tuple | None":
+    """The in-memory key of a ``compile(text, **options)`` call as made (``options``: the
+    keyword arguments' values in a fixed order), with the :data:`CALL_ENV` variables and
+    ``sys.path`` it is read under; None when ``text`` is not a str or an argument is not
+    plain data (:func:`_plain`): such calls take the full path (:func:`request`). Two calls
+    of one key describe the same compile: each argument of the first was validated."""
+    if type(text) is not str:
+        return None
+    try:
+        kinds = tuple(map(type, options))
+        if _PLAIN.issuperset(kinds):
+            parts = (*options, *kinds)
+        else:
+            parts = tuple(_plain(v) for v in options)
+    except _Unkeyed:
+        return None
+    if _CALL_ENV_KEYS:
+        env = tuple(map(_environ_data.get, _CALL_ENV_KEYS))
+    else:
+        env = tuple(os.environ.get(v) for v in CALL_ENV)
+    return ("call", text, parts, env, tuple(sys.path))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,22 +121,26 @@ def request(compiler: pipeline.Pipeline) -> Request:
                                                               pipeline.tool_versions())))
 
 
-def live(memo: tuple[str, str]) -> "_Live | None":
-    """The open module made for ``memo`` that is still alive, else None. Thread-safe."""
+def live(memo: tuple) -> "_Live | None":
+    """The open module made for ``memo`` (a :class:`Request`'s, or a :func:`call_key`) that
+    is still alive, else None. Thread-safe."""
     with _memory_lock:
         found = _memory.get(memo)
     return found if found is not None and not found.closed else None
 
 
-def adopt(memo: tuple[str, str], module: "_Live") -> "_Live":
+def adopt(memo: tuple[str, str], module: "_Live", call: "tuple | None" = None) -> "_Live":
     """Register ``module`` as the live module of ``memo`` and return it; when another thread
     registered an open one first, that one is returned (one module per text and options).
-    Thread-safe."""
+    ``call``: also register the module returned under that :func:`call_key`. Thread-safe."""
     with _memory_lock:
         found = _memory.get(memo)
         if found is not None and not found.closed:
-            return found
-        _memory[memo] = module
+            module = found
+        else:
+            _memory[memo] = module
+        if call is not None:
+            _memory[call] = module
     return module
 
 

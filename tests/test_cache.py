@@ -94,6 +94,60 @@ def test_memory_hit_hashes_no_text(monkeypatch):
     mod.close()
 
 
+def test_memory_hit_builds_no_pipeline(monkeypatch):
+    """A repeated call with the same arguments is found by its call key, before any option
+    object is built."""
+    text = unique()
+    mod = pywave.compile(text, target="sm_90", disk_cache=False)
+    monkeypatch.setattr(pipeline, "Pipeline",
+                        lambda *a, **k: pytest.fail("built a Pipeline on a memory hit"))
+    assert pywave.compile(text, target="sm_90", disk_cache=False) is mod
+    mod.close()
+
+
+def test_call_key_tells_apart_what_equality_does_not():
+    """2.0 == 2 and True == 1, but opt_level=2.0 and opt_level=True are refused: a call key
+    of opt_level=2 must not serve them."""
+    text = unique()
+    mod = pywave.compile(text, target="sm_90", disk_cache=False)
+    for bad in (2.0, True):
+        with pytest.raises(TypeError, match="opt_level"):
+            pywave.compile(text, target="sm_90", disk_cache=False, opt_level=bad)
+    # spellings that describe the same compile find the same module through the full path
+    assert pywave.compile(text, target=["sm_90"], disk_cache=False) is mod
+    assert pywave.compile(text, target="sm_90", disk_cache=False,
+                          lowering={"fast_math": False}) is mod
+    mod.close()
+
+
+def test_call_key_misses_when_an_option_variable_changes(monkeypatch):
+    """PYWAVE_CHECKS decides the options of a CPU-target compile: set after a compile, the
+    next identical call is not served the unchecked module."""
+    text = unique()
+    monkeypatch.delenv("PYWAVE_CHECKS", raising=False)
+    plain = pywave.compile(text, target="cpu", disk_cache=False)
+    assert pywave.compile(text, target="cpu", disk_cache=False) is plain
+    monkeypatch.setenv("PYWAVE_CHECKS", "1")
+    checked = pywave.compile(text, target="cpu", disk_cache=False)
+    assert checked is not plain
+    monkeypatch.delenv("PYWAVE_CHECKS")
+    assert pywave.compile(text, target="cpu", disk_cache=False) is plain
+    plain.close()
+    checked.close()
+
+
+def test_call_key_reads_the_variables_the_options_read():
+    """CALL_ENV names every variable the described options read (a new reader must be added
+    there, or a changed value would be served the old module)."""
+    import inspect
+    from pywave import dump, lowering
+    from pywave.kernels import toolkit
+    assert dump.ENV in lookup.CALL_ENV and lowering.CHECKS_ENV in lookup.CALL_ENV
+    for variable in ("PYWAVE_CUDA_PATH", "CUDA_HOME", "CUDA_PATH", "PATH"):
+        assert variable in inspect.getsource(toolkit.find_toolkit)
+        assert variable in lookup.CALL_ENV
+
+
 def test_closed_module_is_not_returned():
     text = unique()
     first = pywave.compile(text, target="sm_90")

@@ -7,7 +7,9 @@ thread but its main one (a fork copies only the calling thread), binds its Unix 
 ``PATH`` (bound under a temporary name, then renamed into place, so a client never meets a
 half-started server) and forks a worker for each request (milliseconds, instead of an
 interpreter's start and imports). It accepts connections only from its own user
-(SO_PEERCRED). It reaps its workers and writes each one's wait status to the status pipe
+(SO_PEERCRED). Once no request waits and its first workers have ended, it compiles a small
+module itself (:func:`pywave.isolation.worker.warm_up`): later workers start without the first-use
+costs of a compile. It reaps its workers and writes each one's wait status to the status pipe
 that came with it. After ``$PYWAVE_COMPILE_SERVER_TRIM`` seconds (default 5) without a fork request it gives
 its memory back (:func:`trim`). It exits after ``$PYWAVE_COMPILE_SERVER_IDLE`` seconds
 (default 600) with no client connected, on a ``Q`` request, or when its socket path no
@@ -47,6 +49,11 @@ _CHECK_SECONDS = 30.0
 BACKLOG = 4096
 #: File descriptors kept free for requests in flight; the rest serve connections.
 FD_RESERVE = 64
+#: Seconds a new server waits for its first request before it warms up anyway (the client
+#: that started it asks within milliseconds; the warm-up must not delay that request).
+WARM_UP_QUIET = 1.0
+#: Seconds the warm-up compile may take before the server ends itself (a hang in MLIR/LLVM).
+WARM_UP_SECONDS = 120
 
 
 def main(path: str, idle: float, lock_fd: int) -> None:
@@ -150,11 +157,17 @@ class _Loop:
         self.trim_after = options.server_trim()
         self.last_fork = time.monotonic()
         self.trimmed = False
+        self.warm = False
+        self.forked = False
+        self.started = time.monotonic()
 
     def run(self) -> None:
         while True:
             wait = min(_CHECK_SECONDS, self.idle)
-            if not self.trimmed:
+            if not self.warm and not self.status:   # waiting requests are forked first
+                wait = 0.0 if self.forked else max(
+                    0.0, min(wait, self.started + WARM_UP_QUIET - time.monotonic()))
+            elif not self.trimmed:
                 wait = max(0.0, min(wait, self.last_fork + self.trim_after - time.monotonic()))
             events = self.selector.select(wait)
             for key, _mask in events:
@@ -165,6 +178,9 @@ class _Loop:
                     self._accept()
                 elif key.fileobj in self.connections:
                     self._request(key.fileobj)
+            if not self.warm and not events and not self.status and (
+                    self.forked or time.monotonic() - self.started >= WARM_UP_QUIET):
+                self._warm_up()
             if not self.connections:
                 self._maybe_exit()
             else:
@@ -175,6 +191,23 @@ class _Loop:
                 trim()
                 trace.event("server", f"trimmed: resident {before >> 20} MiB -> "
                             f"{protocol.rss_bytes() >> 20} MiB")
+
+    def _warm_up(self) -> None:
+        """Once, when no request waits and no worker runs (the first ones were forked cold
+        and have ended: a crash of the warm-up, which ends the server, loses no worker's
+        status): compile a small module here (:func:`pywave.isolation.worker.warm_up`), so
+        each later worker starts with what a compile pays on first use. A request arriving
+        meanwhile waits for it (less than the first-use cost its worker would pay). One that
+        hangs ends the server after WARM_UP_SECONDS (SIGALRM; clients start another)."""
+        self.warm = True
+        trace.event("server", "warm-up compile begins")
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        signal.alarm(WARM_UP_SECONDS)
+        worker.warm_up()
+        signal.alarm(0)
+        _check_one_thread()
+        gc.freeze()
+        trace.event("server", "warm-up compile done")
 
     def _drop(self, conn: socket.socket) -> None:
         self.connections.discard(conn)
@@ -273,6 +306,7 @@ class _Loop:
             self._reply(conn, seq, -errno.EINVAL, None)
             return
         pid = self._fork(fds)
+        self.forked = True
         self.last_fork = time.monotonic()
         self.trimmed = False
         trace.event("server", f"forked worker {pid}")

@@ -216,6 +216,58 @@ def preload() -> None:
         log.debug("worker preload failed: %s", exc)
 
 
+#: The module :func:`warm_up` compiles: one kernel and a host function launching it, so that
+#: every stage of an NVIDIA compile runs once (parse, prepare, signatures and launchers, the
+#: kernel lowering and serialisation, the host lowering, LLVM's code generation).
+WARM_UP_MLIR = """
+module attributes {gpu.container_module} {
+  gpu.module @pywave_warm_up {
+    gpu.func @k(%a: memref<?xf32>, %n: index) kernel {
+      %i = gpu.thread_id x
+      %in = arith.cmpi ult, %i, %n : index
+      scf.if %in {
+        %x = memref.load %a[%i] : memref<?xf32>
+        %y = arith.addf %x, %x : f32
+        memref.store %y, %a[%i] : memref<?xf32>
+      }
+      gpu.return
+    }
+  }
+  func.func @main(%a: memref<?xf32>) {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %n = memref.dim %a, %c0 : memref<?xf32>
+    gpu.launch_func @pywave_warm_up::@k blocks in (%c1, %c1, %c1) threads in (%n, %c1, %c1)
+        args(%a : memref<?xf32>, %n : index)
+    return
+  }
+}
+"""
+#: The chip :func:`warm_up` compiles for (any NVIDIA chip runs the same passes; no driver is
+#: asked: a fork server must not open one).
+WARM_UP_CHIP = "sm_90"
+
+
+def warm_up() -> bool:
+    """Compile :data:`WARM_UP_MLIR` once, in this process: what each compile otherwise pays
+    on first use (dialects loaded into a context, pass pipelines parsed, LLVM's NVPTX and host
+    target machines, the CUDA toolkit found and its ptxas release read) is then done, and a
+    worker forked from the compile server starts with it. Nothing is written (no dump, no
+    cache); a failure is logged at debug level and left to the first request to report.
+    Returns whether the module compiled."""
+    from .. import pipeline
+    from ..errors import Error
+    try:
+        compiler = pipeline.Pipeline(WARM_UP_MLIR, target=WARM_UP_CHIP, launchers=True,
+                                     filename="<pywave warm-up>")
+        compiler.dump_root = None       # $PYWAVE_DUMP_DIR is the user's compiles' only
+        compiler.run()
+        return True
+    except (Error, ImportError, OSError) as exc:
+        log.debug("compile server warm-up failed: %s", exc)
+        return False
+
+
 def _serve_one(request: dict[str, Any]) -> tuple:
     os.environ.clear()
     os.environ.update(request["env"])

@@ -152,3 +152,40 @@ def test_trim_setting_is_validated(monkeypatch):
     assert options.server_trim() == 2.5
     monkeypatch.delenv(options.ENV_SERVER_TRIM)
     assert options.server_trim() == options.DEFAULT_SERVER_TRIM
+
+
+def test_warm_up_compiles_every_stage_and_leaves_one_thread():
+    """The compile server's warm-up (a fork server: one thread before and after) compiles
+    its module, and a compile after it still works."""
+    code = textwrap.dedent(f"""
+        import os
+        from pywave.isolation import worker
+        from pywave import api
+        worker.preload()
+        assert worker.warm_up()
+        assert len(os.listdir("/proc/self/task")) == 1, os.listdir("/proc/self/task")
+        art = api.build(open({VECTOR_ADD!r}).read(), target="sm_90", format="ptx")
+        print(len(art.binaries), sorted(art.seconds))
+    """)
+    # as in a server (connection.process_env): no OpenBLAS thread pool from NumPy
+    done = _run(dict(os.environ, PYWAVE_DUMP_DIR="", OPENBLAS_NUM_THREADS="1"), code)
+    assert done.stdout.split()[0] == "1"
+
+
+@needs_server
+def test_the_server_warms_up_after_forking_the_first_worker(env, tmp_path):
+    """The first request is forked before the warm-up (which must not delay it); the next
+    process's worker is forked from the warmed server."""
+    trace_file = tmp_path / "trace.txt"
+    traced = dict(env, PYWAVE_TRACE=str(trace_file))
+    _run(traced)
+    end = time.monotonic() + 60
+    while "warm-up compile done" not in trace_file.read_text() and time.monotonic() < end:
+        time.sleep(0.1)
+    _run(traced)
+    events = [line.split(None, 4)[4] for line in sorted(
+        trace_file.read_text().splitlines(), key=lambda line: float(line.split()[1]))
+        if line.split()[3] == "server"]
+    forks = [i for i, e in enumerate(events) if e.startswith("forked worker")]
+    begins, done = events.index("warm-up compile begins"), events.index("warm-up compile done")
+    assert len(forks) == 2 and forks[0] < begins < done < forks[1], events
