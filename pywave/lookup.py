@@ -48,12 +48,6 @@ _memory_lock = threading.Lock()
 #: (:func:`pywave.pipeline.tool_versions`, :func:`pywave.llvm.host_cpu`, GPU 0's chip).
 CALL_ENV = ("PYWAVE_DUMP_DIR", "PYWAVE_CHECKS", "PYWAVE_CUDA_PATH", "CUDA_HOME", "CUDA_PATH",
             "PATH")
-# os.environ's own mapping (bytes on POSIX), read without its per-lookup encoding (~1 µs a
-# variable): os.environ's writes update it, and what os.environ does not see the key's
-# readers do not see either.
-_environ_data = getattr(os.environ, "_data", None)
-_CALL_ENV_KEYS = tuple(os.environ.encodekey(v) for v in CALL_ENV) \
-    if _environ_data is not None and hasattr(os.environ, "encodekey") else ()
 _PLAIN = frozenset((type(None), bool, int, float, str))
 
 
@@ -93,10 +87,7 @@ def call_key(text: Any, options: tuple) -> "tuple | None":
             parts = tuple(_plain(v) for v in options)
     except _Unkeyed:
         return None
-    if _CALL_ENV_KEYS:
-        env = tuple(map(_environ_data.get, _CALL_ENV_KEYS))
-    else:
-        env = tuple(os.environ.get(v) for v in CALL_ENV)
+    env = tuple(map(os.environ.get, CALL_ENV))
     return ("call", text, parts, env, tuple(sys.path))
 
 
