@@ -58,6 +58,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -82,6 +83,8 @@
 #define WAVERT_CPU_SERIAL_THREADS 4096
 /* Arguments of a kernel (its __wavert_cpu_args_ table is checked against it at load). */
 #define WAVERT_CPU_MAX_ARGS 65536
+/* A stream's worker thread ends after this long without work (the next item starts one). */
+#define WAVERT_CPU_STREAM_IDLE_MS 200
 /* Bytes of a stream's failure message (the launch's, with its kernel, block and thread). */
 #define WAVERT_CPU_MESSAGE 2048
 
@@ -1537,13 +1540,23 @@ static wavert_status run_item(cpu_item *item) {
 }
 
 /* A stream's worker: runs its items in order (skipping them after a failure until it is
- * reported), and ends when the stream is destroyed and its queue is empty. */
+ * reported), and ends when its queue is empty and the stream destroyed, or idle for
+ * WAVERT_CPU_STREAM_IDLE_MS (the next item starts another: host code that never destroys its
+ * streams, as upstream's lowering of `gpu.wait async [%t1, %t2]` leaves the dependencies'
+ * streams, keeps no thread per stream). */
 static void *stream_main(void *opaque) {
   cpu_stream *stream = opaque;
   pthread_mutex_lock(&queues.mutex);
   for (;;) {
-    while (stream->head == NULL && !stream->destroyed && !queues.exiting)
-      pthread_cond_wait(&stream->work, &queues.mutex);
+    int idle = 0;
+    while (stream->head == NULL && !stream->destroyed && !queues.exiting && !idle) {
+      struct timespec until;
+      clock_gettime(CLOCK_REALTIME, &until);
+      until.tv_nsec += (long)WAVERT_CPU_STREAM_IDLE_MS * 1000000L;
+      until.tv_sec += until.tv_nsec / 1000000000L;
+      until.tv_nsec %= 1000000000L;
+      idle = pthread_cond_timedwait(&stream->work, &queues.mutex, &until) == ETIMEDOUT;
+    }
     if (stream->head == NULL || queues.exiting) break;
     cpu_item *item = stream->head;
     stream->head = item->next;
