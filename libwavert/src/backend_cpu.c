@@ -1,8 +1,12 @@
 /*
  * backend_cpu.c — the CPU device (DLPack kDLCPU, ordinal 0): kernels compiled for the host
  * by pywave (pywave/kernels/cpu.py) run on a pool of host threads. Host memory is device
- * memory: allocation is an aligned malloc, copies are memcpy, every operation is synchronous
- * (streams and events are placeholders that order nothing, since nothing is ever pending).
+ * memory: allocation is an aligned malloc, copies are memcpy. Work with no stream runs on the
+ * calling thread before the call returns (the fast path: host code that makes no stream,
+ * every Python call); a stream is a queue run in order by a worker thread of its own,
+ * concurrently with other streams, events order streams, and a failure on a stream is
+ * reported by the next synchronize, as the CUDA driver reports one ("streams and events"
+ * below).
  *
  * The image is an ELF shared object for the host (what `cc -shared` makes of the kernels'
  * object code). module_load writes it into a sealed memfd and dlopens that (RTLD_LOCAL), so
@@ -14,6 +18,9 @@
  *     thread of one block (x fastest), writing thread->thread_id itself;
  *   - `params` is the launch's array of pointers to each kernel argument (MLIR's launch
  *     ABI, exactly what the GPU backends pass to the driver);
+ *   - per kernel K, `const int64_t __wavert_cpu_args_K[]`: its argument count n, then the n
+ *     arguments' byte sizes (a launch queued on a stream copies the values `params` points
+ *     to, which live on the host code's stack, as a GPU driver copies them at the launch);
  *   - the generated code reads ids and dims from `thread` (through a thread-local pointer it
  *     sets on entry) and calls its functions: barrier (gpu.barrier), publish/read (lane
  *     exchanges of gpu.shuffle, gpu.subgroup_reduce, gpu.all_reduce), print (gpu.printf),
@@ -22,8 +29,10 @@
  *   - workgroup memory is thread-local storage of the image: one copy per pool thread, and
  *     a pool thread runs one block at a time, so each running block has its own.
  *
- * Blocks: spread over the pool (the calling thread included) by an atomic block counter;
- * grids of at most WAVERT_CPU_SERIAL_THREADS GPU threads run on the calling thread alone.
+ * Blocks: spread over the pool (the launching thread included: the caller, or the worker
+ * of the launch's stream) by an atomic block counter; grids of at most
+ * WAVERT_CPU_SERIAL_THREADS GPU threads run on the launching thread alone, and so does a
+ * launch while the pool's threads serve another (launches of two streams run concurrently).
  * Pool threads spin a while (WAVERT_CPU_SPIN) for the next launch before they sleep on a
  * condition variable. Threads of a block: with a block function, its loop; otherwise one
  * fiber per GPU thread (a user-space context switch: x86-64 and AArch64 assembly below,
