@@ -119,7 +119,7 @@ CPU_BACKEND = Backend("cpu", 1, "kDLCPU", "CPU", "")
 #: Version of the CPU target's image ABI (:mod:`pywave.kernels.cpu`); libwavert's
 #: WAVERT_CPU_ABI (backend_cpu.c) must be equal. Part of the compile-cache key of CPU-target
 #: modules: bump it with every change of the layout, so no entry of another layout is loaded.
-CPU_KERNEL_ABI = 5
+CPU_KERNEL_ABI = 6
 
 
 @dataclasses.dataclass(frozen=True)

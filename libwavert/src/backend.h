@@ -28,6 +28,11 @@ struct wavert__backend {
   wavert_status (*enter)(wavert_device *device, void **out_saved);
   void (*leave)(wavert_device *device, void *saved);
   wavert_status (*synchronize)(wavert_device *device);
+  /* The end of a host call on `device` (wavert_call_end, before it reports the call's first
+   * error; the error returned becomes the call's if it has none). NULL: nothing to do (CUDA,
+   * HIP: the call's work stays queued). CPU: waits for the work the thread queued on streams
+   * during the call (backend_cpu.c). */
+  wavert_status (*call_end)(wavert_device *device);
 
   wavert_status (*module_load)(wavert_device *device, const void *image, size_t size,
                                void **out_module);

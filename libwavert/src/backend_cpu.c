@@ -1,8 +1,12 @@
 /*
  * backend_cpu.c — the CPU device (DLPack kDLCPU, ordinal 0): kernels compiled for the host
  * by pywave (pywave/kernels/cpu.py) run on a pool of host threads. Host memory is device
- * memory: allocation is an aligned malloc, copies are memcpy, every operation is synchronous
- * (streams and events are placeholders that order nothing, since nothing is ever pending).
+ * memory: allocation is an aligned malloc, copies are memcpy. Work with no stream runs on the
+ * calling thread before the call returns (the fast path: host code that makes no stream,
+ * every Python call); a stream is a queue run in order by a worker thread of its own,
+ * concurrently with other streams, events order streams, and a failure on a stream is
+ * reported by the next synchronize, as the CUDA driver reports one ("streams and events"
+ * below).
  *
  * The image is an ELF shared object for the host (what `cc -shared` makes of the kernels'
  * object code). module_load writes it into a sealed memfd and dlopens that (RTLD_LOCAL), so
@@ -14,6 +18,9 @@
  *     thread of one block (x fastest), writing thread->thread_id itself;
  *   - `params` is the launch's array of pointers to each kernel argument (MLIR's launch
  *     ABI, exactly what the GPU backends pass to the driver);
+ *   - per kernel K, `const int64_t __wavert_cpu_args_K[]`: its argument count n, then the n
+ *     arguments' byte sizes (a launch queued on a stream copies the values `params` points
+ *     to, which live on the host code's stack, as a GPU driver copies them at the launch);
  *   - the generated code reads ids and dims from `thread` (through a thread-local pointer it
  *     sets on entry) and calls its functions: barrier (gpu.barrier), publish/read (lane
  *     exchanges of gpu.shuffle, gpu.subgroup_reduce, gpu.all_reduce), print (gpu.printf),
@@ -22,8 +29,10 @@
  *   - workgroup memory is thread-local storage of the image: one copy per pool thread, and
  *     a pool thread runs one block at a time, so each running block has its own.
  *
- * Blocks: spread over the pool (the calling thread included) by an atomic block counter;
- * grids of at most WAVERT_CPU_SERIAL_THREADS GPU threads run on the calling thread alone.
+ * Blocks: spread over the pool (the launching thread included: the caller, or the worker
+ * of the launch's stream) by an atomic block counter; grids of at most
+ * WAVERT_CPU_SERIAL_THREADS GPU threads run on the launching thread alone, and so does a
+ * launch while the pool's threads serve another (launches of two streams run concurrently).
  * Pool threads spin a while (WAVERT_CPU_SPIN) for the next launch before they sleep on a
  * condition variable. Threads of a block: with a block function, its loop; otherwise one
  * fiber per GPU thread (a user-space context switch: x86-64 and AArch64 assembly below,
@@ -58,12 +67,13 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
 
 /* Version of the image ABI above; pywave/kernels/cpu.py's CPU_ABI must equal it. */
-#define WAVERT_CPU_ABI 5
+#define WAVERT_CPU_ABI 6
 /* Default stack of one GPU thread run as a fiber, a guard page below it
  * ($WAVERT_CPU_STACK_KIB overrides it, 16 to 65536). 64 KiB hold the kernel's frames (its
  * private memref.alloca buffers included) and the C library's printf; a fiber that runs
@@ -80,6 +90,12 @@
 /* Grids of at most this many GPU threads run on the calling thread: waking the pool costs
  * more than they take. */
 #define WAVERT_CPU_SERIAL_THREADS 4096
+/* Arguments of a kernel (its __wavert_cpu_args_ table is checked against it at load). */
+#define WAVERT_CPU_MAX_ARGS 65536
+/* A stream's worker thread ends after this long without work (the next item starts one). */
+#define WAVERT_CPU_STREAM_IDLE_MS 200
+/* Bytes of a stream's failure message (the launch's, with its kernel, block and thread). */
+#define WAVERT_CPU_MESSAGE 2048
 
 /* One GPU thread as generated code sees it; the layout is the image ABI (cpu.py). */
 typedef struct wavert__cpu_thread wavert__cpu_thread;
@@ -128,6 +144,9 @@ typedef struct cpu_function {
   cpu_kernel block;          /* NULL: the kernel needs fibers */
   cpu_kernel thread;
   int checked;               /* the image was compiled with checks (pywave checks=True) */
+  /* `__wavert_cpu_args_K`: the argument count, then each argument's byte size (what a
+   * launch queued on a stream copies out of the caller's parameter array). */
+  const int64_t *args;
   char name[];               /* the kernel's name */
 } cpu_function;
 
@@ -1126,11 +1145,6 @@ static void cpu_leave(wavert_device *device, void *saved) {
   (void)saved;
 }
 
-static wavert_status cpu_nothing_pending(void) { return WAVERT_OK; }
-static wavert_status cpu_synchronize(wavert_device *device) {
-  (void)device;
-  return cpu_nothing_pending();
-}
 
 static wavert_status cpu_module_load(wavert_device *device, const void *image, size_t size,
                                      void **out_module) {
@@ -1210,14 +1224,23 @@ static wavert_status cpu_module_get_function(void *opaque, const char *name, voi
   cpu_kernel thread = (cpu_kernel)(uintptr_t)dlsym(module->handle, symbol);
   snprintf(symbol, length + 32, "__wavert_cpu_block_%s", name);
   cpu_kernel block = (cpu_kernel)(uintptr_t)dlsym(module->handle, symbol);
+  snprintf(symbol, length + 32, "__wavert_cpu_args_%s", name);
+  const int64_t *args = dlsym(module->handle, symbol);
   free(symbol);
   if (thread == NULL)
     return wavert__error(WAVERT_ERROR_NOT_FOUND, "the CPU module has no kernel '%s'", name);
+  if (args == NULL || args[0] < 0 || args[0] > WAVERT_CPU_MAX_ARGS)
+    return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                         "the CPU module's kernel '%s' has no valid argument table "
+                         "(__wavert_cpu_args_%s: %lld arguments, at most %d expected)",
+                         name, name, args != NULL ? (long long)args[0] : -1LL,
+                         WAVERT_CPU_MAX_ARGS);
   cpu_function *function = malloc(sizeof(*function) + length + 1);
   if (function == NULL) return wavert__error(WAVERT_ERROR_OUT_OF_MEMORY, "out of host memory");
   function->thread = thread;
   function->block = block;
   function->checked = module->checked;
+  function->args = args;
   memcpy(function->name, name, length + 1);
   function->next = module->functions;
   module->functions = function;
@@ -1254,17 +1277,17 @@ static wavert_status cpu_function_opt_in_shared(void *function, int64_t bytes) {
   return WAVERT_OK;
 }
 
-/* A launch whose blocks form clusters of cluster[0..2] blocks (1, 1, 1: no clusters). The
+/* Run a launch on the calling thread, with the pool's threads when the grid is large enough
+ * and no other launch has them (launches on different streams run concurrently: one of them
+ * may wait for another, as in upstream MLIR's concurrent-kernels.mlir), and return when every
+ * block has run. Its blocks form clusters of cluster[0..2] blocks (1, 1, 1: no clusters); the
  * blocks of a cluster are not scheduled together (no distributed shared memory, no cluster
  * barrier: their ops are refused at compile time); the cluster queries see the extents. */
-static wavert_status launch_clustered(void *opaque, const uint32_t cluster[3],
-                                      const uint32_t grid[3], const uint32_t block[3],
-                                      uint32_t dynamic_shared_bytes, void *stream,
-                                      void **params) {
-  (void)dynamic_shared_bytes; /* checked by launch.c against the OPTIN attribute */
-  (void)stream;               /* synchronous: the launch returns when every block has run */
+static wavert_status run_launch(const cpu_function *function, const uint32_t cluster[3],
+                                const uint32_t grid[3], const uint32_t block[3],
+                                void **params) {
   cpu_job job;
-  job.function = opaque;
+  job.function = function;
   job.params = params;
   job.blocks = 1;
   int64_t threads = 1;
@@ -1281,10 +1304,12 @@ static wavert_status launch_clustered(void *opaque, const uint32_t cluster[3],
   atomic_init(&job.asserted, 0);
   job.message[0] = '\0';
   atomic_init(&job.active, 0);
-  pthread_mutex_lock(&pool.launch);
   int helpers = pool.size - 1;
   if (helpers > job.blocks - 1) helpers = (int)(job.blocks - 1);
   if (job.blocks * threads <= WAVERT_CPU_SERIAL_THREADS) helpers = 0;
+  /* The pool's threads serve one launch at a time; another runs on its own thread alone. */
+  int holds_pool = helpers > 0 && pthread_mutex_trylock(&pool.launch) == 0;
+  if (!holds_pool) helpers = 0;
   if (helpers > 0) {
     if (pool.started < pool.size - 1) {
       pthread_mutex_lock(&pool.mutex);
@@ -1325,7 +1350,7 @@ static wavert_status launch_clustered(void *opaque, const uint32_t cluster[3],
     }
   }
   int failed = atomic_load(&job.failed);
-  pthread_mutex_unlock(&pool.launch);
+  if (holds_pool) pthread_mutex_unlock(&pool.launch);
   print_flush();
   if (failed == 1)
     return wavert__error(WAVERT_ERROR_OUT_OF_MEMORY,
@@ -1349,6 +1374,330 @@ static wavert_status launch_clustered(void *opaque, const uint32_t cluster[3],
   return WAVERT_OK;
 }
 
+/* ---- streams and events --------------------------------------------------------------------
+ * A stream is a queue of work items (a launch, a copy, a fill, a wait for an event) that the
+ * stream's own worker thread runs in order: started at its first item, it sleeps on the
+ * stream's condition variable when the queue is empty and ends once the stream is destroyed
+ * and its queue has run (cuStreamDestroy's rule: the call returns at once, the stream's
+ * resources go when its work is done). Work of different streams runs concurrently, each
+ * worker running its launches' blocks itself (with the pool's threads when they are free:
+ * run_launch), so kernels on two streams may wait for each other. The NULL stream is
+ * synchronous: its work runs on the calling thread before the call returns, not ordered with
+ * the other streams (libwavert's CUDA streams are CU_STREAM_NON_BLOCKING: the legacy stream
+ * does not wait for them either). Host code that makes no stream (every Python call) runs
+ * all its work this way.
+ *
+ * A queued launch owns a copy of the kernel's argument values (their sizes: the image's
+ * __wavert_cpu_args_K), as a GPU driver copies them from the caller's stack at the launch;
+ * the copy is freed when the launch has run. An event is a position in a stream: record takes
+ * the stream's last queued item, synchronize waits until that item has run, a stream waiting
+ * for it queues a wait item (the event's position when the wait was queued: recording the
+ * event again later changes nothing for it, as with cuStreamWaitEvent).
+ *
+ * Failures (a deadlock, a failed check, a cf.assert, no memory for the fibers) are kept by
+ * the stream, the first one with its message, and reported as the CUDA driver reports an
+ * asynchronous kernel failure: by the next synchronize of the stream (which then clears it),
+ * of an event recorded after it, or of the device; the stream's later work is skipped until
+ * then, and a stream that waits for an event of it inherits the failure. A failure of a
+ * stream destroyed before it was reported goes to the device's next synchronize. Unlike a
+ * CUDA context, nothing else is poisoned: the stream and the device go on after the report.
+ * The work a thread queued during a host call is waited for at the call's end (cpu_call_end):
+ * a call on the CPU device returns with none of its work running, and reports its failure.
+ *
+ * Stream structures are never freed: a destroyed one is reused by a later create, its item
+ * numbers going on, so an event of an earlier use still names a position that has run.
+ * At process exit (atexit) the workers stop after their current item.
+ */
+
+typedef enum { ITEM_LAUNCH, ITEM_COPY, ITEM_SET, ITEM_WAIT } item_kind;
+
+typedef struct cpu_stream cpu_stream;
+
+typedef struct cpu_item {
+  struct cpu_item *next;
+  uint64_t seq; /* its number in its stream, from 1 */
+  item_kind kind;
+  union {
+    struct {
+      const cpu_function *function;
+      uint32_t cluster[3], grid[3], block[3];
+      void **params; /* in the item's allocation: pointers to the copied values after it */
+    } launch;
+    struct {
+      void *dst;
+      const void *src;
+      size_t size;
+    } copy;
+    struct {
+      void *ptr;
+      uint32_t value;
+      size_t element_bytes, count;
+    } set;
+    struct {
+      cpu_stream *stream; /* until this stream has run its item `seq` */
+      uint64_t seq;
+    } wait;
+  } u;
+} cpu_item;
+
+#define CPU_STREAM_MAGIC UINT64_C(0x6d61657274735043) /* "CPstream" */
+#define CPU_EVENT_MAGIC UINT64_C(0x746e657665555043)  /* "CPUevent" */
+/* Alignment of each copied argument value (at least any LLVM type's ABI alignment). */
+#define CPU_ARG_ALIGN 64
+
+struct cpu_stream {
+  uint64_t magic;      /* CPU_STREAM_MAGIC from create to destroy */
+  cpu_stream *next;    /* queues.all */
+  cpu_item *head, *tail;
+  uint64_t enqueued;   /* the last queued item's seq */
+  uint64_t completed;  /* the last item run (items run in seq order) */
+  int worker;          /* its worker thread is running */
+  int destroyed;       /* the worker ends when the queue is empty */
+  int reusable;        /* destroyed and its work done: create may hand it out again */
+  pthread_cond_t work; /* an item was queued, the stream destroyed or the process exits */
+  wavert_status error; /* the first failure not yet reported, of item error_seq */
+  uint64_t error_seq;
+  char message[WAVERT_CPU_MESSAGE];
+};
+
+typedef struct {
+  uint64_t magic;
+  cpu_stream *stream; /* NULL: complete (never recorded, or recorded on the NULL stream) */
+  uint64_t seq;       /* complete once stream->completed >= seq */
+} cpu_event;
+
+static struct {
+  pthread_mutex_t mutex; /* guards every stream and event field */
+  pthread_cond_t done;   /* an item of some stream has run */
+  cpu_stream *all;       /* every stream structure made */
+  atomic_long pending;   /* items queued and not yet run, on every stream */
+  int exiting;           /* process exit: workers stop, waits end */
+  wavert_status orphan;  /* the unreported failure of a stream destroyed since */
+  char orphan_message[WAVERT_CPU_MESSAGE];
+} queues = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0, WAVERT_OK, ""};
+
+/* This thread queued work since its host call last waited for it (cpu_call_end). */
+static _Thread_local int queued_here;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+static void queues_exit(void) {
+  pthread_mutex_lock(&queues.mutex);
+  queues.exiting = 1;
+  for (cpu_stream *s = queues.all; s != NULL; s = s->next) pthread_cond_signal(&s->work);
+  pthread_cond_broadcast(&queues.done);
+  pthread_mutex_unlock(&queues.mutex);
+}
+
+static void queues_exit_install(void) { atexit(queues_exit); }
+
+static void fill(void *ptr, uint32_t value, size_t element_bytes, size_t count) {
+  if (element_bytes == 1) {
+    memset(ptr, (int)(value & 0xff), count);
+  } else if (element_bytes == 2) {
+    uint16_t v = (uint16_t)value, *p = ptr;
+    for (size_t i = 0; i < count; ++i) p[i] = v;
+  } else {
+    uint32_t *p = ptr;
+    for (size_t i = 0; i < count; ++i) p[i] = value;
+  }
+}
+
+/* Wait (queues.mutex held) until `stream` has run its item `seq`, or the process exits. */
+static void wait_for(cpu_stream *stream, uint64_t seq) {
+  while (stream->completed < seq && !queues.exiting)
+    pthread_cond_wait(&queues.done, &queues.mutex);
+}
+
+/* The failure of `stream` at or before its item `seq` (queues.mutex held), set as this
+ * thread's last error; WAVERT_OK when there is none. */
+static wavert_status failure_before(const cpu_stream *stream, uint64_t seq) {
+  if (stream->error == WAVERT_OK || stream->error_seq > seq) return WAVERT_OK;
+  return wavert__error(stream->error, "%s", stream->message);
+}
+
+/* A destroyed stream whose work has run (queues.mutex held): its unreported failure goes to
+ * the device's next synchronize; create may reuse it. */
+static void stream_retire(cpu_stream *stream) {
+  if (stream->error != WAVERT_OK && queues.orphan == WAVERT_OK) {
+    queues.orphan = stream->error;
+    snprintf(queues.orphan_message, sizeof(queues.orphan_message), "%s", stream->message);
+  }
+  stream->error = WAVERT_OK;
+  stream->reusable = 1;
+}
+
+static wavert_status run_item(cpu_item *item) {
+  switch (item->kind) {
+    case ITEM_LAUNCH:
+      return run_launch(item->u.launch.function, item->u.launch.cluster, item->u.launch.grid,
+                        item->u.launch.block, item->u.launch.params);
+    case ITEM_COPY:
+      memmove(item->u.copy.dst, item->u.copy.src, item->u.copy.size);
+      return WAVERT_OK;
+    case ITEM_SET:
+      fill(item->u.set.ptr, item->u.set.value, item->u.set.element_bytes, item->u.set.count);
+      return WAVERT_OK;
+    case ITEM_WAIT: {
+      pthread_mutex_lock(&queues.mutex);
+      wait_for(item->u.wait.stream, item->u.wait.seq);
+      wavert_status status = failure_before(item->u.wait.stream, item->u.wait.seq);
+      pthread_mutex_unlock(&queues.mutex);
+      return status;
+    }
+  }
+  return WAVERT_OK;
+}
+
+/* A stream's worker: runs its items in order (skipping them after a failure until it is
+ * reported), and ends when its queue is empty and the stream destroyed, or idle for
+ * WAVERT_CPU_STREAM_IDLE_MS (the next item starts another: host code that never destroys its
+ * streams, as upstream's lowering of `gpu.wait async [%t1, %t2]` leaves the dependencies'
+ * streams, keeps no thread per stream). */
+static void *stream_main(void *opaque) {
+  cpu_stream *stream = opaque;
+  pthread_mutex_lock(&queues.mutex);
+  for (;;) {
+    int idle = 0;
+    while (stream->head == NULL && !stream->destroyed && !queues.exiting && !idle) {
+      struct timespec until;
+      clock_gettime(CLOCK_REALTIME, &until);
+      until.tv_nsec += (long)WAVERT_CPU_STREAM_IDLE_MS * 1000000L;
+      until.tv_sec += until.tv_nsec / 1000000000L;
+      until.tv_nsec %= 1000000000L;
+      idle = pthread_cond_timedwait(&stream->work, &queues.mutex, &until) == ETIMEDOUT;
+    }
+    if (stream->head == NULL || queues.exiting) break;
+    cpu_item *item = stream->head;
+    stream->head = item->next;
+    if (stream->head == NULL) stream->tail = NULL;
+    int skip = stream->error != WAVERT_OK;
+    pthread_mutex_unlock(&queues.mutex);
+    wavert_status status = skip ? WAVERT_OK : run_item(item);
+    pthread_mutex_lock(&queues.mutex);
+    if (status != WAVERT_OK && stream->error == WAVERT_OK) {
+      stream->error = status;
+      stream->error_seq = item->seq;
+      if (item->kind == ITEM_WAIT) /* the failed stream's message, which names it */
+        snprintf(stream->message, sizeof(stream->message), "%s", wavert_last_error());
+      else
+        snprintf(stream->message, sizeof(stream->message), "work queued on CPU stream %p: %s",
+                 (void *)stream, wavert_last_error());
+    }
+    stream->completed = item->seq;
+    atomic_fetch_sub_explicit(&queues.pending, 1, memory_order_release);
+    pthread_cond_broadcast(&queues.done);
+    free(item);
+  }
+  stream->worker = 0;
+  if (stream->destroyed && stream->head == NULL) stream_retire(stream);
+  pthread_mutex_unlock(&queues.mutex);
+  return NULL;
+}
+
+/* Queue `item` (owned: freed on failure) on `stream`, starting its worker if needed. */
+static wavert_status stream_enqueue(cpu_stream *stream, cpu_item *item) {
+  pthread_once(&exit_once, queues_exit_install);
+  pthread_mutex_lock(&queues.mutex);
+  wavert_status status = WAVERT_OK;
+  if (stream->magic != CPU_STREAM_MAGIC) {
+    status = wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                           "CPU stream %p is not a live stream (destroyed already?)",
+                           (void *)stream);
+  } else if (!stream->worker) {
+    pthread_t thread;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int err = pthread_create(&thread, &attr, stream_main, stream);
+    pthread_attr_destroy(&attr);
+    if (err != 0)
+      status = wavert__error(WAVERT_ERROR_UNAVAILABLE,
+                             "CPU stream %p: starting its worker thread: pthread_create: %s",
+                             (void *)stream, strerror(err));
+    else
+      stream->worker = 1;
+  }
+  if (status == WAVERT_OK) {
+    item->next = NULL;
+    item->seq = ++stream->enqueued;
+    if (stream->tail != NULL)
+      stream->tail->next = item;
+    else
+      stream->head = item;
+    stream->tail = item;
+    atomic_fetch_add_explicit(&queues.pending, 1, memory_order_relaxed);
+    pthread_cond_signal(&stream->work);
+    queued_here = 1;
+  }
+  pthread_mutex_unlock(&queues.mutex);
+  if (status != WAVERT_OK) free(item);
+  return status;
+}
+
+static cpu_item *item_new(item_kind kind, size_t extra) {
+  void *memory = NULL;
+  size_t size = 0;
+  if (__builtin_add_overflow(sizeof(cpu_item), extra, &size) ||
+      posix_memalign(&memory, CPU_ARG_ALIGN, size) != 0) {
+    wavert__error(WAVERT_ERROR_OUT_OF_MEMORY, "out of host memory for a CPU stream's work item");
+    return NULL;
+  }
+  cpu_item *item = memory;
+  memset(item, 0, sizeof(*item));
+  item->kind = kind;
+  return item;
+}
+
+static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+/* Queue a launch on `stream` with copies of the argument values `params` points to. */
+static wavert_status launch_queued(cpu_stream *stream, const cpu_function *function,
+                                   const uint32_t cluster[3], const uint32_t grid[3],
+                                   const uint32_t block[3], void **params) {
+  const int64_t count = function->args[0];
+  const int64_t *bytes = function->args + 1;
+  /* [item][params: count pointers][each value, CPU_ARG_ALIGN-aligned] */
+  size_t head = round_up(sizeof(cpu_item) + (size_t)count * sizeof(void *), CPU_ARG_ALIGN);
+  size_t extra = head - sizeof(cpu_item);
+  for (int64_t i = 0; i < count; ++i) {
+    if (bytes[i] < 0 || bytes[i] > (int64_t)(SIZE_MAX / 4) ||
+        __builtin_add_overflow(extra, round_up((size_t)bytes[i], CPU_ARG_ALIGN), &extra))
+      return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                           "CPU launch of kernel '%s': argument %lld's size %lld bytes in the "
+                           "image's argument table is invalid",
+                           function->name, (long long)i, (long long)bytes[i]);
+    if (params == NULL || params[i] == NULL)
+      return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                           "CPU launch of kernel '%s': the parameter array or its pointer to "
+                           "argument %lld is NULL (%lld arguments expected)",
+                           function->name, (long long)i, (long long)count);
+  }
+  cpu_item *item = item_new(ITEM_LAUNCH, extra);
+  if (item == NULL) return WAVERT_ERROR_OUT_OF_MEMORY;
+  item->u.launch.function = function;
+  memcpy(item->u.launch.cluster, cluster, sizeof(item->u.launch.cluster));
+  memcpy(item->u.launch.grid, grid, sizeof(item->u.launch.grid));
+  memcpy(item->u.launch.block, block, sizeof(item->u.launch.block));
+  void **copies = (void **)(item + 1);
+  char *value = (char *)item + head;
+  for (int64_t i = 0; i < count; ++i) {
+    memcpy(value, params[i], (size_t)bytes[i]);
+    copies[i] = value;
+    value += round_up((size_t)bytes[i], CPU_ARG_ALIGN);
+  }
+  item->u.launch.params = copies;
+  return stream_enqueue(stream, item);
+}
+
+static wavert_status launch_clustered(void *opaque, const uint32_t cluster[3],
+                                      const uint32_t grid[3], const uint32_t block[3],
+                                      uint32_t dynamic_shared_bytes, void *stream,
+                                      void **params) {
+  (void)dynamic_shared_bytes; /* checked by launch.c against the OPTIN attribute */
+  if (stream == NULL) return run_launch(opaque, cluster, grid, block, params);
+  return launch_queued(stream, opaque, cluster, grid, block, params);
+}
+
 static wavert_status cpu_launch(void *opaque, const uint32_t grid[3], const uint32_t block[3],
                                 uint32_t dynamic_shared_bytes, void *stream, void **params) {
   static const uint32_t one[3] = {1, 1, 1};
@@ -1363,40 +1712,175 @@ static wavert_status cpu_launch_cluster(void *opaque, const uint32_t cluster[3],
   return launch_clustered(opaque, cluster, grid, block, dynamic_shared_bytes, stream, params);
 }
 
-/* Streams and events: distinct non-NULL handles that order nothing (all work is synchronous). */
-static wavert_status cpu_handle_create(void **out_handle) {
-  void *handle = malloc(1);
-  if (handle == NULL) return wavert__error(WAVERT_ERROR_OUT_OF_MEMORY, "out of host memory");
-  *out_handle = handle;
+static wavert_status cpu_stream_create(void **out_stream) {
+  pthread_mutex_lock(&queues.mutex);
+  cpu_stream *stream = queues.all;
+  while (stream != NULL && !stream->reusable) stream = stream->next;
+  if (stream == NULL) {
+    stream = calloc(1, sizeof(*stream));
+    if (stream == NULL) {
+      pthread_mutex_unlock(&queues.mutex);
+      return wavert__error(WAVERT_ERROR_OUT_OF_MEMORY, "out of host memory for a CPU stream");
+    }
+    pthread_cond_init(&stream->work, NULL);
+    stream->next = queues.all;
+    queues.all = stream;
+  }
+  stream->reusable = 0;
+  stream->destroyed = 0;
+  stream->error = WAVERT_OK;
+  stream->magic = CPU_STREAM_MAGIC;
+  pthread_mutex_unlock(&queues.mutex);
+  *out_stream = stream;
   return WAVERT_OK;
 }
 
-static wavert_status cpu_handle_destroy(void *handle) {
-  free(handle);
-  return WAVERT_OK;
+/* Returns at once; the worker ends (and the stream becomes reusable) when its work is done. */
+static wavert_status cpu_stream_destroy(void *opaque) {
+  cpu_stream *stream = opaque;
+  if (stream == NULL) return WAVERT_OK;
+  pthread_mutex_lock(&queues.mutex);
+  wavert_status status = WAVERT_OK;
+  if (stream->magic != CPU_STREAM_MAGIC) {
+    status = wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                           "CPU stream destroy: %p is not a live stream (destroyed already?)",
+                           opaque);
+  } else {
+    stream->magic = 0;
+    stream->destroyed = 1;
+    if (stream->worker)
+      pthread_cond_signal(&stream->work);
+    else
+      stream_retire(stream); /* no worker: nothing was ever queued, or all has run */
+  }
+  pthread_mutex_unlock(&queues.mutex);
+  return status;
 }
 
+/* Handles of this backend's streams are checked by their first word (libwavert checked that
+ * they point to readable memory). */
 static wavert_status cpu_stream_check(wavert_device *device, void *stream) {
   (void)device;
-  (void)stream;
+  if (*(const uint64_t *)stream == CPU_STREAM_MAGIC) return WAVERT_OK;
+  return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
+                       "stream handle %p is not a live CPU stream (not made by this CPU device, "
+                       "or destroyed)", stream);
+}
+
+/* Waits until every item queued on the stream so far has run; reports (and clears) its
+ * failure. */
+static wavert_status cpu_stream_synchronize(void *opaque) {
+  cpu_stream *stream = opaque;
+  if (stream == NULL) return WAVERT_OK; /* the NULL stream's work has run */
+  pthread_mutex_lock(&queues.mutex);
+  wait_for(stream, stream->enqueued);
+  wavert_status status = failure_before(stream, stream->enqueued);
+  stream->error = WAVERT_OK;
+  pthread_mutex_unlock(&queues.mutex);
+  return status;
+}
+
+/* Waits for every stream's work; reports (and clears) the first failure of any. */
+static wavert_status cpu_synchronize(wavert_device *device) {
+  (void)device;
+  pthread_mutex_lock(&queues.mutex);
+  while (atomic_load_explicit(&queues.pending, memory_order_acquire) > 0 && !queues.exiting)
+    pthread_cond_wait(&queues.done, &queues.mutex);
+  wavert_status status = WAVERT_OK;
+  if (queues.orphan != WAVERT_OK) {
+    status = wavert__error(queues.orphan, "%s", queues.orphan_message);
+    queues.orphan = WAVERT_OK;
+  }
+  for (cpu_stream *s = queues.all; s != NULL; s = s->next) {
+    if (s->error != WAVERT_OK && status == WAVERT_OK)
+      status = wavert__error(s->error, "%s", s->message);
+    s->error = WAVERT_OK;
+  }
+  pthread_mutex_unlock(&queues.mutex);
+  return status;
+}
+
+/* The end of a host call on the CPU device: the work this thread queued on streams during
+ * it has run (and its failures are the call's) when the call returns. */
+static wavert_status cpu_call_end(wavert_device *device) {
+  if (!queued_here) return WAVERT_OK;
+  queued_here = 0;
+  return cpu_synchronize(device);
+}
+
+static wavert_status cpu_event_create(void **out_event) {
+  cpu_event *event = calloc(1, sizeof(*event));
+  if (event == NULL) return wavert__error(WAVERT_ERROR_OUT_OF_MEMORY, "out of host memory");
+  event->magic = CPU_EVENT_MAGIC;
+  *out_event = event;
   return WAVERT_OK;
 }
 
-static wavert_status cpu_handle_nothing(void *handle) {
-  (void)handle;
+static wavert_status event_check(const char *what, const cpu_event *event) {
+  if (event != NULL && event->magic == CPU_EVENT_MAGIC) return WAVERT_OK;
+  return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT, "%s: %p is not a live CPU event", what,
+                       (const void *)event);
+}
+
+static wavert_status cpu_event_destroy(void *opaque) {
+  cpu_event *event = opaque;
+  if (event == NULL) return WAVERT_OK;
+  wavert_status status = event_check("CPU event destroy", event);
+  if (status != WAVERT_OK) return status;
+  event->magic = 0;
+  free(event);
   return WAVERT_OK;
 }
 
-static wavert_status cpu_stream_wait_event(void *stream, void *event) {
-  (void)stream;
-  (void)event;
+/* The event's position: the last item queued on `stream` (NULL: its work has run). */
+static wavert_status cpu_event_record(void *opaque, void *stream_opaque) {
+  cpu_event *event = opaque;
+  cpu_stream *stream = stream_opaque;
+  wavert_status status = event_check("CPU event record", event);
+  if (status != WAVERT_OK) return status;
+  pthread_mutex_lock(&queues.mutex);
+  event->stream = stream;
+  event->seq = stream != NULL ? stream->enqueued : 0;
+  pthread_mutex_unlock(&queues.mutex);
   return WAVERT_OK;
 }
 
-static wavert_status cpu_event_record(void *event, void *stream) {
-  (void)event;
-  (void)stream;
-  return WAVERT_OK;
+/* Waits until the event's position has run; reports a failure of its stream up to there. */
+static wavert_status cpu_event_synchronize(void *opaque) {
+  cpu_event *event = opaque;
+  wavert_status status = event_check("CPU event synchronize", event);
+  if (status != WAVERT_OK) return status;
+  pthread_mutex_lock(&queues.mutex);
+  cpu_stream *target = event->stream;
+  uint64_t seq = event->seq;
+  if (target != NULL) {
+    wait_for(target, seq);
+    status = failure_before(target, seq);
+  }
+  pthread_mutex_unlock(&queues.mutex);
+  return status;
+}
+
+/* `stream`'s later work waits for the event's position as it is now. The NULL stream's
+ * later work runs on the caller after this returns, so the caller waits. */
+static wavert_status cpu_stream_wait_event(void *stream_opaque, void *opaque) {
+  cpu_stream *stream = stream_opaque;
+  cpu_event *event = opaque;
+  wavert_status status = event_check("CPU stream wait event", event);
+  if (status != WAVERT_OK) return status;
+  pthread_mutex_lock(&queues.mutex);
+  cpu_stream *target = event->stream;
+  uint64_t seq = event->seq;
+  int needed = target != NULL && target != stream &&
+               (target->completed < seq || failure_before(target, seq) != WAVERT_OK);
+  if (needed && stream == NULL) wait_for(target, seq);
+  pthread_mutex_unlock(&queues.mutex);
+  if (!needed || stream == NULL) return WAVERT_OK;
+  cpu_item *item = item_new(ITEM_WAIT, 0);
+  if (item == NULL) return WAVERT_ERROR_OUT_OF_MEMORY;
+  item->u.wait.stream = target;
+  item->u.wait.seq = seq;
+  return stream_enqueue(stream, item);
 }
 
 static wavert_status cpu_mem_alloc(size_t size, int managed, void **out_ptr) {
@@ -1410,7 +1894,16 @@ static wavert_status cpu_mem_alloc(size_t size, int managed, void **out_ptr) {
   return WAVERT_OK;
 }
 
+/* Waits for the work queued on every stream first (cuMemFree "may perform implicit
+ * synchronization"; here it always does, so no queued kernel or copy touches freed memory);
+ * their failures stay for the next synchronize. */
 static wavert_status cpu_mem_free(void *ptr) {
+  if (atomic_load_explicit(&queues.pending, memory_order_acquire) > 0) {
+    pthread_mutex_lock(&queues.mutex);
+    while (atomic_load_explicit(&queues.pending, memory_order_acquire) > 0 && !queues.exiting)
+      pthread_cond_wait(&queues.done, &queues.mutex);
+    pthread_mutex_unlock(&queues.mutex);
+  }
   free(ptr);
   return WAVERT_OK;
 }
@@ -1423,26 +1916,38 @@ static wavert_status cpu_memory_kind(const void *ptr, wavert_memory_type *out_ki
   return WAVERT_OK;
 }
 
+/* `sync` or the NULL stream: now; otherwise queued on the stream. */
 static wavert_status cpu_memcpy(void *dst, const void *src, size_t size, void *stream, int sync) {
-  (void)stream;
-  (void)sync;
-  if (size != 0) memmove(dst, src, size);
-  return WAVERT_OK;
+  if (size == 0) return WAVERT_OK;
+  if (sync || stream == NULL) {
+    memmove(dst, src, size);
+    return WAVERT_OK;
+  }
+  cpu_item *item = item_new(ITEM_COPY, 0);
+  if (item == NULL) return WAVERT_ERROR_OUT_OF_MEMORY;
+  item->u.copy.dst = dst;
+  item->u.copy.src = src;
+  item->u.copy.size = size;
+  return stream_enqueue(stream, item);
 }
 
 static wavert_status cpu_memset(void *ptr, uint32_t value, size_t element_bytes, size_t count,
                                 void *stream, int sync) {
-  (void)stream;
-  (void)sync;
-  if (element_bytes == 1) {
-    memset(ptr, (int)(value & 0xff), count);
-  } else if (element_bytes == 2) {
-    uint16_t v = (uint16_t)value, *p = ptr;
-    for (size_t i = 0; i < count; ++i) p[i] = v;
-  } else {
-    uint32_t *p = ptr;
-    for (size_t i = 0; i < count; ++i) p[i] = value;
+  if (sync || stream == NULL) {
+    fill(ptr, value, element_bytes, count);
+    return WAVERT_OK;
   }
+  cpu_item *item = item_new(ITEM_SET, 0);
+  if (item == NULL) return WAVERT_ERROR_OUT_OF_MEMORY;
+  item->u.set.ptr = ptr;
+  item->u.set.value = value;
+  item->u.set.element_bytes = element_bytes;
+  item->u.set.count = count;
+  return stream_enqueue(stream, item);
+}
+
+static wavert_status cpu_nothing(void *handle) {
+  (void)handle;
   return WAVERT_OK;
 }
 
@@ -1465,6 +1970,7 @@ const wavert__backend wavert__cpu_backend = {
     .enter = cpu_enter,
     .leave = cpu_leave,
     .synchronize = cpu_synchronize,
+    .call_end = cpu_call_end,
     .module_load = cpu_module_load,
     .module_unload = cpu_module_unload,
     .module_get_function = cpu_module_get_function,
@@ -1472,21 +1978,21 @@ const wavert__backend wavert__cpu_backend = {
     .function_opt_in_shared = cpu_function_opt_in_shared,
     .launch = cpu_launch,
     .launch_cluster = cpu_launch_cluster,
-    .stream_create = cpu_handle_create,
+    .stream_create = cpu_stream_create,
     .stream_check = cpu_stream_check,
-    .stream_destroy = cpu_handle_destroy,
-    .stream_synchronize = cpu_handle_nothing,
+    .stream_destroy = cpu_stream_destroy,
+    .stream_synchronize = cpu_stream_synchronize,
     .stream_wait_event = cpu_stream_wait_event,
-    .event_create = cpu_handle_create,
-    .event_destroy = cpu_handle_destroy,
+    .event_create = cpu_event_create,
+    .event_destroy = cpu_event_destroy,
     .event_record = cpu_event_record,
-    .event_synchronize = cpu_handle_nothing,
+    .event_synchronize = cpu_event_synchronize,
     .mem_alloc = cpu_mem_alloc,
     .mem_free = cpu_mem_free,
     .memcpy = cpu_memcpy,
     .memset = cpu_memset,
     .host_register = cpu_host_register,
-    .host_unregister = cpu_handle_nothing,
+    .host_unregister = cpu_nothing,
     .host_device_pointer = cpu_host_device_pointer,
     .memory_kind = cpu_memory_kind,
 };

@@ -57,6 +57,8 @@ enum {
 _Static_assert(STATE_WORDS_USED <= WAVERT_CALL_STATE_WORDS, "wavert_call_state too small");
 static const char state_magic = 0; /* its address marks a state begun and not yet ended */
 
+static wavert_status record(wavert_status status);
+
 wavert_status wavert_call_begin(wavert_device *device, void *stream, wavert_call_state *state) {
   if (state == NULL)
     return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT, "wavert_call_begin: state is NULL");
@@ -87,6 +89,8 @@ wavert_status wavert_call_end(wavert_call_state *state) {
   if (state == NULL || state->words[STATE_MAGIC] != (void *)&state_magic || cur->depth == 0)
     return wavert__error(WAVERT_ERROR_INVALID_ARGUMENT,
                          "wavert_call_end without a matching wavert_call_begin");
+  if (cur->device != NULL && cur->device->backend->call_end != NULL)
+    record(cur->device->backend->call_end(cur->device));
   wavert_status status = cur->status;
   wavert__context_lease_end(&cur->lease);
   state->words[STATE_MAGIC] = NULL;

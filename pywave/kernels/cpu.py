@@ -34,7 +34,9 @@ CPU backend (``libwavert/src/backend_cpu.c``) dlopens and runs through the same
    made it loops over its block's threads cut at its barriers (step 2b, after step 2: the
    kernels it can rewrite, at a kernel opt level above 0), else, for a module without :data:`SYNC_OPS`, a loop over the
    block's threads, x fastest, into which LLVM inlines the kernel; other kernels run one
-   fiber per thread (backend_cpu.c). Every function probes each page of a large stack frame (a fiber's
+   fiber per thread (backend_cpu.c); ``__wavert_cpu_args_K``, the count and ABI byte sizes
+   of K's arguments (libwavert copies them when a launch is queued on a stream, as a GPU
+   driver copies the host code's argument values at the launch). Every function probes each page of a large stack frame (a fiber's
    overflow faults on its guard page: libwavert stops the process naming the stack size,
    ``$WAVERT_CPU_STACK_KIB``, default 64). Optimise with llvmlite at ``opt_level`` for this
    machine's CPU and features (the cache key holds both: :func:`host_cpu`) but
@@ -81,7 +83,7 @@ are not scheduled together: distributed shared memory and cluster barriers are N
 ``gpu.printf``: NVIDIA's ``vprintf`` ABI (convert-gpu-to-nvvm's lowering) implemented by
 libwavert: C printf formatting, each argument's size taken from its conversion as the CUDA
 driver does; a launch's output goes to the process's stdout, each call whole, flushed when
-the launch returns (the CPU device's launches are synchronous). ``memref.atomic_rmw`` and
+the launch has run (on the calling thread, or on the worker of the stream it was queued on). ``memref.atomic_rmw`` and
 ``memref.generic_atomic_rmw`` are LLVM atomics (sequentially consistent, as MLIR lowers them):
 blocks run in parallel on the pool's threads.
 
@@ -507,11 +509,12 @@ def _bf16_ir() -> list[str]:
         from_f64("__truncdfhf2", "half", "  %h = fptrunc float %f to half\n")]
 
 
-def abi_ir(kernels: dict[str, tuple[list[str], str]], checks: bool = False) -> str:
+def abi_ir(kernels: dict[str, tuple[list[str], str, list[int]]], checks: bool = False) -> str:
     """The image's ABI in LLVM IR: the thread-local record pointer, the query and barrier
     functions, and the per-kernel entries (``kernels``: name -> (LLVM argument types, entry
-    kind: ``"block"``, ``"loop"`` or ``"fibers"``, :func:`_entry_ir`)); with ``checks`` the
-    checked mode's functions and the ``__wavert_cpu_checked`` marker."""
+    kind: ``"block"``, ``"loop"`` or ``"fibers"``, each argument's ABI size in bytes:
+    :func:`_entry_ir`)); with ``checks`` the checked mode's functions and the
+    ``__wavert_cpu_checked`` marker."""
     lines = [f"@{PREFIX}abi = constant i32 {CPU_ABI}",
              f"@{PREFIX}current = internal thread_local global ptr null"]
     if checks:
@@ -538,8 +541,8 @@ def abi_ir(kernels: dict[str, tuple[list[str], str]], checks: bool = False) -> s
         f"define linkonce_odr hidden i32 @{PREFIX}vprintf(ptr %fmt, ptr %args) {{\n" +
         _record_fn(PRINT_FIELD) + "  call void %f(ptr %fmt, ptr %args)\n  ret i32 0\n}")
     lines += _bf16_ir()
-    for name, (types, kind) in kernels.items():
-        lines += _entry_ir(name, types, kind)
+    for name, (types, kind, sizes) in kernels.items():
+        lines += _entry_ir(name, types, kind, sizes)
     return "\n\n".join(lines) + "\n"
 
 
@@ -599,19 +602,25 @@ def _exchange_ir() -> list[str]:
     return lines
 
 
-def _entry_ir(name: str, types: list[str], kind: str) -> list[str]:
+def _entry_ir(name: str, types: list[str], kind: str, sizes: list[int]) -> list[str]:
     """Kernel ``name``'s image entries: ``__wavert_cpu_thread_<name>`` (one GPU thread: the
     arguments loaded from the launch's parameter array), and ``__wavert_cpu_block_<name>``
     (one whole block) for ``kind`` "block" (the kernel runs its block's threads itself:
     :mod:`pywave.kernels.cpu_split`) or "loop" (a loop over the block's threads, x fastest,
-    writing each thread's id into the record); "fibers": no block entry."""
+    writing each thread's id into the record); "fibers": no block entry. And
+    ``__wavert_cpu_args_<name>``, ``[n + 1 x i64]``: the argument count n, then each
+    argument's ABI size in bytes (``sizes``): what libwavert copies out of the launch's
+    parameter array when the launch is queued on a stream (the host code's argument values
+    live on its stack, which a GPU driver copies at the launch too)."""
     loads = "\n".join(f"  %q{i} = getelementptr inbounds ptr, ptr %params, i64 {i}\n"
                       f"  %p{i} = load ptr, ptr %q{i}\n  %a{i} = load {ty}, ptr %p{i}"
                       for i, ty in enumerate(types))
     args = ", ".join(f"{ty} %a{i}" for i, ty in enumerate(types))
     call = f"  call void @{name}({args})"
     start = f"  store ptr %t, ptr @{PREFIX}current\n" + loads + "\n"
-    lines = [f"declare void @{name}({', '.join(types)})",
+    table = ", ".join(f"i64 {n}" for n in [len(sizes), *sizes])
+    lines = [f"@{PREFIX}args_{name} = constant [{len(sizes) + 1} x i64] [{table}]",
+             f"declare void @{name}({', '.join(types)})",
              f"define void @{PREFIX}thread_{name}(ptr %params, ptr %t) {{\n" + start +
              f"{call}\n  ret void\n}}"]
     if kind == "block":
@@ -654,8 +663,12 @@ def compile_object(llvm_ir: str, kernels: dict[str, str], *, opt_level: int = 3,
                                       codemodel="default")
     try:
         mod = llvm.parse_assembly(llvm_ir)
-        entries = {name: ([str(arg.type) for arg in mod.get_function(name).arguments], kind)
-                   for name, kind in kernels.items()}
+        target_data = tm.target_data
+        entries = {}
+        for name, kind in kernels.items():
+            arguments = list(mod.get_function(name).arguments)
+            entries[name] = ([str(arg.type) for arg in arguments], kind,
+                             [target_data.get_abi_size(arg.type) for arg in arguments])
         mod.link_in(llvm.parse_assembly(abi_ir(entries, checks)))
         for fn in mod.functions:    # only the kernel entries are exported
             if not fn.is_declaration and fn.name not in BF16_LIBCALLS and \
