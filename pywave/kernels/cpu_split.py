@@ -22,8 +22,8 @@ into a function that runs a whole block, as Polygeist and POCL do:
   thread id) after its definition and loaded at the start of each later loop that uses it.
 - A static ``memref.alloca`` at a segment's top level (private memory no later segment
   sees) is made once per block: threads of a segment run one after another, so each has it
-  alone while it runs. Other allocations in a segment are scoped per thread
-  (``memref.alloca_scope``).
+  alone while it runs. Other allocations in a segment are freed at the end of each thread's
+  run of it (``llvm.intr.stacksave``/``stackrestore`` around it).
 
 Threads of a segment run in thread order, as the fibers run them: a program's results are
 those of the fiber mode, which is the reference. A kernel outside these rules keeps the
@@ -42,7 +42,7 @@ import logging
 from dataclasses import dataclass, field
 
 from mlir import ir
-from mlir.dialects import arith, func, memref, scf
+from mlir.dialects import arith, func, llvm, memref, scf
 
 log = logging.getLogger("pywave.kernels.cpu_split")
 
@@ -316,7 +316,7 @@ class _Splitter:
                              for d in "xyz"]
                 for (key, _), (value, plan) in self.crossings.items():
                     if plan == "spill" and key not in self.spills:
-                        kind = ir.MemRefType.get([MAX_THREADS], value.type)
+                        kind = ir.MemRefType.get([MAX_THREADS], _stored_type(value.type))
                         self.spills[key] = memref.AllocaOp(kind, [], []).result
             start = entry.operations[0].operation
             for ops in self.segments:
@@ -334,7 +334,7 @@ class _Splitter:
 
     def _loop(self, ops: list[ir.Operation]) -> _Loop | None:
         """The thread-loop nest of one segment, placed after its last op, the segment's ops
-        moved into it (inside a memref.alloca_scope when they allocate)."""
+        moved into it (between a stack save and restore when they allocate)."""
         if not ops:
             return None
         with ir.InsertionPoint(_next_op(ops[-1])):
@@ -351,11 +351,13 @@ class _Splitter:
             linear = arith.AddIOp(x, arith.MulIOp(self.dims[0], yz).result).result
             end = scf.YieldOp([]).operation
         if any(_finds(op, lambda o: o.name == "memref.alloca") for op in ops):
+            # Each thread's allocations freed at its end: the stack saved and restored
+            # around the segment (not memref.alloca_scope, whose single block the scf
+            # ops inside it break when convert-scf-to-cf runs first).
             with ir.InsertionPoint(end):
-                scope = memref.AllocaScopeOp([])
-            with ir.InsertionPoint(scope.bodyRegion.blocks.append()):
-                end = memref.AllocaScopeReturnOp([]).operation
-            anchor = scope.operation
+                save = llvm.StackSaveOp(ir.Type.parse("!llvm.ptr"))
+                end = llvm.StackRestoreOp(save.result).operation
+            anchor = save.operation
         else:
             anchor = ops[0]
         for op in ops:
@@ -372,6 +374,8 @@ class _Splitter:
                 self._store(key, value)
                 with ir.InsertionPoint(loop.anchor):
                     new = memref.LoadOp(self.spills[key], [loop.linear]).result
+                    if new.type != value.type:
+                        new = arith.TruncIOp(value.type, new).result
             for use in list(value.uses):
                 owner = use.owner
                 owner = getattr(owner, "operation", owner)
@@ -385,6 +389,9 @@ class _Splitter:
         self.stored.add(key)
         home = self.loops[self.segment[key[0]]]
         with ir.InsertionPoint(_next_op(value.owner.operation)):
+            kind = _stored_type(value.type)
+            if kind != value.type:
+                value = arith.ExtUIOp(kind, value).result
             memref.StoreOp(value, self.spills[key], [home.linear])
 
     def _remat(self, value: ir.Value, loop: _Loop) -> ir.Value:
@@ -415,6 +422,18 @@ class _Splitter:
         for op in calls:
             op.results[0].replace_all_uses_with(loop.ivs[THREAD_QUERIES[_callee(op)]])
             op.erase()
+
+
+def _stored_type(kind: ir.Type) -> ir.Type:
+    """The element type of a per-thread array of values of type ``kind``: ``kind``, or for
+    integers (and vectors of them) of a width not a multiple of 8, such as i1, the next
+    multiple of 8 (the memref lowering stores no sub-byte elements: it aborts on them)."""
+    vector = ir.VectorType(kind) if isinstance(kind, ir.VectorType) else None
+    element = vector.element_type if vector is not None else kind
+    if not isinstance(element, ir.IntegerType) or element.width % 8 == 0:
+        return kind
+    wide = ir.IntegerType.get_signless((element.width + 7) // 8 * 8)
+    return ir.VectorType.get(vector.shape, wide) if vector is not None else wide
 
 
 def _untag(kernel: ir.Operation) -> None:

@@ -325,3 +325,61 @@ def test_kernel_opt_level_0_keeps_the_fibers():
         mod.run(a, out)
         assert not split(mod)
     np.testing.assert_array_equal(out, np.cumsum(a.reshape(blocks, 128), axis=1).ravel())
+
+
+# Found by the split fuzzer (tests/fuzz/split_fuzz.py).
+
+# An i1 read from memory lives across the barrier: kept per thread, in an i8 array (the
+# memref lowering aborted on a store into memref<1024xi1>).
+I1_ACROSS = """
+    gpu.func @kern(%a: memref<?xi32>, %out: memref<?xi32>) kernel {
+      %t = gpu.thread_id x
+      %zero = arith.constant 0 : i32
+      %x = memref.load %a[%t] : memref<?xi32>
+      %neg = arith.cmpi slt, %x, %zero : i32
+      gpu.barrier
+      %r = arith.extui %neg : i1 to i32
+      memref.store %r, %out[%t] : memref<?xi32>
+      gpu.return
+    }
+"""
+
+# A private buffer allocated inside an scf.if of a segment (freed per thread): the segment
+# was wrapped in memref.alloca_scope, whose single block convert-scf-to-cf broke
+# ("'memref.alloca_scope' op expects region #0 to have 0 or 1 blocks").
+NESTED_ALLOCA = """
+    gpu.func @kern(%a: memref<?xi32>, %out: memref<?xi32>) kernel {
+      %t = gpu.thread_id x
+      %c0 = arith.constant 0 : index
+      %c2 = arith.constant 2 : index
+      %x = memref.load %a[%t] : memref<?xi32>
+      gpu.barrier
+      %odd = arith.remui %t, %c2 : index
+      %is_odd = arith.cmpi ne, %odd, %c0 : index
+      %r = scf.if %is_odd -> (i32) {
+        %p = memref.alloca() : memref<1xi32>
+        %x2 = arith.addi %x, %x : i32
+        memref.store %x2, %p[%c0] : memref<1xi32>
+        %y = memref.load %p[%c0] : memref<1xi32>
+        scf.yield %y : i32
+      } else {
+        scf.yield %x : i32
+      }
+      memref.store %r, %out[%t] : memref<?xi32>
+      gpu.return
+    }
+"""
+
+
+def test_i1_and_nested_private_buffers_in_split_kernels():
+    a = np.arange(64, dtype=np.int32) - 30
+    t = np.arange(64)
+    for kernel, expected in ((I1_ACROSS, (a < 0).astype(np.int32)),
+                             (NESTED_ALLOCA, np.where(t % 2 == 1, 2 * a, a))):
+        out = np.zeros_like(a)
+        with pywave.compile(program(kernel, ["memref<?xi32>"] * 2, blocks=1, threads=64),
+                            target="cpu", disk_cache=False) as mod:
+            mod.run(a, out)
+            assert split(mod)
+        np.testing.assert_array_equal(out, expected)
+
