@@ -383,3 +383,45 @@ def test_i1_and_nested_private_buffers_in_split_kernels():
             assert split(mod)
         np.testing.assert_array_equal(out, expected)
 
+
+# Atomic adds after a barrier return the counter's old values in the order the threads run:
+# thread order both ways (the fibers used to go on from the last thread to arrive at the
+# barrier, then 0, 1, ...: other old values than the thread loops').
+ATOMIC_ORDER = """
+    gpu.func @kern(%a: memref<?xi32>, %out: memref<?xi32>)
+        workgroup(%cnt: memref<1xi32, #gpu.address_space<workgroup>>) kernel {
+      %t = gpu.thread_id x
+      %c0 = arith.constant 0 : index
+      %c3 = arith.constant 3 : index
+      %c1 = arith.constant 1 : index
+      %x = memref.load %a[%t] : memref<?xi32>
+      %first = arith.cmpi eq, %t, %c0 : index
+      scf.if %first {
+        memref.store %x, %cnt[%c0] : memref<1xi32, #gpu.address_space<workgroup>>
+      }
+      gpu.barrier
+      %r = scf.for %i = %c0 to %c3 step %c1 iter_args(%o = %x) -> (i32) {
+        %old = memref.atomic_rmw addi %x, %cnt[%c0]
+            : (i32, memref<1xi32, #gpu.address_space<workgroup>>) -> i32
+        scf.yield %old : i32
+      }
+      memref.store %r, %out[%t] : memref<?xi32>
+      gpu.return
+    }
+"""
+
+
+@pytest.mark.parametrize("lowering", [{}, {"kernel_opt_level": 0}], ids=["split", "fibers"])
+def test_threads_after_a_barrier_run_in_thread_order(lowering):
+    a = np.random.default_rng(7).integers(-1000, 1000, 48).astype(np.int32)
+    out = np.zeros_like(a)
+    with pywave.compile(program(ATOMIC_ORDER, ["memref<?xi32>"] * 2, blocks=1, threads=48),
+                        target="cpu", disk_cache=False, lowering=lowering) as mod:
+        mod.run(a, out)
+        assert split(mod) == (not lowering)
+    counter, expected = int(a[0]), []
+    for x in a.tolist():
+        for _ in range(3):
+            old, counter = counter, counter + x
+        expected.append(old)
+    np.testing.assert_array_equal(out, np.array(expected, dtype=np.int32))
