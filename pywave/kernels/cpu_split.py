@@ -18,8 +18,11 @@ into a function that runs a whole block, as Polygeist and POCL do:
   values only. Uniform ops run once per block, outside the thread loops.
 - A value a segment computes and a later segment uses is recomputed there when a chain of
   pure ops on uniform values and thread ids makes it (a rematerialisation), else kept per
-  thread: stored into a stack array of :data:`MAX_THREADS` elements (indexed by the linear
-  thread id) after its definition and loaded at the start of each later loop that uses it.
+  thread: stored after its definition into the thread's row of a stack array (one per element
+  type, ``threads x values``, sized by the launch's block: a thread's values side by side) and
+  loaded at the start of each later loop that uses it. More than :data:`SPILL_BYTES` of such
+  values per thread keep the fibers (the arrays would outgrow the stack of the host thread
+  running the block, where each fiber has its own).
 - A static ``memref.alloca`` at a segment's top level (private memory no later segment
   sees) is made once per block: threads of a segment run one after another, so each has it
   alone while it runs. Other allocations in a segment are freed at the end of each thread's
@@ -49,6 +52,9 @@ log = logging.getLogger("pywave.kernels.cpu_split")
 #: Threads per block at most (libwavert's WAVERT_CPU_MAX_THREADS): the size of a per-thread
 #: array of a value living across a barrier.
 MAX_THREADS = 1024
+#: Bytes of values a thread keeps across barriers at most (:data:`MAX_THREADS` times this on
+#: the stack of the host thread running a block: 1 MiB of its 8 MiB).
+SPILL_BYTES = 1024
 #: Prefix of the CPU image's ABI functions (pywave.kernels.cpu.PREFIX).
 PREFIX = "__wavert_cpu_"
 #: Queries whose value is the block's own (the same for every thread of it).
@@ -169,7 +175,7 @@ class _Splitter:
         self.barriers: list[ir.Operation] = []
         self.crossings: dict = {}              # (value key, user segment) -> (value, plan)
         self.loops: list[_Loop | None] = []
-        self.spills: dict = {}                 # value key -> its per-thread array
+        self.spills: dict = {}                 # value key -> (its array, its column)
         self.stored: set = set()
 
     def run(self) -> None:
@@ -197,6 +203,7 @@ class _Splitter:
             raise NotSplit("it has private attributions and a barrier")
         self._classify(entry)
         self._plan_crossings()
+        self._check_spills()
 
     # -- keys -------------------------------------------------------------------------
     def _number(self, op: ir.Operation) -> int | None:
@@ -287,6 +294,15 @@ class _Splitter:
             if (key, number) not in self.crossings:
                 self.crossings[(key, number)] = (value, self._plan(value))
 
+    def _check_spills(self) -> None:
+        """NotSplit when a thread keeps more than :data:`SPILL_BYTES` across barriers."""
+        total = sum(_bytes(_stored_type(value.type)) for key, value in
+                    {key: value for (key, _), (value, plan) in self.crossings.items()
+                     if plan == "spill"}.items())
+        if total > SPILL_BYTES:
+            raise NotSplit(f"a thread keeps {total} bytes of values across barriers (more "
+                           f"than {SPILL_BYTES})")
+
     def _plan(self, value: ir.Value) -> str:
         if self._remat_ok(value, REMAT_DEPTH):
             return "remat"
@@ -314,10 +330,24 @@ class _Splitter:
                 self.c1 = arith.ConstantOp(index, 1).result
                 self.dims = [func.CallOp([index], f"{PREFIX}block_dim_{d}", []).result
                              for d in "xyz"]
+                columns: dict = {}          # stored type -> value keys, in order
                 for (key, _), (value, plan) in self.crossings.items():
-                    if plan == "spill" and key not in self.spills:
-                        kind = ir.MemRefType.get([MAX_THREADS], _stored_type(value.type))
-                        self.spills[key] = memref.AllocaOp(kind, [], []).result
+                    if plan == "spill":
+                        keys = columns.setdefault(str(_stored_type(value.type)), [])
+                        if key not in keys:
+                            keys.append(key)
+                            self.spills[key] = (_stored_type(value.type), len(keys) - 1)
+                threads = arith.MulIOp(arith.MulIOp(self.dims[0], self.dims[1]).result,
+                                       self.dims[2]).result
+                arrays = {}
+                for kind, keys in columns.items():
+                    element = self.spills[keys[0]][0]
+                    arrays[kind] = memref.AllocaOp(
+                        ir.MemRefType.get([ir.ShapedType.get_dynamic_size(), len(keys)],
+                                          element), [threads], []).result
+                for key, (element, column) in list(self.spills.items()):
+                    self.spills[key] = (arrays[str(element)],
+                                        arith.ConstantOp(index, column).result)
             start = entry.operations[0].operation
             for ops in self.segments:
                 for op in [op for op in ops if op.name == "memref.alloca" and
@@ -373,7 +403,8 @@ class _Splitter:
             else:
                 self._store(key, value)
                 with ir.InsertionPoint(loop.anchor):
-                    new = memref.LoadOp(self.spills[key], [loop.linear]).result
+                    array, column = self.spills[key]
+                    new = memref.LoadOp(array, [loop.linear, column]).result
                     if new.type != value.type:
                         new = arith.TruncIOp(value.type, new).result
             for use in list(value.uses):
@@ -392,7 +423,8 @@ class _Splitter:
             kind = _stored_type(value.type)
             if kind != value.type:
                 value = arith.ExtUIOp(kind, value).result
-            memref.StoreOp(value, self.spills[key], [home.linear])
+            array, column = self.spills[key]
+            memref.StoreOp(value, array, [home.linear, column])
 
     def _remat(self, value: ir.Value, loop: _Loop) -> ir.Value:
         """value recomputed in ``loop`` (its chain of pure ops cloned before the anchor)."""
@@ -434,6 +466,21 @@ def _stored_type(kind: ir.Type) -> ir.Type:
         return kind
     wide = ir.IntegerType.get_signless((element.width + 7) // 8 * 8)
     return ir.VectorType.get(vector.shape, wide) if vector is not None else wide
+
+
+def _bytes(kind: ir.Type) -> int:
+    """Bytes of a value of type ``kind`` (an integer, index, float or vector of them)."""
+    if isinstance(kind, ir.VectorType):
+        vector = ir.VectorType(kind)
+        count = 1
+        for n in vector.shape:
+            count *= n
+        return count * _bytes(vector.element_type)
+    if isinstance(kind, ir.IndexType):
+        return 8
+    width = ir.IntegerType(kind).width if isinstance(kind, ir.IntegerType) else \
+        ir.FloatType(kind).width
+    return (width + 7) // 8
 
 
 def _untag(kernel: ir.Operation) -> None:

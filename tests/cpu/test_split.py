@@ -425,3 +425,42 @@ def test_threads_after_a_barrier_run_in_thread_order(lowering):
             old, counter = counter, counter + x
         expected.append(old)
     np.testing.assert_array_equal(out, np.array(expected, dtype=np.int32))
+
+
+def _many_values(count: int) -> str:
+    """A kernel keeping ``count`` vector<4xf32> values (16 bytes each) across one barrier."""
+    consts = "\n".join(f"      %k{i} = arith.constant dense<{i}.0> : vector<4xf32>"
+                       for i in range(count))
+    defs = "\n".join(f"      %x{i} = arith.addf %v, %k{i} : vector<4xf32>" for i in range(count))
+    sums = "\n".join(f"      %s{i + 1} = arith.addf %s{i}, %x{i} : vector<4xf32>"
+                     for i in range(count))
+    return f"""
+    gpu.func @kern(%a: memref<?xf32>, %out: memref<?xf32>) kernel {{
+      %g = gpu.global_id x
+      %f = memref.load %a[%g] : memref<?xf32>
+      %v = vector.broadcast %f : f32 to vector<4xf32>
+{consts}
+{defs}
+      gpu.barrier
+      %s0 = arith.constant dense<0.0> : vector<4xf32>
+{sums}
+      %e = vector.extract %s{count}[3] : f32 from vector<4xf32>
+      memref.store %e, %out[%g] : memref<?xf32>
+      gpu.return
+    }}
+"""
+
+
+@pytest.mark.parametrize("count", [64, 600])
+def test_values_kept_across_a_barrier_fit_the_stack(count):
+    """64 x 16 bytes per thread: split, the values in per-type arrays of the block's size;
+    600 x 16: more than SPILL_BYTES, fibers (the thread loops' arrays of 1024 rows per value
+    overflowed the host thread's stack: a segmentation fault)."""
+    blocks, threads = 4, 128
+    a = np.arange(blocks * threads, dtype=np.float32)
+    out = np.zeros_like(a)
+    with pywave.compile(program(_many_values(count), ["memref<?xf32>"] * 2, blocks=blocks,
+                                threads=threads), target="cpu", disk_cache=False) as mod:
+        mod.run(a, out)
+        assert split(mod) == (count * 16 <= 1024)
+    np.testing.assert_array_equal(out, count * a + count * (count - 1) // 2)
