@@ -28,8 +28,11 @@ into a function that runs a whole block, as Polygeist and POCL do:
   alone while it runs. Other allocations in a segment are freed at the end of each thread's
   run of it (``llvm.intr.stacksave``/``stackrestore`` around it).
 
-Threads of a segment run in thread order, as the fibers run them: a program's results are
-those of the fiber mode, which is the reference. A kernel outside these rules keeps the
+Threads of a segment run in thread order, as the fibers run them between two barriers: a
+program's results are those of the fiber mode, which is the reference, unless they depend
+on how threads interleave where no barrier runs (atomics' old values, printf order, races):
+a control op holding barriers cuts the thread loops also where it runs none (an scf.if
+branch or a loop of zero trips without a barrier), where the fibers run on. A kernel outside these rules keeps the
 fibers (:func:`split_kernels` says which were split): barriers in unstructured control flow
 or in a loop whose bounds a thread computes for itself (a barrier only some threads reach is
 undefined behaviour on a GPU; the fibers name it), lane exchanges (``gpu.shuffle``,
