@@ -40,7 +40,8 @@
  * page below, an overflow a fatal message). A fiber runs until it waits (barrier, warp or
  * block exchange) or returns, then resumes the next live fiber of the block in thread order.
  * A barrier (of the block, or of a warp of 32 consecutive threads) counts its arrivals and
- * opens when every live thread of it has arrived (threads that returned no longer take
+ * opens when every live thread of it has arrived (a block barrier: the block then goes on
+ * from its first live fiber, in thread order again) (threads that returned no longer take
  * part, as on the GPU); a round in which no thread arrives anywhere is a deadlock, reported
  * by the launch. Fibers run in thread order: a block's execution is deterministic.
  * $WAVERT_CPU_THREADS sets the pool size (1: every block on the calling thread, in order,
@@ -529,8 +530,18 @@ static void group_wait(fiber_set *set, fiber_group *group, int kind, const char 
   if (++group->arrived >= group->live) {
     group->arrived = 0;
     group->generation += 1;
-    if (group == &set->block) race_new_epoch(set);
     set->wait_kind[self] = 0;
+    if (group == &set->block) {
+      race_new_epoch(set);
+      /* The block goes on in thread order, as before the barrier and as a block function
+       * (thread loops) runs it: the first live fiber first, this one in its turn. */
+      int first = 0;
+      while (set->done[first]) ++first;
+      if (first != self) {
+        set->current = first;
+        context_switch(&set->contexts[self], &set->contexts[first]);
+      }
+    }
     return;
   }
   unsigned generation = group->generation;

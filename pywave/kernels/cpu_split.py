@@ -18,15 +18,21 @@ into a function that runs a whole block, as Polygeist and POCL do:
   values only. Uniform ops run once per block, outside the thread loops.
 - A value a segment computes and a later segment uses is recomputed there when a chain of
   pure ops on uniform values and thread ids makes it (a rematerialisation), else kept per
-  thread: stored into a stack array of ``MAX_THREADS`` (1024) elements (indexed by the linear
-  thread id) after its definition and loaded at the start of each later loop that uses it.
+  thread: stored after its definition into the thread's row of a stack array (one per element
+  type, ``threads x values``, sized by the launch's block: a thread's values side by side) and
+  loaded at the start of each later loop that uses it. More than :data:`SPILL_BYTES` of such
+  values per thread keep the fibers (the arrays would outgrow the stack of the host thread
+  running the block, where each fiber has its own).
 - A static ``memref.alloca`` at a segment's top level (private memory no later segment
   sees) is made once per block: threads of a segment run one after another, so each has it
-  alone while it runs. Other allocations in a segment are scoped per thread
-  (``memref.alloca_scope``).
+  alone while it runs. Other allocations in a segment are freed at the end of each thread's
+  run of it (``llvm.intr.stacksave``/``stackrestore`` around it).
 
-Threads of a segment run in thread order, as the fibers run them: a program's results are
-those of the fiber mode, which is the reference. A kernel outside these rules keeps the
+Threads of a segment run in thread order, as the fibers run them between two barriers: a
+program's results are those of the fiber mode, which is the reference, unless they depend
+on how threads interleave where no barrier runs (atomics' old values, printf order, races):
+a control op holding barriers cuts the thread loops also where it runs none (an scf.if
+branch or a loop of zero trips without a barrier), where the fibers run on. A kernel outside these rules keeps the
 fibers (:func:`split_kernels` says which were split): barriers in unstructured control flow
 or in a loop whose bounds a thread computes for itself (a barrier only some threads reach is
 undefined behaviour on a GPU; the fibers name it), lane exchanges (``gpu.shuffle``,
@@ -42,12 +48,15 @@ import logging
 from dataclasses import dataclass, field
 
 from mlir import ir
-from mlir.dialects import arith, func, memref, scf
+from mlir.dialects import arith, func, llvm, memref, scf
 
 from .cpu_abi import MAX_THREADS, PREFIX
 
 log = logging.getLogger("pywave.kernels.cpu_split")
 
+#: Bytes of values a thread keeps across barriers at most (``MAX_THREADS`` times this on
+#: the stack of the host thread running a block: 1 MiB of its 8 MiB).
+SPILL_BYTES = 1024
 #: Queries whose value is the block's own (the same for every thread of it).
 UNIFORM_QUERIES = frozenset(f"{PREFIX}{q}_{d}" for q in ("block_id", "block_dim", "grid_dim",
                                                            "cluster_dim_blocks")
@@ -166,7 +175,7 @@ class _Splitter:
         self.barriers: list[ir.Operation] = []
         self.crossings: dict = {}              # (value key, user segment) -> (value, plan)
         self.loops: list[_Loop | None] = []
-        self.spills: dict = {}                 # value key -> its per-thread array
+        self.spills: dict = {}                 # value key -> (its array, its column)
         self.stored: set = set()
 
     def run(self) -> None:
@@ -194,6 +203,7 @@ class _Splitter:
             raise NotSplit("it has private attributions and a barrier")
         self._classify(entry)
         self._plan_crossings()
+        self._check_spills()
 
     # -- keys -------------------------------------------------------------------------
     def _number(self, op: ir.Operation) -> int | None:
@@ -284,6 +294,15 @@ class _Splitter:
             if (key, number) not in self.crossings:
                 self.crossings[(key, number)] = (value, self._plan(value))
 
+    def _check_spills(self) -> None:
+        """NotSplit when a thread keeps more than :data:`SPILL_BYTES` across barriers."""
+        total = sum(_bytes(_stored_type(value.type)) for key, value in
+                    {key: value for (key, _), (value, plan) in self.crossings.items()
+                     if plan == "spill"}.items())
+        if total > SPILL_BYTES:
+            raise NotSplit(f"a thread keeps {total} bytes of values across barriers (more "
+                           f"than {SPILL_BYTES})")
+
     def _plan(self, value: ir.Value) -> str:
         if self._remat_ok(value, REMAT_DEPTH):
             return "remat"
@@ -311,10 +330,24 @@ class _Splitter:
                 self.c1 = arith.ConstantOp(index, 1).result
                 self.dims = [func.CallOp([index], f"{PREFIX}block_dim_{d}", []).result
                              for d in "xyz"]
+                columns: dict = {}          # stored type -> value keys, in order
                 for (key, _), (value, plan) in self.crossings.items():
-                    if plan == "spill" and key not in self.spills:
-                        kind = ir.MemRefType.get([MAX_THREADS], value.type)
-                        self.spills[key] = memref.AllocaOp(kind, [], []).result
+                    if plan == "spill":
+                        keys = columns.setdefault(str(_stored_type(value.type)), [])
+                        if key not in keys:
+                            keys.append(key)
+                            self.spills[key] = (_stored_type(value.type), len(keys) - 1)
+                threads = arith.MulIOp(arith.MulIOp(self.dims[0], self.dims[1]).result,
+                                       self.dims[2]).result
+                arrays = {}
+                for kind, keys in columns.items():
+                    element = self.spills[keys[0]][0]
+                    arrays[kind] = memref.AllocaOp(
+                        ir.MemRefType.get([ir.ShapedType.get_dynamic_size(), len(keys)],
+                                          element), [threads], []).result
+                for key, (element, column) in list(self.spills.items()):
+                    self.spills[key] = (arrays[str(element)],
+                                        arith.ConstantOp(index, column).result)
             start = entry.operations[0].operation
             for ops in self.segments:
                 for op in [op for op in ops if op.name == "memref.alloca" and
@@ -331,7 +364,7 @@ class _Splitter:
 
     def _loop(self, ops: list[ir.Operation]) -> _Loop | None:
         """The thread-loop nest of one segment, placed after its last op, the segment's ops
-        moved into it (inside a memref.alloca_scope when they allocate)."""
+        moved into it (between a stack save and restore when they allocate)."""
         if not ops:
             return None
         with ir.InsertionPoint(_next_op(ops[-1])):
@@ -348,11 +381,13 @@ class _Splitter:
             linear = arith.AddIOp(x, arith.MulIOp(self.dims[0], yz).result).result
             end = scf.YieldOp([]).operation
         if any(_finds(op, lambda o: o.name == "memref.alloca") for op in ops):
+            # Each thread's allocations freed at its end: the stack saved and restored
+            # around the segment (not memref.alloca_scope, whose single block the scf
+            # ops inside it break when convert-scf-to-cf runs first).
             with ir.InsertionPoint(end):
-                scope = memref.AllocaScopeOp([])
-            with ir.InsertionPoint(scope.bodyRegion.blocks.append()):
-                end = memref.AllocaScopeReturnOp([]).operation
-            anchor = scope.operation
+                save = llvm.StackSaveOp(ir.Type.parse("!llvm.ptr"))
+                end = llvm.StackRestoreOp(save.result).operation
+            anchor = save.operation
         else:
             anchor = ops[0]
         for op in ops:
@@ -368,7 +403,10 @@ class _Splitter:
             else:
                 self._store(key, value)
                 with ir.InsertionPoint(loop.anchor):
-                    new = memref.LoadOp(self.spills[key], [loop.linear]).result
+                    array, column = self.spills[key]
+                    new = memref.LoadOp(array, [loop.linear, column]).result
+                    if new.type != value.type:
+                        new = arith.TruncIOp(value.type, new).result
             for use in list(value.uses):
                 owner = use.owner
                 owner = getattr(owner, "operation", owner)
@@ -382,7 +420,11 @@ class _Splitter:
         self.stored.add(key)
         home = self.loops[self.segment[key[0]]]
         with ir.InsertionPoint(_next_op(value.owner.operation)):
-            memref.StoreOp(value, self.spills[key], [home.linear])
+            kind = _stored_type(value.type)
+            if kind != value.type:
+                value = arith.ExtUIOp(kind, value).result
+            array, column = self.spills[key]
+            memref.StoreOp(value, array, [home.linear, column])
 
     def _remat(self, value: ir.Value, loop: _Loop) -> ir.Value:
         """value recomputed in ``loop`` (its chain of pure ops cloned before the anchor)."""
@@ -412,6 +454,33 @@ class _Splitter:
         for op in calls:
             op.results[0].replace_all_uses_with(loop.ivs[THREAD_QUERIES[_callee(op)]])
             op.erase()
+
+
+def _stored_type(kind: ir.Type) -> ir.Type:
+    """The element type of a per-thread array of values of type ``kind``: ``kind``, or for
+    integers (and vectors of them) of a width not a multiple of 8, such as i1, the next
+    multiple of 8 (the memref lowering stores no sub-byte elements: it aborts on them)."""
+    vector = ir.VectorType(kind) if isinstance(kind, ir.VectorType) else None
+    element = vector.element_type if vector is not None else kind
+    if not isinstance(element, ir.IntegerType) or element.width % 8 == 0:
+        return kind
+    wide = ir.IntegerType.get_signless((element.width + 7) // 8 * 8)
+    return ir.VectorType.get(vector.shape, wide) if vector is not None else wide
+
+
+def _bytes(kind: ir.Type) -> int:
+    """Bytes of a value of type ``kind`` (an integer, index, float or vector of them)."""
+    if isinstance(kind, ir.VectorType):
+        vector = ir.VectorType(kind)
+        count = 1
+        for n in vector.shape:
+            count *= n
+        return count * _bytes(vector.element_type)
+    if isinstance(kind, ir.IndexType):
+        return 8
+    width = ir.IntegerType(kind).width if isinstance(kind, ir.IntegerType) else \
+        ir.FloatType(kind).width
+    return (width + 7) // 8
 
 
 def _untag(kernel: ir.Operation) -> None:

@@ -325,3 +325,142 @@ def test_kernel_opt_level_0_keeps_the_fibers():
         mod.run(a, out)
         assert not split(mod)
     np.testing.assert_array_equal(out, np.cumsum(a.reshape(blocks, 128), axis=1).ravel())
+
+
+# Found by the split fuzzer (tests/fuzz/split_fuzz.py).
+
+# An i1 read from memory lives across the barrier: kept per thread, in an i8 array (the
+# memref lowering aborted on a store into memref<1024xi1>).
+I1_ACROSS = """
+    gpu.func @kern(%a: memref<?xi32>, %out: memref<?xi32>) kernel {
+      %t = gpu.thread_id x
+      %zero = arith.constant 0 : i32
+      %x = memref.load %a[%t] : memref<?xi32>
+      %neg = arith.cmpi slt, %x, %zero : i32
+      gpu.barrier
+      %r = arith.extui %neg : i1 to i32
+      memref.store %r, %out[%t] : memref<?xi32>
+      gpu.return
+    }
+"""
+
+# A private buffer allocated inside an scf.if of a segment (freed per thread): the segment
+# was wrapped in memref.alloca_scope, whose single block convert-scf-to-cf broke
+# ("'memref.alloca_scope' op expects region #0 to have 0 or 1 blocks").
+NESTED_ALLOCA = """
+    gpu.func @kern(%a: memref<?xi32>, %out: memref<?xi32>) kernel {
+      %t = gpu.thread_id x
+      %c0 = arith.constant 0 : index
+      %c2 = arith.constant 2 : index
+      %x = memref.load %a[%t] : memref<?xi32>
+      gpu.barrier
+      %odd = arith.remui %t, %c2 : index
+      %is_odd = arith.cmpi ne, %odd, %c0 : index
+      %r = scf.if %is_odd -> (i32) {
+        %p = memref.alloca() : memref<1xi32>
+        %x2 = arith.addi %x, %x : i32
+        memref.store %x2, %p[%c0] : memref<1xi32>
+        %y = memref.load %p[%c0] : memref<1xi32>
+        scf.yield %y : i32
+      } else {
+        scf.yield %x : i32
+      }
+      memref.store %r, %out[%t] : memref<?xi32>
+      gpu.return
+    }
+"""
+
+
+def test_i1_and_nested_private_buffers_in_split_kernels():
+    a = np.arange(64, dtype=np.int32) - 30
+    t = np.arange(64)
+    for kernel, expected in ((I1_ACROSS, (a < 0).astype(np.int32)),
+                             (NESTED_ALLOCA, np.where(t % 2 == 1, 2 * a, a))):
+        out = np.zeros_like(a)
+        with pywave.compile(program(kernel, ["memref<?xi32>"] * 2, blocks=1, threads=64),
+                            target="cpu", disk_cache=False) as mod:
+            mod.run(a, out)
+            assert split(mod)
+        np.testing.assert_array_equal(out, expected)
+
+
+# Atomic adds after a barrier return the counter's old values in the order the threads run:
+# thread order both ways (the fibers used to go on from the last thread to arrive at the
+# barrier, then 0, 1, ...: other old values than the thread loops').
+ATOMIC_ORDER = """
+    gpu.func @kern(%a: memref<?xi32>, %out: memref<?xi32>)
+        workgroup(%cnt: memref<1xi32, #gpu.address_space<workgroup>>) kernel {
+      %t = gpu.thread_id x
+      %c0 = arith.constant 0 : index
+      %c3 = arith.constant 3 : index
+      %c1 = arith.constant 1 : index
+      %x = memref.load %a[%t] : memref<?xi32>
+      %first = arith.cmpi eq, %t, %c0 : index
+      scf.if %first {
+        memref.store %x, %cnt[%c0] : memref<1xi32, #gpu.address_space<workgroup>>
+      }
+      gpu.barrier
+      %r = scf.for %i = %c0 to %c3 step %c1 iter_args(%o = %x) -> (i32) {
+        %old = memref.atomic_rmw addi %x, %cnt[%c0]
+            : (i32, memref<1xi32, #gpu.address_space<workgroup>>) -> i32
+        scf.yield %old : i32
+      }
+      memref.store %r, %out[%t] : memref<?xi32>
+      gpu.return
+    }
+"""
+
+
+@pytest.mark.parametrize("lowering", [{}, {"kernel_opt_level": 0}], ids=["split", "fibers"])
+def test_threads_after_a_barrier_run_in_thread_order(lowering):
+    a = np.random.default_rng(7).integers(-1000, 1000, 48).astype(np.int32)
+    out = np.zeros_like(a)
+    with pywave.compile(program(ATOMIC_ORDER, ["memref<?xi32>"] * 2, blocks=1, threads=48),
+                        target="cpu", disk_cache=False, lowering=lowering) as mod:
+        mod.run(a, out)
+        assert split(mod) == (not lowering)
+    counter, expected = int(a[0]), []
+    for x in a.tolist():
+        for _ in range(3):
+            old, counter = counter, counter + x
+        expected.append(old)
+    np.testing.assert_array_equal(out, np.array(expected, dtype=np.int32))
+
+
+def _many_values(count: int) -> str:
+    """A kernel keeping ``count`` vector<4xf32> values (16 bytes each) across one barrier."""
+    consts = "\n".join(f"      %k{i} = arith.constant dense<{i}.0> : vector<4xf32>"
+                       for i in range(count))
+    defs = "\n".join(f"      %x{i} = arith.addf %v, %k{i} : vector<4xf32>" for i in range(count))
+    sums = "\n".join(f"      %s{i + 1} = arith.addf %s{i}, %x{i} : vector<4xf32>"
+                     for i in range(count))
+    return f"""
+    gpu.func @kern(%a: memref<?xf32>, %out: memref<?xf32>) kernel {{
+      %g = gpu.global_id x
+      %f = memref.load %a[%g] : memref<?xf32>
+      %v = vector.broadcast %f : f32 to vector<4xf32>
+{consts}
+{defs}
+      gpu.barrier
+      %s0 = arith.constant dense<0.0> : vector<4xf32>
+{sums}
+      %e = vector.extract %s{count}[3] : f32 from vector<4xf32>
+      memref.store %e, %out[%g] : memref<?xf32>
+      gpu.return
+    }}
+"""
+
+
+@pytest.mark.parametrize("count", [64, 600])
+def test_values_kept_across_a_barrier_fit_the_stack(count):
+    """64 x 16 bytes per thread: split, the values in per-type arrays of the block's size;
+    600 x 16: more than SPILL_BYTES, fibers (the thread loops' arrays of 1024 rows per value
+    overflowed the host thread's stack: a segmentation fault)."""
+    blocks, threads = 4, 128
+    a = np.arange(blocks * threads, dtype=np.float32)
+    out = np.zeros_like(a)
+    with pywave.compile(program(_many_values(count), ["memref<?xf32>"] * 2, blocks=blocks,
+                                threads=threads), target="cpu", disk_cache=False) as mod:
+        mod.run(a, out)
+        assert split(mod) == (count * 16 <= 1024)
+    np.testing.assert_array_equal(out, count * a + count * (count - 1) // 2)
