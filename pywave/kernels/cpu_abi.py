@@ -8,5 +8,3 @@ defines the same values."""
 PREFIX = "__wavert_cpu_"
 #: Lanes of a subgroup, as on NVIDIA GPUs (libwavert's WAVERT_CPU_WARP).
 SUBGROUP_SIZE = 32
-#: Threads per block at most, as on CUDA GPUs (libwavert's WAVERT_CPU_MAX_THREADS).
-MAX_THREADS = 1024

@@ -50,11 +50,11 @@ from dataclasses import dataclass, field
 from mlir import ir
 from mlir.dialects import arith, func, llvm, memref, scf
 
-from .cpu_abi import MAX_THREADS, PREFIX
+from .cpu_abi import PREFIX
 
 log = logging.getLogger("pywave.kernels.cpu_split")
 
-#: Bytes of values a thread keeps across barriers at most (``MAX_THREADS`` times this on
+#: Bytes of values a thread keeps across barriers at most (1024 threads times this on
 #: the stack of the host thread running a block: 1 MiB of its 8 MiB).
 SPILL_BYTES = 1024
 #: Queries whose value is the block's own (the same for every thread of it).
