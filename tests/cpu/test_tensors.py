@@ -228,9 +228,18 @@ def test_torch_half_precision_in_and_out(dtype):
 
 # ---- JAX ---------------------------------------------------------------------------------
 
+@pytest.fixture
+def jnp():
+    """jax.numpy making its arrays on JAX's CPU device (a machine with a GPU makes them on
+    the GPU by default, which the CPU device refuses)."""
+    import jax
+    import jax.numpy
+    with jax.default_device(jax.devices("cpu")[0]):
+        yield jax.numpy
+
+
 @needs_jax
-def test_jax_arrays_are_read_in_place(vector_add, at):
-    import jax.numpy as jnp
+def test_jax_arrays_are_read_in_place(vector_add, at, jnp):
     a = jnp.arange(2000, dtype=jnp.float32)
     b = jnp.full(2000, 0.5, dtype=jnp.float32)
     c = np.zeros(2000, np.float32)
@@ -240,8 +249,7 @@ def test_jax_arrays_are_read_in_place(vector_add, at):
 
 
 @needs_jax
-def test_jax_array_as_an_output_is_refused_naming_the_argument(vector_add):
-    import jax.numpy as jnp
+def test_jax_array_as_an_output_is_refused_naming_the_argument(vector_add, jnp):
     a = jnp.ones(64, dtype=jnp.float32)
     out = jnp.zeros(64, dtype=jnp.float32)
     with pytest.raises(pywave.ArgumentError,
@@ -252,8 +260,7 @@ def test_jax_array_as_an_output_is_refused_naming_the_argument(vector_add):
 
 
 @needs_jax
-def test_jax_zero_d_and_bf16_inputs():
-    import jax.numpy as jnp
+def test_jax_zero_d_and_bf16_inputs(jnp):
     mod = _compile(ZERO_D)
     y = np.zeros((), np.float32)
     mod.affine(jnp.float32(-2.5) * jnp.ones((), jnp.float32), y)
