@@ -6,7 +6,7 @@ is installed, of the same kernel written for ``numba.cuda`` run by its simulator
 (``NUMBA_ENABLE_CUDASIM=1``, set here before numba is imported), with the ratios. Cases: the
 vector add of examples/vector_add.mlir (256-thread blocks) at 2^10, 2^16, 2^20, 2^24 float32
 elements, and a shared-memory tree reduction of float32 blocks of 256 with a gpu.barrier per
-step (8 steps + 1: each GPU thread a fiber) at 2^20 elements. The simulator is slow (a
+step (8 steps + 1: loops over the block's threads cut at each barrier) at 2^20 elements. The simulator is slow (a
 Python thread per GPU thread): it runs the vector add at 2^16 and the reduction at 2^14
 elements, and its time is scaled per element to the row's size (marked ``*``).
 
@@ -79,9 +79,8 @@ def numba_kernels():
 
 
 def reduce_f32_text() -> str:
-    sys.path.insert(0, str(ROOT / "tests" / "cpu"))
-    from test_device import REDUCE
-    return REDUCE.replace("i32", "f32").replace("arith.addi %x, %y", "arith.addf %x, %y")
+    reduce_i32 = (ROOT / "tests" / "data" / "cpu_reduce.mlir").read_text()
+    return reduce_i32.replace("i32", "f32").replace("arith.addi %x, %y", "arith.addf %x, %y")
 
 
 def row(name, ours, numpy_s, sim_s, scaled):

@@ -215,10 +215,7 @@ def lower_cpu(module: ir.Module, *, text: str | None = None, opt_level: int = 3,
         except ir.MLIRError as exc:
             raise diagnostic_error(f"lowering gpu.module @{name} for the CPU failed", exc,
                                    text) from None
-        left = find_ops(gmod, lambda op: op.name.split(".", 1)[0] in GPU_ONLY_DIALECTS)
-        if left:
-            raise CompileError(f"gpu.module @{name}: the CPU target cannot run "
-                               f"{left[0].name}, which the lowering produced")
+        _refuse_unlowered(gmod, name)
         if not keep_params:
             dropped.update(unused_params.drop_unused(module, {name}))
         kernels = [sym_name(op.operation) for op in gmod.regions[0].blocks[0].operations
@@ -305,6 +302,23 @@ def _refuse_gpu_only(gmod: ir.Operation, name: str) -> None:
             "(target='cpu' runs the gpu dialect's thread and block queries, gpu.barrier and "
             "workgroup memory, subgroup shuffles and reductions, gpu.all_reduce and "
             "gpu.printf; GPU intrinsics, MMA, TMA and clusters need a GPU target)")
+
+
+def _refuse_unlowered(gmod: ir.Operation, name: str) -> None:
+    """CompileError for the first op of the lowered ``gmod`` outside the ``llvm`` dialect
+    (``math.trunc``, ``math.ipowi``: ops :data:`CPU_PIPELINE` has no pattern for), named
+    with its line. The bindings' LLVM IR translation crashes the process on such an op
+    instead of raising."""
+    left = find_ops(gmod, lambda op: op.name != "gpu.module" and not op.name.startswith("llvm."))
+    if not left:
+        return
+    op = left[0]
+    if op.name.split(".", 1)[0] in GPU_ONLY_DIALECTS:
+        raise CompileError(f"gpu.module @{name}: the CPU target cannot run "
+                           f"{op.name}{_where(op)}, which the lowering produced")
+    raise CompileError(f"gpu.module @{name}: {op.name}{_where(op)} has no lowering for the "
+                       "CPU target: the kernel lowering (convert-gpu-to-nvvm) leaves it as "
+                       "it is, as it does for a GPU target")
 
 
 def _rewrite_queries(gmod: ir.Operation, sites=None) -> None:

@@ -14,7 +14,6 @@ import pytest
 
 import pywave
 
-# Not conftest's ROOT: bench/cpu_device.py imports this module (REDUCE) outside pytest.
 ROOT = Path(__file__).resolve().parents[2]
 
 VECTOR_ADD = (ROOT / "examples" / "vector_add.mlir").read_text()
@@ -143,56 +142,7 @@ def test_thread_and_block_ids(grid, block):
 
 # Tree reduction of 256 values per block in workgroup memory, a gpu.barrier per step; thread
 # 0 writes the block's sum. Integers: the sums are exact whatever the order.
-REDUCE = r"""
-module attributes {gpu.container_module} {
-  gpu.module @k {
-    gpu.func @sum(%a: memref<?xi32>, %out: memref<?xi32>)
-        workgroup(%s: memref<256xi32, #gpu.address_space<workgroup>>) kernel {
-      %t = gpu.thread_id x
-      %b = gpu.block_id x
-      %g = gpu.global_id x
-      %c0 = arith.constant 0 : index
-      %c1 = arith.constant 1 : index
-      %c128 = arith.constant 128 : index
-      %v = memref.load %a[%g] : memref<?xi32>
-      memref.store %v, %s[%t] : memref<256xi32, #gpu.address_space<workgroup>>
-      gpu.barrier
-      %r = scf.while (%step = %c128) : (index) -> index {
-        %more = arith.cmpi ugt, %step, %c0 : index
-        scf.condition(%more) %step : index
-      } do {
-      ^bb0(%step: index):
-        %lt = arith.cmpi ult, %t, %step : index
-        scf.if %lt {
-          %o = arith.addi %t, %step : index
-          %x = memref.load %s[%t] : memref<256xi32, #gpu.address_space<workgroup>>
-          %y = memref.load %s[%o] : memref<256xi32, #gpu.address_space<workgroup>>
-          %z = arith.addi %x, %y : i32
-          memref.store %z, %s[%t] : memref<256xi32, #gpu.address_space<workgroup>>
-        }
-        gpu.barrier
-        %next = arith.shrui %step, %c1 : index
-        scf.yield %next : index
-      }
-      %first = arith.cmpi eq, %t, %c0 : index
-      scf.if %first {
-        %total = memref.load %s[%c0] : memref<256xi32, #gpu.address_space<workgroup>>
-        memref.store %total, %out[%b] : memref<?xi32>
-      }
-      gpu.return
-    }
-  }
-  func.func @run(%a: memref<?xi32>, %out: memref<?xi32>) {
-    %c0 = arith.constant 0 : index
-    %c1 = arith.constant 1 : index
-    %c256 = arith.constant 256 : index
-    %g = memref.dim %out, %c0 : memref<?xi32>
-    gpu.launch_func @k::@sum blocks in (%g, %c1, %c1) threads in (%c256, %c1, %c1)
-        args(%a : memref<?xi32>, %out : memref<?xi32>)
-    return
-  }
-}
-"""
+REDUCE = (ROOT / "tests" / "data" / "cpu_reduce.mlir").read_text()
 
 
 def _reduce_inputs(blocks: int):
@@ -305,6 +255,23 @@ def test_gpu_only_op_is_a_compile_error_naming_it():
                            "      %l = gpu.subgroup_broadcast %j, first_active_lane : i32")
     with pytest.raises(pywave.CompileError, match=r"gpu\.subgroup_broadcast.*CPU"):
         _compile(text)
+
+
+@pytest.mark.parametrize("op", ["%r = math.trunc %f : f32",
+                                "%p = math.ipowi %j, %j : i32\n      %r = arith.sitofp %p : i32 to f32"])
+def test_op_without_cpu_lowering_is_a_compile_error_not_a_crash(op):
+    # convert-gpu-to-nvvm leaves math.trunc and math.ipowi as they are; translating them to
+    # LLVM IR crashed the compiler process (SIGSEGV in the bindings) before this check.
+    text = NVVM_OP.replace("memref<?xi32>", "memref<?xf32>").replace(
+        "%l = nvvm.read.ptx.sreg.laneid : i32",
+        "%i = gpu.thread_id x\n"
+        "      %j = arith.index_cast %i : index to i32\n"
+        "      %f = arith.sitofp %j : i32 to f32\n"
+        f"      {op}").replace("memref.store %l,", "memref.store %r,")
+    name = op.split(" = ")[1].split()[0] if "ipowi" not in op else "math.ipowi"
+    with pytest.raises(pywave.CompileError,
+                       match=rf"{name} at line \d+, column \d+ has no lowering for the CPU"):
+        pywave.compile(text, target="cpu", disk_cache=False)
 
 
 def test_gpu_tensor_is_refused_naming_the_argument():
