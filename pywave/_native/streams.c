@@ -181,12 +181,19 @@ static int check_stream(HostFunction *self, call_state *c) {
 static int choose_stream(HostFunction *self, call_state *c) {
   const int32_t device_id = c->dev_id;
   c->cupy_stream = 0;
-  if (self->device_type == kDLCPU) { /* a host program: no device, no stream */
+  if (self->device_type == kDLCPU) { /* the CPU device or a host program: no stream */
     if (c->explicit_stream) {
-      PyErr_Format(ArgumentError,
-                   "%U(): stream= was given, but the function belongs to a host program (no "
-                   "GPU op; target host), whose calls run on no device: pass no stream",
-                   self->name);
+      if (self->cpu_device)
+        PyErr_Format(ArgumentError,
+                     "%U(): stream= was given, but the function runs its kernels on the CPU "
+                     "device (target cpu), whose calls finish their work before they return: "
+                     "pass no stream",
+                     self->name);
+      else
+        PyErr_Format(ArgumentError,
+                     "%U(): stream= was given, but the function belongs to a host program (no "
+                     "GPU op; target host), whose calls run on no device: pass no stream",
+                     self->name);
       return -1;
     }
     return 0;

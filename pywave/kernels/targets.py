@@ -339,8 +339,9 @@ def assign_targets(module: ir.Module, requested: Target | None,
         elif wanted is None:
             raise CompileError(
                 f"gpu.module @{name} has no target and no GPU was found to take one from; "
-                "pass target='sm_90' (NVIDIA) or target='gfx942' (AMD); on the command line "
-                "--target sm_90")
+                "pass target='cpu' to run the kernels on this machine's CPU, or "
+                "target='sm_90' (NVIDIA) or target='gfx942' (AMD) to compile for a GPU; on "
+                "the command line --target cpu or --target sm_90")
         else:
             write(gmod, [TargetAttr.make(wanted.backend, chip=f'"{chip}"', O="3")
                          for chip in wanted.chips])

@@ -287,6 +287,24 @@ def test_gpu_tensor_is_refused_naming_the_argument():
         mod(OnGpu(a), a, a.copy())
 
 
+def test_stream_on_the_cpu_device_is_refused_naming_the_cpu_device():
+    mod = _compile(VECTOR_ADD)
+    a = np.zeros(4, dtype=np.float32)
+    with pytest.raises(pywave.ArgumentError,
+                       match=r"main\(\): stream= was given, but the function runs its kernels "
+                             r"on the CPU device \(target cpu\)"):
+        mod.main(a, a.copy(), a.copy(), stream=5)
+
+
+def test_no_gpu_and_no_target_suggests_the_cpu_device():
+    if pywave.device_count() > 0:
+        pytest.skip("a GPU is present: the module takes GPU 0's chip")
+    with pytest.raises(pywave.CompileError,
+                       match=r"no GPU was found to take one from; pass target='cpu' to run the "
+                             r"kernels on this machine's CPU.*--target cpu"):
+        pywave.compile(VECTOR_ADD, disk_cache=False)
+
+
 def test_unknown_target_names_cpu():
     with pytest.raises(pywave.CompileError, match="'cpu'"):
         pywave.compile(VECTOR_ADD, target="tpu", disk_cache=False)
