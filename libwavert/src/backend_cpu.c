@@ -265,7 +265,7 @@ typedef struct {
   int64_t cluster[3]; /* blocks per cluster, each dividing grid */
   int64_t blocks; /* grid x * y * z */
   atomic_llong next;
-  atomic_int active; /* pool threads still working on this job */
+  atomic_int done; /* pool threads that joined this job (pool.ticket) and left it */
   atomic_int failed; /* a block's fibers: 1 no memory, 2 deadlock, 3 a check failed,
                       * 4 a cf.assert failed */
   atomic_llong asserted; /* threads whose cf.assert failed */
@@ -282,8 +282,30 @@ static struct {
   _Atomic(cpu_job *) job;
   atomic_ulong generation;
   atomic_int sleepers; /* pool threads waiting on `wake` (or about to) */
+  /* Who works on the published job: (generation << TICKET_SHIFT) | TICKET_CLOSED? | joined.
+   * A pool thread joins the job of the generation it saw while the ticket is open (a CAS
+   * adding 1); the launcher closes it after its own share and waits for the joined ones
+   * only, so a thread the OS has not scheduled yet never delays a launch (it finds the
+   * ticket closed, or of a later generation, and touches no job). */
+  atomic_ullong ticket;
 } pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
-          0, 0, NULL, 0, 0};
+          0, 0, NULL, 0, 0, 0};
+
+#define TICKET_SHIFT 17
+#define TICKET_CLOSED (1ull << 16) /* joined counts stay below it: at most 1023 threads */
+#define TICKET_GENERATIONS ((1ull << (64 - TICKET_SHIFT)) - 1) /* generations, mod 2^47 */
+
+/* Join the job of generation `generation`; 0 when it is closed or gone. */
+static int ticket_join(unsigned long generation) {
+  unsigned long long t = atomic_load_explicit(&pool.ticket, memory_order_acquire);
+  for (;;) {
+    if ((t >> TICKET_SHIFT) != (generation & TICKET_GENERATIONS) || (t & TICKET_CLOSED))
+      return 0;
+    if (atomic_compare_exchange_weak_explicit(&pool.ticket, &t, t + 1, memory_order_acq_rel,
+                                              memory_order_acquire))
+      return 1;
+  }
+}
 
 /* Synchronisation of a warp or of the block: live threads, arrivals, generation. */
 typedef struct {
@@ -963,9 +985,10 @@ static void *pool_main(void *generation) {
       pthread_mutex_unlock(&pool.mutex);
     }
     seen = now;
+    if (!ticket_join(now)) continue; /* its launch is done: wait for the next one */
     cpu_job *job = atomic_load(&pool.job);
     work(job);
-    atomic_fetch_sub_explicit(&job->active, 1, memory_order_release);
+    atomic_fetch_add_explicit(&job->done, 1, memory_order_release); /* job left for good */
   }
   return NULL;
 }
@@ -1314,7 +1337,7 @@ static wavert_status run_launch(const cpu_function *function, const uint32_t clu
   atomic_init(&job.reported, 0);
   atomic_init(&job.asserted, 0);
   job.message[0] = '\0';
-  atomic_init(&job.active, 0);
+  atomic_init(&job.done, 0);
   int helpers = pool.size - 1;
   if (helpers > job.blocks - 1) helpers = (int)(job.blocks - 1);
   if (job.blocks * threads <= WAVERT_CPU_SERIAL_THREADS) helpers = 0;
@@ -1340,10 +1363,11 @@ static wavert_status run_launch(const cpu_function *function, const uint32_t clu
     if (pool.started == 0) helpers = 0;
   }
   if (helpers > 0) {
-    /* Every started thread takes part (one that finds no block left is done at once). */
-    atomic_store(&job.active, pool.started);
+    /* Pool threads join through the ticket of the generation they will see. */
+    unsigned long generation = atomic_load(&pool.generation) + 1;
+    atomic_store(&pool.ticket, (generation & TICKET_GENERATIONS) << TICKET_SHIFT);
     atomic_store(&pool.job, &job);
-    atomic_fetch_add(&pool.generation, 1); /* spinning threads start here */
+    atomic_store(&pool.generation, generation); /* spinning threads start here */
     if (atomic_load(&pool.sleepers) > 0) {
       pthread_mutex_lock(&pool.mutex);
       pthread_cond_broadcast(&pool.wake);
@@ -1352,8 +1376,11 @@ static wavert_status run_launch(const cpu_function *function, const uint32_t clu
   }
   work(&job);
   if (helpers > 0) {
-    /* A helper the OS has not scheduled yet finds no block left; yield the CPU to it. */
-    for (int spin = 0; atomic_load_explicit(&job.active, memory_order_acquire) > 0; ++spin) {
+    /* Close the ticket; wait for the threads that joined (they are running this job). */
+    unsigned long long t = atomic_fetch_or_explicit(&pool.ticket, TICKET_CLOSED,
+                                                    memory_order_acq_rel);
+    int joined = (int)(t & (TICKET_CLOSED - 1));
+    for (int spin = 0; atomic_load_explicit(&job.done, memory_order_acquire) < joined; ++spin) {
       if (spin < 1000)
         cpu_relax();
       else
