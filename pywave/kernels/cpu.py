@@ -415,6 +415,48 @@ _GLOBAL_AS3 = re.compile(r"^(@[\w.$\"-]+ = )([\w ]*?)addrspace\(3\) (global|cons
                          re.M)
 _DYNAMIC = re.compile(r"^(@__dynamic_shmem__\w+) = .*$", re.M)
 _LIBDEVICE = re.compile(r"@__nv_(\w+)\b")
+#: libdevice functions without a C library namesake, defined by the image (:func:`_libdevice_ir`,
+#: as ``__wavert_cpu_<name>``): LLVM IR bodies of their declared signature. rsqrt is 1/sqrt
+#: (two correctly rounded steps: within CUDA's 2-ulp bound for rsqrtf), powi by repeated
+#: squaring (as libdevice multiplies; a negative power the reciprocal; LLVM's own powi would
+#: be a libgcc call), the f64 class tests fcmp's.
+_LIBDEVICE_OWN = {
+    "rsqrtf": ("float", "float %x", "  %s = call float @llvm.sqrt.f32(float %x)\n"
+               "  %r = fdiv float 1.0, %s\n  ret float %r"),
+    "rsqrt": ("double", "double %x", "  %s = call double @llvm.sqrt.f64(double %x)\n"
+              "  %r = fdiv double 1.0, %s\n  ret double %r"),
+    "powif": ("float", "float %x, i32 %n",
+              "entry:\n  %neg = icmp slt i32 %n, 0\n"
+              "  %m0 = call i32 @llvm.abs.i32(i32 %n, i1 false)\n  br label %loop\n"
+              "loop:\n  %m = phi i32 [%m0, %entry], [%m2, %loop]\n"
+              "  %b = phi float [%x, %entry], [%b2, %loop]\n"
+              "  %r = phi float [1.0, %entry], [%r2, %loop]\n"
+              "  %odd = trunc i32 %m to i1\n  %rb = fmul float %r, %b\n"
+              "  %r2 = select i1 %odd, float %rb, float %r\n  %b2 = fmul float %b, %b\n"
+              "  %m2 = lshr i32 %m, 1\n  %more = icmp ne i32 %m2, 0\n"
+              "  br i1 %more, label %loop, label %done\n"
+              "done:\n  %inv = fdiv float 1.0, %r2\n"
+              "  %v = select i1 %neg, float %inv, float %r2\n  ret float %v"),
+    "powi": ("double", "double %x, i32 %n",
+              "entry:\n  %neg = icmp slt i32 %n, 0\n"
+              "  %m0 = call i32 @llvm.abs.i32(i32 %n, i1 false)\n  br label %loop\n"
+              "loop:\n  %m = phi i32 [%m0, %entry], [%m2, %loop]\n"
+              "  %b = phi double [%x, %entry], [%b2, %loop]\n"
+              "  %r = phi double [1.0, %entry], [%r2, %loop]\n"
+              "  %odd = trunc i32 %m to i1\n  %rb = fmul double %r, %b\n"
+              "  %r2 = select i1 %odd, double %rb, double %r\n  %b2 = fmul double %b, %b\n"
+              "  %m2 = lshr i32 %m, 1\n  %more = icmp ne i32 %m2, 0\n"
+              "  br i1 %more, label %loop, label %done\n"
+              "done:\n  %inv = fdiv double 1.0, %r2\n"
+              "  %v = select i1 %neg, double %inv, double %r2\n  ret double %v"),
+    "isnand": ("i32", "double %x", "  %c = fcmp uno double %x, %x\n"
+               "  %r = zext i1 %c to i32\n  ret i32 %r"),
+    "isinfd": ("i32", "double %x", "  %a = call double @llvm.fabs.f64(double %x)\n"
+               "  %c = fcmp oeq double %a, 0x7FF0000000000000\n"
+               "  %r = zext i1 %c to i32\n  ret i32 %r"),
+    "isfinited": ("i32", "double %x", "  %a = call double @llvm.fabs.f64(double %x)\n"
+                  "  %c = fcmp olt double %a, 0x7FF0000000000000\n"
+                  "  %r = zext i1 %c to i32\n  ret i32 %r")}
 
 
 def _host_ir(llvm_ir: str, name: str) -> str:
@@ -443,6 +485,10 @@ def _host_ir(llvm_ir: str, name: str) -> str:
 
     def libm(match: re.Match) -> str:
         symbol = match.group(1)
+        if symbol in _LIBDEVICE_OWN:
+            return f"@{PREFIX}{symbol}"
+        if symbol.startswith("fast_"):    # fast-math variants: the C library's accurate one
+            symbol = symbol[len("fast_"):]
         if not _process_has(symbol):
             missing.append(symbol)
         return "@" + symbol
@@ -523,6 +569,17 @@ def _bf16_ir() -> list[str]:
         from_f64("__truncdfhf2", "half", "  %h = fptrunc float %f to half\n")]
 
 
+def _libdevice_ir() -> list[str]:
+    """:data:`_LIBDEVICE_OWN` as LLVM IR functions of the image (the intrinsics they call
+    declared once; a declaration no body uses is dropped by LLVM)."""
+    lines = ["declare float @llvm.sqrt.f32(float)", "declare double @llvm.sqrt.f64(double)",
+             "declare i32 @llvm.abs.i32(i32, i1)"]
+    for name, (result, params, body) in _LIBDEVICE_OWN.items():
+        lines.append(f"define linkonce_odr hidden {result} @{PREFIX}{name}({params}) {{\n"
+                     f"{body}\n}}")
+    return lines
+
+
 def abi_ir(kernels: dict[str, tuple[list[str], str, list[int]]], checks: bool = False) -> str:
     """The image's ABI in LLVM IR: the thread-local record pointer, the query and barrier
     functions, and the per-kernel entries (``kernels``: name -> (LLVM argument types, entry
@@ -555,6 +612,7 @@ def abi_ir(kernels: dict[str, tuple[list[str], str, list[int]]], checks: bool = 
         f"define linkonce_odr hidden i32 @{PREFIX}vprintf(ptr %fmt, ptr %args) {{\n" +
         _record_fn(PRINT_FIELD) + "  call void %f(ptr %fmt, ptr %args)\n  ret i32 0\n}")
     lines += _bf16_ir()
+    lines += _libdevice_ir()
     for name, (types, kind, sizes) in kernels.items():
         lines += _entry_ir(name, types, kind, sizes)
     return "\n\n".join(lines) + "\n"

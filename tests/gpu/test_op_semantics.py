@@ -285,13 +285,11 @@ def _cpu_key(case: cs.Case) -> tuple[str, str, str]:
     return case.op, case.in_types[0], case.out_type
 
 
-#: (op, first operand type, result type) the CPU device does not compile yet (on top of
-#: UNSUPPORTED): rsqrt, fpowi and the f64 isnan/isinf/isfinite call libdevice functions
-#: pywave.kernels.cpu maps to no C library function.
-#: test_cpu_unsupported_ops_are_exactly_those_listed keeps the table true.
-CPU_UNSUPPORTED = {
-    (op, t, t) for op in ("math.rsqrt", "math.fpowi") for t in cs.FLOAT_TYPES} | {
-    (op, "f64", "i1") for op in ("math.isnan", "math.isinf", "math.isfinite")}
+#: (op, first operand type, result type) the CPU device does not compile (on top of
+#: UNSUPPORTED): none since the image defines the libdevice functions without a C library
+#: namesake (pywave.kernels.cpu._LIBDEVICE_OWN). test_cpu_unsupported_ops_are_exactly_those_listed
+#: keeps the table true.
+CPU_UNSUPPORTED: set = set()
 
 
 #: Case name -> why the CPU device's result differs from MLIR's semantics (as
