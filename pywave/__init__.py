@@ -17,7 +17,7 @@ _built = _source_tree.is_built(__name__)
 if _built or _source_tree.defer_to_installed(__name__, __file__) is None:
     from ._version import __version__
     from .errors import (ArgumentError, CompileError, ConfigWarning, DeviceError, Error,
-                         KernelFaultError, NotBuiltError)
+                         KernelFaultError, NoAttributeError, NotBuiltError, NotFoundError)
 
     def _not_built() -> NotBuiltError:
         """The error of an unbuilt pywave with no installed copy to defer to, saying how to
@@ -50,7 +50,8 @@ if _built or _source_tree.defer_to_installed(__name__, __file__) is None:
 
     __all__ = ["compile", "compile_many", "CompileManyError", "export", "synchronize",
                "device_count", "CompiledModule", "Error", "CompileError", "ArgumentError",
-               "DeviceError", "KernelFaultError", "NotBuiltError", "ConfigWarning",
+               "DeviceError", "KernelFaultError", "NotBuiltError", "NotFoundError",
+               "NoAttributeError", "ConfigWarning",
                "ExecutionEngine", "__version__"]
 
     logging.getLogger("pywave").addHandler(logging.NullHandler())

@@ -18,7 +18,8 @@ import time
 from typing import Mapping, Sequence
 
 from . import cache, lookup, pipeline, runtime
-from .errors import ArgumentError, CompileError, DeviceError, Error
+from .errors import (ArgumentError, CompileError, DeviceError, Error, NoAttributeError,
+                     NotFoundError)
 from .frontend import validate
 from .frontend.source import MlirModule, text_and_name
 from .host import jit, sharedobj
@@ -376,7 +377,8 @@ class CompiledModule:
         try:
             return self._live()[name]
         except KeyError:
-            raise KeyError(f"no host function {name!r}; functions: {self.functions}") from None
+            raise NotFoundError(f"no host function {name!r}; functions: "
+                                f"{self.functions}") from None
 
     def __getattr__(self, name: str):
         if name.startswith("_"):
@@ -384,8 +386,8 @@ class CompiledModule:
         try:
             return self._live()[name]
         except KeyError:
-            raise AttributeError(f"no host function {name!r}; functions: "
-                                 f"{self.functions}") from None
+            raise NoAttributeError(f"no host function {name!r}; functions: "
+                                   f"{self.functions}") from None
 
     def __call__(self, *args, **kwargs):
         live = self._live()

@@ -54,6 +54,20 @@ class KernelFaultError(DeviceError):
     the source line. The process goes on; what the kernel wrote before it is undefined."""
 
 
+class NotFoundError(Error, KeyError):
+    """A name looked up with ``[]`` is not in the module: ``mod["NAME"]`` (its host
+    functions) or ``mod.kernels["NAME"]`` (its launchable kernels), or is ambiguous there.
+    The message lists the names there are."""
+
+    def __str__(self) -> str:       # the message, not KeyError's repr of it
+        return str(self.args[0]) if self.args else ""
+
+
+class NoAttributeError(Error, AttributeError):
+    """``mod.NAME`` names no host function of the module (the message lists them); an
+    AttributeError, so ``hasattr`` and ``getattr`` with a default work as usual."""
+
+
 class NotBuiltError(Error, ImportError):
     """pywave's built parts (its C extensions, ``libwavert.so``) are missing: the package was
     imported from a source tree that was never built, or a build output was removed. The

@@ -13,7 +13,7 @@ import dataclasses
 import re
 from typing import Iterator, Mapping, Sequence
 
-from ..errors import ArgumentError, Error
+from ..errors import ArgumentError, Error, NotFoundError
 from ..program import Binary, KernelInfo
 
 #: Name prefix of the generated launcher host functions (``$`` cannot start or appear in a
@@ -69,9 +69,9 @@ class Kernels(Mapping):
         if len(matches) == 1:
             return self._launchers[matches[0]]
         if matches:
-            raise KeyError(f"kernel {name!r} is ambiguous: {', '.join(sorted(matches))}; use "
+            raise NotFoundError(f"kernel {name!r} is ambiguous: {', '.join(sorted(matches))}; use "
                            "'module::kernel'")
-        raise KeyError(f"no launchable kernel {name!r}; kernels: {list(self._launchers)} "
+        raise NotFoundError(f"no launchable kernel {name!r}; kernels: {list(self._launchers)} "
                        "(kernels whose arguments Python cannot pass, e.g. unranked memrefs "
                        "or vectors, have no launcher)")
 

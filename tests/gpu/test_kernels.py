@@ -44,11 +44,13 @@ def test_module_surface(mlir, device):
     assert np.array_equal(device.get(a), -2 * np.arange(1000, dtype=np.float32))
     with pytest.raises(pywave.ArgumentError, match="double_it.*negate|call one by name"):
         mod(a)
-    with pytest.raises(AttributeError, match="nope"):
-        mod.nope
-    with pytest.raises(KeyError, match="nope"):
+    with pytest.raises(pywave.NoAttributeError, match="no host function 'nope'; functions"):
+        mod.nope                        # an AttributeError too: hasattr works
+    assert not hasattr(mod, "nope") and getattr(mod, "nope", None) is None
+    with pytest.raises(pywave.NotFoundError, match="no host function 'nope'; functions") as err:
         mod["nope"]
-    with pytest.raises(AttributeError):
+    assert isinstance(err.value, KeyError) and str(err.value).startswith("no host function")
+    with pytest.raises(pywave.NoAttributeError):
         mod.helper_not_exported
 
 

@@ -83,9 +83,9 @@ def test_each_launchable_kernel_gets_a_launcher_and_no_host_function():
     assert mod.functions == []
     assert list(mod.kernels) == ["k::fill", "k::index2d", "other::fill", "other::flags"]
     assert mod.kernels["index2d"] is mod.kernels["k::index2d"] is mod.kernel("index2d")
-    with pytest.raises(KeyError, match="ambiguous: k::fill, other::fill"):
+    with pytest.raises(pywave.NotFoundError, match="ambiguous: k::fill, other::fill"):
         mod.kernels["fill"]
-    with pytest.raises(KeyError, match="no launchable kernel 'with_vector'"):
+    with pytest.raises(pywave.NotFoundError, match="no launchable kernel 'with_vector'"):
         mod.kernels["with_vector"]          # vector arguments: no launcher
     assert repr(mod.kernels) == ("<pywave.Kernels ['k::fill', 'k::index2d', 'other::fill', "
                                  "'other::flags']>")
