@@ -67,6 +67,18 @@ def file_location(loc: ir.Location) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
+def where(op: ir.Operation) -> str:
+    """``line L, column C`` of ``op``'s file location, else ``an unknown location``."""
+    loc = file_location(op.location)
+    return f"line {loc[0]}, column {loc[1]}" if loc else "an unknown location"
+
+
+def at_line(op: ir.Operation) -> str:
+    """`` at line L, column C`` of ``op``'s file location (for a message), else ``""``."""
+    loc = file_location(op.location)
+    return f" at line {loc[0]}, column {loc[1]}" if loc else ""
+
+
 def run_pipeline(module: ir.Module, pipeline: str, what: str, text: str | None = None) -> None:
     """Run a textual pass pipeline; MLIR failures become CompileError."""
     try:

@@ -52,9 +52,9 @@ _HOST_ONLY = ("f80", "f128")
 
 
 def _where(op: "ir.Operation") -> str:
-    from ..mlirutil import file_location
-    loc = file_location(op.location)
-    return f"line {loc[0]}, column {loc[1]}" if loc else "an unknown location"
+    """:func:`pywave.mlirutil.where` (imported here: this module loads without MLIR)."""
+    from ..mlirutil import where
+    return where(op)
 
 
 def in_gpu_module(op: "ir.Operation") -> bool:

@@ -29,6 +29,7 @@ from ..errors import CompileError, Error
 from ..program import FORMAT_CHOICES
 
 if TYPE_CHECKING:
+    import numpy
     from mlir import ir
 
 log = logging.getLogger("pywave.validate")
@@ -413,10 +414,9 @@ HOST_DIALECTS = frozenset({"arith", "math", "memref", "vector", "gpu", "cf", "in
 
 
 def _where(op: "ir.Operation") -> str:
-    """``<input>:3:7`` style location of ``op`` (or ``unknown location``)."""
-    from ..mlirutil import file_location
-    loc = file_location(op.location)
-    return f"line {loc[0]}, column {loc[1]}" if loc else "an unknown location"
+    """:func:`pywave.mlirutil.where` (imported here: this module loads without MLIR)."""
+    from ..mlirutil import where
+    return where(op)
 
 
 def single_threaded(ctx: "ir.Context") -> None:

@@ -123,7 +123,7 @@ from mlir.dialects import arith, func, gpu
 from mlir.dialects import llvm as mlir_llvm
 
 from ..errors import CompileError
-from ..mlirutil import diagnostic_error, file_location, find_ops, gpu_modules, sym_name
+from ..mlirutil import at_line, diagnostic_error, find_ops, gpu_modules, sym_name
 from ..image_params import undefined_symbols
 from ..llvm import host_cpu
 from ..program import CPU_KERNEL_ABI, Binary
@@ -255,7 +255,7 @@ def _refuse_binaries(module: ir.Module) -> None:
         held = ", ".join(f"{_OBJECT_FORMATS.get(int(o.format), 'unknown')} for {o.target}"
                          for o in objects) or "no object"
         raise CompileError(
-            f"gpu.binary @{name}{_where(op.operation)} holds a GPU image ({held}): a PTX, "
+            f"gpu.binary @{name}{at_line(op.operation)} holds a GPU image ({held}): a PTX, "
             "cubin, fatbin or hsaco image cannot run on the CPU device (target='cpu' compiles "
             "the kernels of gpu.module ops for the host); give the kernels as a gpu.module, "
             "or compile for a GPU target")
@@ -284,11 +284,6 @@ def _rewrite_cluster_queries(gmod: ir.Operation) -> None:
             op.erase()
 
 
-def _where(op: ir.Operation) -> str:
-    loc = file_location(op.location)
-    return f" at line {loc[0]}, column {loc[1]}" if loc else ""
-
-
 def _refuse_gpu_only(gmod: ir.Operation, name: str) -> None:
     """CompileError for the first op of ``gmod`` that only a GPU runs."""
     def bad(op: ir.Operation) -> bool:
@@ -298,7 +293,7 @@ def _refuse_gpu_only(gmod: ir.Operation, name: str) -> None:
     if found:
         op = found[0]
         raise CompileError(
-            f"gpu.module @{name}: {op.name}{_where(op)} cannot run on the CPU target "
+            f"gpu.module @{name}: {op.name}{at_line(op)} cannot run on the CPU target "
             "(target='cpu' runs the gpu dialect's thread and block queries, gpu.barrier and "
             "workgroup memory, subgroup shuffles and reductions, gpu.all_reduce and "
             "gpu.printf; GPU intrinsics, MMA, TMA and clusters need a GPU target)")
@@ -315,8 +310,8 @@ def _refuse_unlowered(gmod: ir.Operation, name: str) -> None:
     op = left[0]
     if op.name.split(".", 1)[0] in GPU_ONLY_DIALECTS:
         raise CompileError(f"gpu.module @{name}: the CPU target cannot run "
-                           f"{op.name}{_where(op)}, which the lowering produced")
-    raise CompileError(f"gpu.module @{name}: {op.name}{_where(op)} has no lowering for the "
+                           f"{op.name}{at_line(op)}, which the lowering produced")
+    raise CompileError(f"gpu.module @{name}: {op.name}{at_line(op)} has no lowering for the "
                        "CPU target: the kernel lowering (convert-gpu-to-nvvm) leaves it as "
                        "it is, as it does for a GPU target")
 

@@ -15,7 +15,7 @@ from mlir import ir
 from mlir.dialects import arith, func, gpu, scf
 
 from ..errors import CompileError
-from ..mlirutil import file_location, find_ops
+from ..mlirutil import at_line, find_ops
 from .cpu_abi import PREFIX, SUBGROUP_SIZE
 
 #: gpu.all_reduce / gpu.subgroup_reduce operation -> (arith op for integers, for floats).
@@ -58,10 +58,6 @@ class LaneOps:
                 op.erase()
 
     # -- helpers ------------------------------------------------------------------------
-    def _where(self, op: ir.Operation) -> str:
-        loc = file_location(op.location)
-        return f" at line {loc[0]}, column {loc[1]}" if loc else ""
-
     def _call(self, symbol: str, args: list, results: list) -> list:
         if symbol not in self.declared:
             self.declared.add(symbol)
@@ -78,7 +74,7 @@ class LaneOps:
             isinstance(ty, ir.IntegerType) and ir.IntegerType(ty).width <= 64) or (
             isinstance(ty, ir.FloatType) and ir.FloatType(ty).width <= 64)
         if not scalar:
-            raise CompileError(f"gpu.module @{self.name}: {op.name}{self._where(op)} on {ty}: "
+            raise CompileError(f"gpu.module @{self.name}: {op.name}{at_line(op)} on {ty}: "
                                "the CPU target exchanges scalar integers, index and floats of "
                                "at most 64 bits")
 
@@ -124,7 +120,7 @@ class LaneOps:
             names = COMBINE.get(kind)
             which = names and names[1 if isinstance(ty, ir.FloatType) else 0]
             if not which:
-                raise CompileError(f"gpu.module @{self.name}: {op.name}{self._where(op)}: "
+                raise CompileError(f"gpu.module @{self.name}: {op.name}{at_line(op)}: "
                                    f"reduction '{kind}' on {ty} is not defined")
             opname = "arith." + which
             return lambda a, b: ir.Operation.create(opname, results=[ty],
