@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from mlir import ir
 from mlir.dialects import arith, func, llvm, memref, scf
 
+from ..mlirutil import find_ops, next_op
 from .cpu_abi import PREFIX
 
 log = logging.getLogger("pywave.kernels.cpu_split")
@@ -367,7 +368,7 @@ class _Splitter:
         moved into it (between a stack save and restore when they allocate)."""
         if not ops:
             return None
-        with ir.InsertionPoint(_next_op(ops[-1])):
+        with ir.InsertionPoint(next_op(ops[-1])):
             outer = scf.ForOp(self.c0, self.dims[2], self.c1)
         with ir.InsertionPoint(outer.body):
             middle = scf.ForOp(self.c0, self.dims[1], self.c1)
@@ -419,7 +420,7 @@ class _Splitter:
             return
         self.stored.add(key)
         home = self.loops[self.segment[key[0]]]
-        with ir.InsertionPoint(_next_op(value.owner.operation)):
+        with ir.InsertionPoint(next_op(value.owner.operation)):
             kind = _stored_type(value.type)
             if kind != value.type:
                 value = arith.ExtUIOp(kind, value).result
@@ -444,14 +445,7 @@ class _Splitter:
 
     def _thread_ids(self, loop: _Loop) -> None:
         """The thread-id queries in ``loop``: its induction variables."""
-        calls = []
-
-        def visit(op):
-            if _callee(op) in THREAD_QUERIES:
-                calls.append(op)
-            return ir.WalkResult.ADVANCE
-        loop.op.walk(visit)
-        for op in calls:
+        for op in find_ops(loop.op, lambda o: _callee(o) in THREAD_QUERIES):
             op.results[0].replace_all_uses_with(loop.ivs[THREAD_QUERIES[_callee(op)]])
             op.erase()
 
@@ -485,14 +479,8 @@ def _bytes(kind: ir.Type) -> int:
 
 def _untag(kernel: ir.Operation) -> None:
     """Remove :data:`SEGMENT_TAG` and :data:`UNIFORM_TAG` from every op of ``kernel``."""
-    tagged = []
-
-    def visit(op):
-        if SEGMENT_TAG in op.attributes or UNIFORM_TAG in op.attributes:
-            tagged.append(op)
-        return ir.WalkResult.ADVANCE
-    kernel.walk(visit)
-    for op in tagged:
+    for op in find_ops(kernel, lambda o: SEGMENT_TAG in o.attributes
+                       or UNIFORM_TAG in o.attributes):
         for tag in (SEGMENT_TAG, UNIFORM_TAG):
             if tag in op.attributes:
                 del op.attributes[tag]
@@ -523,15 +511,6 @@ def _finds(root: ir.Operation, pred) -> bool:
         return ir.WalkResult.ADVANCE
     root.walk(visit)
     return found
-
-
-def _next_op(op: ir.Operation) -> ir.Operation:
-    """The op after ``op`` in its block (``op`` is never a terminator here)."""
-    ops = op.block.operations
-    for i, other in enumerate(ops):
-        if other.operation == op:
-            return ops[i + 1].operation
-    raise AssertionError("op not in its block")
 
 
 def _inside(op: ir.Operation, ancestor: ir.Operation) -> bool:
