@@ -27,8 +27,6 @@ from semantics import cases as cs
 from semantics import floats as fl
 from semantics import generate
 
-from conftest import devices
-
 log = logging.getLogger("pywave.tests.semantics")
 
 #: (op, element type) the NVVM lowering of MLIR 22 (``convert-gpu-to-nvvm``) leaves
@@ -281,17 +279,6 @@ def _run_case(device, fn, case: cs.Case) -> np.ndarray:
     return device.get(out)
 
 
-def _cpu_key(case: cs.Case) -> tuple[str, str, str]:
-    return case.op, case.in_types[0], case.out_type
-
-
-#: (op, first operand type, result type) the CPU device does not compile (on top of
-#: UNSUPPORTED): none since the image defines the libdevice functions without a C library
-#: namesake (pywave.kernels.cpu._LIBDEVICE_OWN). test_cpu_unsupported_ops_are_exactly_those_listed
-#: keeps the table true.
-CPU_UNSUPPORTED: set = set()
-
-
 #: Case name -> why the CPU device's result differs from MLIR's semantics (as
 #: EXPECTED_DEVIATIONS: a listed case must still differ).
 CPU_DEVIATIONS: dict[str, str] = {
@@ -301,13 +288,13 @@ CPU_DEVIATIONS: dict[str, str] = {
     "cbrt_f64": "glibc's cbrt is off by 2 ulps where CUDA's bound is 1",
 }
 
+
 @pytest.mark.parametrize("group", GROUPS)
 def test_kernels_match_mlir_semantics(device, groups, group):
     """Every case of ``group`` on ``device`` (the GPU with torch, or the CPU device)."""
     chosen = groups[group]
     deviating = EXPECTED_DEVIATIONS
-    if device.is_cpu:
-        chosen = [c for c in chosen if _cpu_key(c) not in CPU_UNSUPPORTED]
+    if device.is_cpu:       # every case compiles for the CPU (kernels/cpu.py's libdevice map)
         deviating = {**EXPECTED_DEVIATIONS, **CPU_DEVIATIONS}
     failures, deviations = [], []
     mod = device.compile(generate.module(chosen))
@@ -329,21 +316,6 @@ def test_kernels_match_mlir_semantics(device, groups, group):
         log.info("expected deviation: %s", line)
     assert not failures, f"{len(failures)} cases differ from MLIR's semantics:\n" + \
         "\n".join(failures)
-
-
-def test_cpu_unsupported_ops_are_exactly_those_listed(all_cases):
-    """Each CPU_UNSUPPORTED op alone is a CompileError on the CPU device naming the function
-    it cannot find; one that starts compiling fails here (drop it from the table)."""
-    chosen = {_cpu_key(c): c for c in all_cases if _supported(c)}
-    compiling = []
-    for key in sorted(CPU_UNSUPPORTED):
-        try:
-            api.build(generate.module([chosen[key]]), target="cpu", opt_level=0)
-        except pywave.CompileError as exc:
-            assert "__" in str(exc), (key, str(exc))
-        else:
-            compiling.append(key)
-    assert not compiling, f"these compile for the CPU now: {compiling}"
 
 
 # ---------------------------------------------------------------------------------------
