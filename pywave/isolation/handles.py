@@ -10,12 +10,10 @@ fds closed, without waiting: the server reaps it. Nothing on a discard path bloc
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 from typing import TYPE_CHECKING, Any
 
@@ -292,7 +290,7 @@ class SpawnedWorker(Worker):
         super().__init__()
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-c", connection.BOOT, json.dumps(sys.path), "worker"],
+                connection.boot_command("worker"),
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
                 env=connection.process_env(), close_fds=True, start_new_session=True)
         except OSError as exc:

@@ -67,12 +67,13 @@ def identity() -> dict[str, str]:
     and the Python executable."""
     global _IDENTITY
     if _IDENTITY is None:
-        import platform
+        import importlib.machinery
         import sys
-        import sysconfig
         from .._version import __version__
+        # EXTENSION_SUFFIXES[0] holds the SOABI (".cpython-312-x86_64-linux-gnu.so") and
+        # os.uname() the machine: what sysconfig and platform give, without importing them
         abi = "-".join([sys.implementation.cache_tag or sys.implementation.name,
-                        str(sysconfig.get_config_var("SOABI")), platform.machine(),
+                        importlib.machinery.EXTENSION_SUFFIXES[0], os.uname().machine,
                         str(struct.calcsize("P") * 8), sys.byteorder])
         _IDENTITY = {"pywave": __version__, "abi": abi, "executable": sys.executable}
     return dict(_IDENTITY)

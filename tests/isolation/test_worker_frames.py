@@ -7,9 +7,7 @@ and reads the replies with a deadline: the subprocess watchdog bounds every case
 
 from __future__ import annotations
 
-import json
 import os
-import pickle
 import subprocess
 import sys
 
@@ -25,9 +23,9 @@ WATCHDOG = 120.0
 def _exchange(data: bytes, close: bool = True) -> tuple[list[tuple], int, str]:
     """Start a worker, write ``data`` to its requests pipe (then EOF when ``close``), and
     return (its checked reply frames, its exit status, its stderr)."""
-    proc = subprocess.Popen([sys.executable, "-c", connection.BOOT, json.dumps(sys.path),
-                             "worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=connection.process_env())
+    proc = subprocess.Popen(connection.boot_command("worker"), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=connection.process_env())
     try:
         proc.stdin.write(data)
         proc.stdin.flush()
