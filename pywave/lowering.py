@@ -28,6 +28,14 @@ log = logging.getLogger("pywave.lowering")
 #: ``max_registers`` (ptxas raises a value below the ABI minimum to that minimum).
 MAX_REGISTERS = 255
 
+#: Default ``coarsen_threads`` of NVIDIA targets: 2^22 threads, about 15 times what an H200
+#: (132 SMs of 2,048 threads) holds at once, so the coarsened launch still fills the GPU
+#: several times over; below it a launch is short and coarsening gains little.
+COARSEN_THREADS = 1 << 22
+
+#: The largest ``coarsen_threads``: a launch has at most 2^31 - 1 blocks of 1,024 threads.
+MAX_COARSEN_THREADS = (2**31 - 1) * 1024
+
 #: ptxas options pywave sets itself (the chip, the output, the optimisation level) or that
 #: have their own LoweringOptions field, or would read more options from a file: refused in
 #: ``ptxas_options``. Keyed by every spelling ptxas accepts.
@@ -131,6 +139,15 @@ class LoweringOptions:
         reported; a failure raises :class:`pywave.KernelFaultError` naming the kernel, the
         block, the thread(s), the op, the index and the memref
         (:mod:`pywave.kernels.checks`). Kernels run slower (one fiber per thread).
+    coarsen_threads : int or None
+        Block coarsening of elementwise kernels (:mod:`pywave.kernels.rewrites.coarsen`): a
+        host launch of such a kernel with at least this many threads along x (grid x times
+        block x) runs a copy of it in which each block does the work of 4 consecutive blocks,
+        all their loads first: 4x the memory requests in flight, so a one-element-per-thread
+        kernel streams at the bandwidth of a vectorised one. What the kernel computes is the
+        same; smaller launches and the kernel API (``mod.kernels[...]``) run the kernel as
+        written. None (the default): :data:`COARSEN_THREADS` on NVIDIA targets, off on the CPU
+        and AMD targets; 0: off; N >= 1: launches of at least N threads, on every target.
     """
 
     index_bitwidth: int = 64
@@ -143,6 +160,7 @@ class LoweringOptions:
     ptxas_options: tuple[str, ...] = ()
     keep_kernel_params: bool = False
     checks: bool = False
+    coarsen_threads: int | None = None
 
     def __post_init__(self) -> None:
         if self.index_bitwidth not in (32, 64):
@@ -163,7 +181,19 @@ class LoweringOptions:
             raise CompileError(f"max_registers must be an int in [1, {MAX_REGISTERS}] (the "
                                f"per-thread register limit of NVIDIA GPUs) or None, got "
                                f"{regs!r}")
+        threads = self.coarsen_threads
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                    or not 0 <= threads <= MAX_COARSEN_THREADS):
+            raise CompileError(f"coarsen_threads must be None or an int in [0, "
+                               f"{MAX_COARSEN_THREADS}] (0: off), got {threads!r}")
         object.__setattr__(self, "ptxas_options", _checked_ptxas_options(self.ptxas_options))
+
+    def coarsen_threshold(self, backend: str) -> int:
+        """The ``coarsen_threads`` that applies to kernels for ``backend`` (``"nvvm"``,
+        ``"rocdl"``, ``"cpu"``): 0 when off."""
+        if self.coarsen_threads is not None:
+            return self.coarsen_threads
+        return COARSEN_THREADS if backend == "nvvm" else 0
 
     def key(self) -> dict:
         """The options as plain data, for the compile-cache key and dumps."""

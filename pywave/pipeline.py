@@ -336,9 +336,10 @@ class Pipeline:
                 _passes.run(module, self.passes, self.text, self.filename)
                 validate.module(module)
             rec.done("passes", module if self.passes is not None else None)
-            bool_args, gpu_op = prepare.prepare(module, self.text,
-                                                device_arguments=not self._runner,
-                                                structured_kernels=self.target.chip == "cpu")
+            bool_args, gpu_op = prepare.prepare(
+                module, self.text, device_arguments=not self._runner,
+                structured_kernels=self.target.chip == "cpu",
+                outlined=self._coarsen())
             rec.done("prepare", module)
             functions = signature.read_signatures(module, self.text, bool_args,
                                                   strict=not self._runner)
@@ -370,6 +371,20 @@ class Pipeline:
             rec.dump.update(complete=True)
         return Artifacts(target, binaries, lowered, obj, asm, rec.stages, rec.seconds,
                          rec.dump.path if rec.dump else None)
+
+    def _coarsen(self) -> "Callable[[ir.Module], object] | None":
+        """The block coarsening of this compile's kernels for the prepare stage
+        (:func:`pywave.kernels.rewrites.coarsen.coarsen` with ``coarsen_threads``), None when
+        off: by the backend the chip names (``"cpu"``, ``"rocdl"`` for ``gfx...``, else
+        ``"nvvm"``: an NVIDIA chip, or none known yet), and always with ``binaries=`` (a
+        replacement image holds the kernels as written)."""
+        chip = self.target.chip
+        backend = "cpu" if chip == "cpu" else "rocdl" if chip.startswith("gfx") else "nvvm"
+        threads = 0 if self.replacements else self.lowering.coarsen_threshold(backend)
+        if not threads:
+            return None
+        from .kernels.rewrites import coarsen
+        return lambda module: coarsen.coarsen(module, threads)
 
     @property
     def _runner(self) -> bool:

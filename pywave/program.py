@@ -121,6 +121,13 @@ CPU_BACKEND = Backend("cpu", 1, "kDLCPU", "CPU", "")
 #: modules: bump it with every change of the layout, so no entry of another layout is loaded.
 CPU_KERNEL_ABI = 6
 
+#: Name suffix of a kernel's block-coarsened copy (:mod:`pywave.kernels.rewrites.coarsen`),
+#: which only the host's own launches run: the kernel API does not list it.
+COARSENED_SUFFIX = "__pywave_x4"
+
+#: Discardable unit attribute on that copy's ``gpu.func``.
+COARSENED_ATTR = "pywave.coarsened"
+
 
 @dataclasses.dataclass(frozen=True)
 class Target:

@@ -100,6 +100,10 @@ def add_lowering_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep-kernel-params", action="store_true",
                         help="kernels keep MLIR's whole kernel ABI, also parameters they never "
                         "read (for images that other code launches)")
+    parser.add_argument("--coarsen-threads", type=int, default=None, metavar="N",
+                        help="launches of elementwise kernels with at least N threads along x "
+                        "run their block-coarsened copy (0: off; default: 2^22 on NVIDIA "
+                        "targets, off elsewhere)")
     parser.add_argument("--checks", action="store_true", default=None,
                         help="checked mode of --target cpu: bounds, barrier and workgroup-memory "
                         "race checks, a failure a KernelFaultError naming kernel, block, thread, "
@@ -119,7 +123,8 @@ def lowering_options(args: argparse.Namespace) -> lowering.LoweringOptions:
                                     line_info=args.line_info, fast_math=args.fast_math,
                                     max_registers=args.max_registers,
                                     ptxas_options=tuple(args.ptxas_options),
-                                    keep_kernel_params=args.keep_kernel_params)
+                                    keep_kernel_params=args.keep_kernel_params,
+                                    coarsen_threads=args.coarsen_threads)
     return lowering.with_checks(options, args.checks, getattr(args, "target", None)) or options
 
 

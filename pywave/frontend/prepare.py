@@ -7,6 +7,8 @@ outlined kernels (:func:`pywave.frontend.validate.prepared`)."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 from mlir import ir
 from mlir.dialects import arith
 
@@ -25,26 +27,32 @@ from ..mlirutil import file_location, find_ops, gpu_modules, kernels_of, run_pip
 #: LLVM lowerings (``convert-gpu-to-nvvm``, ``convert-to-llvm``) lower every arith op
 #: themselves (``ceildivsi``/``floordivsi``/``ceildivui`` included) and min/max to LLVM's IEEE
 #: intrinsics.
-PREPARE_PIPELINE = ("builtin.module(canonicalize, convert-nvgpu-to-nvvm, gpu-kernel-outlining, "
-                    "convert-vector-to-scf, expand-strided-metadata, lower-affine, "
-                    "convert-scf-to-cf)")
+_HEAD = ("canonicalize, convert-nvgpu-to-nvvm, gpu-kernel-outlining, convert-vector-to-scf, "
+         "expand-strided-metadata, lower-affine")
+_TAIL = "convert-scf-to-cf"
+PREPARE_PIPELINE = f"builtin.module({_HEAD}, {_TAIL})"
+
 #: The same for the CPU target, whose kernels keep scf's structured control flow until their
 #: own lowering (:mod:`pywave.kernels.cpu_split` cuts them at their barriers into thread
 #: loops; ``pywave.kernels.cpu.CPU_PIPELINE`` lowers scf to cf then): scf-to-cf on the host
 #: functions alone.
-CPU_PREPARE_PIPELINE = PREPARE_PIPELINE.replace(
-    "convert-scf-to-cf)", "func.func(convert-scf-to-cf), llvm.func(convert-scf-to-cf))")
+_CPU_TAIL = "func.func(convert-scf-to-cf), llvm.func(convert-scf-to-cf)"
+CPU_PREPARE_PIPELINE = f"builtin.module({_HEAD}, {_CPU_TAIL})"
 
 
 def prepare(module: ir.Module, text: str, *, device_arguments: bool,
-            structured_kernels: bool = False) -> tuple[set[tuple[str, int]], str | None]:
+            structured_kernels: bool = False,
+            outlined: Callable[[ir.Module], object] | None = None
+            ) -> tuple[set[tuple[str, int]], str | None]:
     """Run the stage on ``module`` (in place). ``device_arguments``: the public host
     functions' memref arguments hold GPU memory when the module uses the GPU (False for
     runner programs); in a host program (:func:`pywave.frontend.gpu_use.first_gpu_op` finds
     no GPU op) they hold host memory. ``structured_kernels`` (the CPU target): the kernels'
-    scf ops are kept (:data:`CPU_PREPARE_PIPELINE`). Returns :func:`widen_bool_memrefs`'s pairs and the
-    module's first GPU op (None: a host program); CompileError for what the later stages
-    cannot take."""
+    scf ops are kept (:data:`CPU_PREPARE_PIPELINE`). ``outlined(module)``, when given, runs
+    once the kernels are outlined, while kernels and host code still have their scf ops (the
+    driver's block coarsening, :mod:`pywave.kernels.rewrites.coarsen`). Returns
+    :func:`widen_bool_memrefs`'s pairs and the module's first GPU op (None: a host program);
+    CompileError for what the later stages cannot take."""
     dense.empty_resources(module)
     validate.no_host_tensors(module)
     bool_args = widen_bool_memrefs(module)
@@ -53,8 +61,13 @@ def prepare(module: ir.Module, text: str, *, device_arguments: bool,
     if structured:      # before PREPARE_PIPELINE's vector-to-scf and scf-to-cf (upstream's order)
         run_pipeline(module, f"builtin.module({', '.join(structured)})",
                      "lowering structured ops to loops", text)
-    run_pipeline(module, CPU_PREPARE_PIPELINE if structured_kernels else PREPARE_PIPELINE,
-                 "preparing the module", text)
+    tail = _CPU_TAIL if structured_kernels else _TAIL
+    if outlined is not None:
+        run_pipeline(module, f"builtin.module({_HEAD})", "preparing the module", text)
+        outlined(module)
+        run_pipeline(module, f"builtin.module({tail})", "preparing the module", text)
+    else:
+        run_pipeline(module, f"builtin.module({_HEAD}, {tail})", "preparing the module", text)
     check_kernels(module)
     gpu_op = gpu_use.first_gpu_op(module)
     validate.prepared(module, device_arguments=device_arguments and gpu_op is not None,

@@ -38,7 +38,7 @@ from .._native import LAUNCH_PARAMS
 from ..errors import CompileError
 from ..mlirutil import gpu_modules, kernels_of
 from ..mlirutil import sym_name
-from ..program import HostSignature, Param
+from ..program import COARSENED_ATTR, HostSignature, Param
 from ..runtime.kernel_api import launcher_name
 from .signature import arg_name, as_bool, kernel_written_args, make_param, source_lines
 
@@ -56,6 +56,8 @@ def add_launchers(module: ir.Module, text: str | None,
     for gmod in gpu_modules(module):
         mname = sym_name(gmod)
         for kernel in kernels_of(gmod):
+            if COARSENED_ATTR in kernel.attributes:     # the host's own launches' copy
+                continue
             kname = sym_name(kernel)
             args = _function_arguments(kernel)
             names = [arg_name(a, lines) or f"arg{i}" for i, a in enumerate(args)]

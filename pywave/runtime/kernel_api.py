@@ -14,7 +14,7 @@ import re
 from typing import Iterator, Mapping, Sequence
 
 from ..errors import ArgumentError, Error, NotFoundError
-from ..program import Binary, KernelInfo
+from ..program import COARSENED_SUFFIX, Binary, KernelInfo
 
 #: Name prefix of the generated launcher host functions (``$`` cannot start or appear in a
 #: C identifier, so no user function of an export collides; MLIR and LLVM accept it).
@@ -123,8 +123,8 @@ def find_kernel(binaries: Sequence[Binary], name: str,
     kernels for an unknown or ambiguous name."""
     if not isinstance(name, str):
         raise TypeError(f"kernel name must be a str, got {type(name).__name__} {name!r}")
-    known = dict.fromkeys([f"{b.name}::{k.name}" for b in binaries for k in b.kernels]
-                          + list(launchable))
+    known = dict.fromkeys([f"{b.name}::{k.name}" for b in binaries for k in b.kernels
+                           if not k.name.endswith(COARSENED_SUFFIX)] + list(launchable))
     matches = [q for q in known if q == name] or [q for q in known if q.split("::")[1] == name]
     if len(matches) != 1:
         what = "is ambiguous" if matches else "is not a kernel of the module"

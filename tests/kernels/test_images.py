@@ -20,6 +20,10 @@ from conftest import TESTS
 DATA = TESTS / "data"
 VECTOR_ADD = (DATA / "vector_add.mlir").read_text()
 
+#: The kernels as written, without the block-coarsened copy of `add`
+#: (pywave.kernels.rewrites.coarsen): the images these tests read hold `add` alone.
+AS_WRITTEN = {"coarsen_threads": 0}
+
 
 def mlir_string(data: bytes) -> str:
     return "".join(chr(c) if 32 <= c < 127 and c not in (34, 92) else f"\\{c:02X}"
@@ -31,14 +35,14 @@ def ptx() -> bytes:
     """PTX of vector_add's kernels with MLIR's kernel ABI (every descriptor word), from a
     real compile (without the final NUL): what code built outside pywave takes."""
     [binary] = api.build(VECTOR_ADD, target="sm_90", format="ptx",
-                         lowering={"keep_kernel_params": True}).binaries
+                         lowering={"keep_kernel_params": True, **AS_WRITTEN}).binaries
     return binary.data.rstrip(b"\0")
 
 
 @pytest.fixture(scope="module")
 def own_ptx() -> bytes:
     """PTX of vector_add's kernels as pywave builds it: only the parameters they read."""
-    [binary] = api.build(VECTOR_ADD, target="sm_90", format="ptx").binaries
+    [binary] = api.build(VECTOR_ADD, target="sm_90", format="ptx", lowering=AS_WRITTEN).binaries
     return binary.data.rstrip(b"\0")
 
 
@@ -93,7 +97,7 @@ def test_replace_binary_from_ptx_file(tmp_path, ptx):
 
 def test_replace_binary_keeps_host_code(tmp_path, own_ptx):
     """pywave's own PTX given back (hand-tuned, say) keeps the parameters pywave kept."""
-    plain = api.build(VECTOR_ADD, target="sm_90", format="ptx")
+    plain = api.build(VECTOR_ADD, target="sm_90", format="ptx", lowering=AS_WRITTEN)
     path = tmp_path / "k.ptx"
     path.write_bytes(own_ptx)
     replaced = api.build(VECTOR_ADD, target="sm_90", binaries={"kernels": path})
@@ -246,7 +250,7 @@ def own_image(fmt: str, keep: bool) -> bytes:
     if fmt != "ptx" and not api_toolkit():
         pytest.skip("no ptxas: cubin and fatbin images need a CUDA toolkit")
     [binary] = api.build(VECTOR_ADD, target="sm_90", format=fmt,
-                         lowering={"keep_kernel_params": keep}).binaries
+                         lowering={"keep_kernel_params": keep, **AS_WRITTEN}).binaries
     return binary.data
 
 
@@ -381,7 +385,7 @@ def test_own_image_round_trip_runs(torch_cuda, tmp_path, fmt, keep):
     """`pywave compile --format fmt` then binaries= and a call on torch tensors, in a fresh
     process, with and without keep_kernel_params: c == a + b exactly."""
     [binary] = api.build(VECTOR_ADD, target=device_chip(torch_cuda), format=fmt,
-                         lowering={"keep_kernel_params": keep}).binaries
+                         lowering={"keep_kernel_params": keep, **AS_WRITTEN}).binaries
     path = tmp_path / f"k.{fmt}"
     path.write_bytes(binary.data)
     proc = subprocess.run([sys.executable, "-c", ROUND_TRIP_PROGRAM, fmt, str(int(keep)),

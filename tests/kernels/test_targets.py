@@ -67,7 +67,8 @@ def test_requested_chip_wins_over_the_ir_chip_with_a_warning(caplog):
         art = api.build(with_targets('#nvvm.target<chip = "sm_80">'), target="sm_90")
     assert art.target.chip == "sm_90"
     (binary,) = art.binaries
-    assert binary.chip == "sm_90" and [k.chip for k in binary.kernels] == ["sm_90"]
+    assert binary.chip == "sm_90"
+    assert [k.chip for k in binary.kernels if k.name == "add"] == ["sm_90"]
     assert fatbin_chips(binary.data) == ["sm_90"]
     (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert "@kernels" in warning and "sm_80" in warning and "sm_90" in warning
@@ -103,7 +104,8 @@ def test_ir_listing_two_chips_builds_both_without_target():
     code = ("import pywave.api as api, sys\n"
             "art = api.build(sys.stdin.read())\n"
             "b = art.binaries[0]\n"
-            "print(art.target.chip, b.format, b.chip, [k.chip for k in b.kernels])\n")
+            "print(art.target.chip, b.format, b.chip, "
+            "[k.chip for k in b.kernels if k.name == 'add'])\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           input=with_targets('#nvvm.target<chip = "sm_80">, '
                                              '#nvvm.target<chip = "sm_90">'),
@@ -210,7 +212,8 @@ def test_two_chips_give_one_fatbin_per_module():
     (binary,) = art.binaries
     assert binary.format == "fatbin" and binary.chips == ("sm_80", "sm_90")
     assert sorted(fatbin_chips(binary.data)) == ["sm_80", "sm_90"]
-    assert [(k.name, k.chip) for k in binary.kernels] == [("add", "sm_80"), ("add", "sm_90")]
+    assert [(k.name, k.chip) for k in binary.kernels if k.name == "add"] == \
+        [("add", "sm_80"), ("add", "sm_90")]
 
 
 @pytest.mark.parametrize("fmt", ["cubin", "ptx"])
