@@ -104,6 +104,19 @@ SCALED = """
         memref.store %z, %c[%i] : memref<?xf32>
       }"""
 
+#: A division before the guard: the load phase keeps it under "the virtual block exists".
+DIVIDED = """
+      %two = arith.constant 2 : index
+      %twice = arith.muli %i, %two : index
+      %j = arith.divui %twice, %two : index
+      %in = arith.cmpi ult, %j, %n : index
+      scf.if %in {
+        %x = memref.load %a[%j] : memref<?xf32>
+        %y = memref.load %b[%j] : memref<?xf32>
+        %z = arith.subf %x, %y : f32
+        memref.store %z, %c[%j] : memref<?xf32>
+      }"""
+
 SIZES = [1, 255, 256, 257, 1023, 1024, 1025, 4097, 100_003]
 
 
@@ -166,6 +179,15 @@ def test_grid_dim_is_the_written_grid(device, n):
     a, b, c = device.put(a0), device.zeros(n), device.zeros(n)
     mod(a, b, c)
     assert np.array_equal(device.get(c), a0 + np.float32(-(-n // 256)))
+
+
+@pytest.mark.parametrize("n", [1, 1025, 100_003])
+def test_division_before_the_guard(device, n):
+    mod = device.compile(module(DIVIDED), lowering=EVERY_LAUNCH)
+    a0, b0 = inputs(n)
+    a, b, c = device.put(a0), device.put(b0), device.zeros(n)
+    mod(a, b, c)
+    assert np.array_equal(device.get(c), a0 - b0)
 
 
 @pytest.mark.parametrize("n", [1, 1025, 100_003])
@@ -280,8 +302,9 @@ def test_kernel_api_knows_the_kernel_as_written():
 
 @pytest.mark.parametrize("value", [-1, True, 1.5, "4", (2**31 - 1) * 1024 + 1])
 def test_option_is_checked(value):
-    with pytest.raises(pywave.CompileError, match="coarsen_threads"):
+    with pytest.raises(pywave.CompileError, match="coarsen_threads") as caught:
         LoweringOptions(coarsen_threads=value)
+    assert repr(value) in str(caught.value) and f"[0, {(2**31 - 1) * 1024}]" in str(caught.value)
 
 
 def test_the_command_line_takes_coarsen_threads():

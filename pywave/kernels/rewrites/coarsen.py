@@ -259,46 +259,41 @@ def _load_phase(body: Shape, exists: ir.Value, mapping: dict, ids: dict,
                 i1: ir.Type) -> tuple[list[ir.Value], ir.Value]:
     """One virtual block's early ops, run when it ``exists``: (the crossing values, whether
     its store phase runs)."""
-    types = [v.type for v in body.crossing]
     early_outer = [op for op, e in zip(body.outer, body.early) if e]
     early_inner = [op for op, e in zip(body.inner, body.early[len(body.outer):]) if e]
-    if all(_speculatable(op) for op in early_outer):
+    if all(_speculatable(op) for op in early_outer):   # always so without a guard
         # One condition, as a CUDA C programmer writes it: the loads become one predicated
         # block, and nothing between two virtual blocks' loads waits for the first ones.
         for op in early_outer:
             _clone(op, mapping, ids)
         live = exists if body.guard is None else \
             arith.andi(exists, mapping[body.guard.operands[0]])
-        loads = scf.IfOp(live, types, has_else=True)
-        with ir.InsertionPoint(loads.then_block):
-            for op in early_inner:
-                _clone(op, mapping, ids)
-            scf.yield_([mapping[v] for v in body.crossing])
-        with ir.InsertionPoint(loads.else_block):
-            scf.yield_([_filler(t, ids["grid_dim"]) for t in types])
-        return list(loads.results), live
-    outer = scf.IfOp(exists, [*types, i1], has_else=True)
+        return _guarded(live, early_inner, body, mapping, ids), live
+    outer = scf.IfOp(exists, [*(v.type for v in body.crossing), i1], has_else=True)
     with ir.InsertionPoint(outer.then_block):
         for op in early_outer:
             _clone(op, mapping, ids)
-        if body.guard is None:
-            for op in early_inner:
-                _clone(op, mapping, ids)
-            scf.yield_([mapping[v] for v in body.crossing] + [arith.constant(i1, 1)])
-        else:
-            live = mapping[body.guard.operands[0]]
-            inner = scf.IfOp(live, types, has_else=True)
-            with ir.InsertionPoint(inner.then_block):
-                for op in early_inner:
-                    _clone(op, mapping, ids)
-                scf.yield_([mapping[v] for v in body.crossing])
-            with ir.InsertionPoint(inner.else_block):
-                scf.yield_([_filler(t, ids["grid_dim"]) for t in types])
-            scf.yield_(list(inner.results) + [live])
+        live = mapping[body.guard.operands[0]]
+        scf.yield_(_guarded(live, early_inner, body, mapping, ids) + [live])
     with ir.InsertionPoint(outer.else_block):
-        scf.yield_([_filler(t, ids["grid_dim"]) for t in types] + [arith.constant(i1, 0)])
+        scf.yield_([_filler(v.type, ids["grid_dim"]) for v in body.crossing]
+                   + [arith.constant(i1, 0)])
     results = list(outer.results)
     return results[:-1], results[-1]
+
+
+def _guarded(live: ir.Value, ops: list[ir.Operation], body: Shape, mapping: dict,
+             ids: dict) -> list[ir.Value]:
+    """``scf.if live`` running the clones of ``ops``: the crossing values, fillers when not
+    ``live``."""
+    guarded = scf.IfOp(live, [v.type for v in body.crossing], has_else=True)
+    with ir.InsertionPoint(guarded.then_block):
+        for op in ops:
+            _clone(op, mapping, ids)
+        scf.yield_([mapping[v] for v in body.crossing])
+    with ir.InsertionPoint(guarded.else_block):
+        scf.yield_([_filler(v.type, ids["grid_dim"]) for v in body.crossing])
+    return list(guarded.results)
 
 
 #: Ops whose result for a virtual block that does not exist is harmless to compute: not
@@ -367,16 +362,14 @@ def _choose_at_launch(launch: ir.Operation, gmod: str, copy: ir.Operation,
         large = arith.andi(
             arith.cmpi(arith.CmpIPredicate.uge, threads, arith.constant(index, min_threads)),
             arith.cmpi(arith.CmpIPredicate.ule, grid_x, arith.constant(index, MAX_GRID_X)))
-        choice = scf.IfOp(large, [r.type for r in launch.results], has_else=True)
+        choice = scf.IfOp(large, has_else=True)    # no results: async launches stay as written
         with ir.InsertionPoint(choice.then_block):
             grid = arith.ceildivui(grid_x, arith.constant(index, FACTOR))
-            coarse = _launch_of(launch, gmod, sym_name(copy), grid, grid_x)
-            scf.yield_(list(coarse.results))
+            _launch_of(launch, gmod, sym_name(copy), grid, grid_x)
+            scf.yield_([])
         with ir.InsertionPoint(choice.else_block):
-            written = launch.clone()
-            scf.yield_(list(written.results))
-    for old, new in zip(launch.results, choice.results):
-        old.replace_all_uses_with(new)
+            launch.clone()
+            scf.yield_([])
     launch.erase()
 
 
@@ -388,13 +381,11 @@ def _launch_of(launch: ir.Operation, gmod: str, kernel: str, grid: ir.Value,
     kernel operands, async object."""
     sizes = list(ir.DenseI32ArrayAttr(launch.attributes["operandSegmentSizes"]))
     operands = list(launch.operands)
-    grid_at = sizes[0]                           # after the async dependencies
     kernel_end = sum(sizes[:12])                 # the end of the kernel operands
-    operands[grid_at] = grid
+    operands[sizes[0]] = grid                    # grid x, after the async dependencies
     operands.insert(kernel_end, grid_x)
     sizes[11] += 1
     attributes = {name: launch.attributes[name] for name in launch.attributes}
     attributes["kernel"] = ir.SymbolRefAttr.get([gmod, kernel])
     attributes["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get(sizes)
-    return ir.Operation.create("gpu.launch_func", results=[r.type for r in launch.results],
-                               operands=operands, attributes=attributes)
+    return ir.Operation.create("gpu.launch_func", operands=operands, attributes=attributes)
